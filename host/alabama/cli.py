@@ -1,0 +1,50 @@
+"""The `alabama` command: one argparse tree, each sub-command registered by its own module.
+
+A module in COMMANDS exposes ``register(subparsers)``; it adds its parser(s) and sets
+``func(args) -> int`` as the default. Errors derived from AlabamaError print one line and exit.
+"""
+import argparse
+import importlib
+import logging
+import sys
+
+from . import __version__
+from .errors import AlabamaError
+
+#: Modules that add sub-commands, in the order `alabama --help` lists them.
+COMMANDS = [
+    "alabama.codegen.cli",
+    "alabama.conformance.cli",
+]
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="alabama", description="Alabama satellite toolchain")
+    p.add_argument("--version", action="version", version="alabama " + __version__)
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: one line per frame)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return p
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args) or 0
+    except AlabamaError as e:
+        print("alabama: error: %s" % e, file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("alabama: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
