@@ -1,0 +1,244 @@
+# ChaCha20-Poly1305 AEAD (RFC 8439) for the Noise transport; owns its scratch buffers, does no I/O.
+# Picks the viper fast path (_chacha_viper/_poly1305_viper) when the interpreter has one, else the
+# pure twins. It must not allocate in encrypt_into/decrypt_into (viper path, n < 2**30).
+import array
+
+try:
+    from micropython import const
+except ImportError:
+    const = lambda x: x  # noqa: E731
+
+from satellite.noise import _chacha_pure, _poly1305_pure
+
+try:
+    from satellite.noise import _chacha_viper, _poly1305_viper
+    IMPLS = ("viper", "pure")
+except (ImportError, SyntaxError):  # CPython, or a MicroPython built without the native emitter
+    _chacha_viper = _poly1305_viper = None
+    IMPLS = ("pure",)
+
+_KEY_LEN = const(32)
+_TAG_LEN = const(16)
+_NONCE_LEN = const(12)
+# A Noise transport message is at most 65535 bytes including the 16-byte tag (Noise §3).
+_MAX_MESSAGE = const(65535)
+_MAX_PLAINTEXT = const(65519)
+# Associated data is the 32-byte handshake hash (or empty) in Noise; anything up to a message is allowed.
+_MAX_AD = const(65535)
+# Largest Noise nonce that keeps the fast path allocation-free on a 31-bit-small-int board.
+_SMALL_N = const(0x3FFFFFFF)
+_SIGMA = b"expand 32-byte k"
+
+
+class AuthError(ValueError):
+    """The tag did not match: the message was forged, corrupted, or decrypted with the wrong key/nonce."""
+    code = "AUTH_FAILED"
+
+
+class LimitError(ValueError):
+    """A length, nonce or block counter is outside what the cipher accepts."""
+    code = "CRYPTO_LIMIT"
+
+
+class BadKeyError(ValueError):
+    """The cipher was used before set_key (or given a key of the wrong size)."""
+    code = "BAD_KEY"
+
+
+def _modules(impl):
+    if impl is None:
+        impl = IMPLS[0]
+    if impl == "viper" and _chacha_viper is not None:
+        return impl, _chacha_viper, _poly1305_viper
+    if impl == "pure":
+        return impl, _chacha_pure, _poly1305_pure
+    raise LimitError("unknown or unavailable ChaChaPoly impl %r (available: %r)" % (impl, IMPLS))
+
+
+def _load_words(st, first, buf, count):
+    """st[first:first+count] = little-endian 32-bit words of buf[0:4*count] (not a hot path)."""
+    for i in range(count):
+        j = 4 * i
+        st[first + i] = buf[j] | (buf[j + 1] << 8) | (buf[j + 2] << 16) | (buf[j + 3] << 24)
+
+
+class ChaChaPoly:
+    """One AEAD key with every scratch buffer preallocated; Noise nonces (64-bit counters)."""
+
+    def __init__(self, impl=None):
+        self.impl, self._c, self._p = _modules(impl)
+        self._st = array.array("I", [0] * 16)  # ChaCha state words
+        self._ks = bytearray(64)  # keystream block / Poly1305 one-time key
+        self._acc = self._p.new_acc()  # Poly1305 accumulators
+        self._tag = bytearray(_TAG_LEN)  # computed tag on decrypt
+        self._nonce = bytearray(_NONCE_LEN)  # raw 12-byte nonce (vector API)
+        self._keyed = False
+        _load_words(self._st, 0, _SIGMA, 4)
+
+    def set_key(self, key):
+        if len(key) != _KEY_LEN:
+            raise BadKeyError("ChaChaPoly key must be %d bytes, got %d" % (_KEY_LEN, len(key)))
+        _load_words(self._st, 4, key, 8)
+        self._keyed = True
+
+    def _set_n(self, n):
+        """Nonce words for Noise counter n: 32 zero bits then n as 64-bit little-endian."""
+        st = self._st
+        st[13] = 0
+        if 0 <= n <= _SMALL_N:
+            st[14] = n
+            st[15] = 0
+        elif 0 <= n <= 0xFFFFFFFFFFFFFFFF:
+            st[14] = n & 0xFFFFFFFF
+            st[15] = n >> 32
+        else:
+            raise LimitError("Noise nonce %r is outside 0..2**64-1" % (n,))
+
+    def _set_nonce12(self, nonce):
+        if len(nonce) != _NONCE_LEN:
+            raise LimitError("ChaCha20 nonce must be %d bytes, got %d" % (_NONCE_LEN, len(nonce)))
+        self._nonce[0:_NONCE_LEN] = nonce
+        _load_words(self._st, 13, self._nonce, 3)
+
+    def _seal(self, ad, src, src_len, dst):
+        if not self._keyed:
+            raise BadKeyError("ChaChaPoly used before set_key")
+        if src_len < 0 or src_len > _MAX_PLAINTEXT or src_len > len(src):
+            raise LimitError("plaintext length %d outside 0..%d or beyond src" % (src_len, _MAX_PLAINTEXT))
+        if len(dst) < src_len + _TAG_LEN:
+            raise LimitError("dst holds %d bytes, needs %d" % (len(dst), src_len + _TAG_LEN))
+        adl = len(ad)
+        if adl > _MAX_AD:
+            raise LimitError("associated data of %d bytes exceeds %d" % (adl, _MAX_AD))
+        st = self._st
+        c = self._c
+        p = self._p
+        ks = self._ks
+        acc = self._acc
+        st[12] = 0
+        c.block(st, ks)
+        p.init(acc, ks)
+        if adl:
+            p.update(acc, ad, 0, adl, 1)
+        st[12] = 1
+        c.xor(st, ks, src, dst, src_len)
+        p.update(acc, dst, 0, src_len, 1)
+        p.finish(acc, adl, src_len, dst, src_len)
+        return src_len + _TAG_LEN
+
+    def _open(self, ad, src, src_len, dst):
+        if not self._keyed:
+            raise BadKeyError("ChaChaPoly used before set_key")
+        if src_len < _TAG_LEN or src_len > _MAX_MESSAGE or src_len > len(src):
+            raise LimitError("message length %d outside %d..%d or beyond src" % (src_len, _TAG_LEN, _MAX_MESSAGE))
+        ct_len = src_len - _TAG_LEN
+        if len(dst) < ct_len:
+            raise LimitError("dst holds %d bytes, needs %d" % (len(dst), ct_len))
+        adl = len(ad)
+        if adl > _MAX_AD:
+            raise LimitError("associated data of %d bytes exceeds %d" % (adl, _MAX_AD))
+        st = self._st
+        c = self._c
+        p = self._p
+        ks = self._ks
+        acc = self._acc
+        st[12] = 0
+        c.block(st, ks)
+        p.init(acc, ks)
+        if adl:
+            p.update(acc, ad, 0, adl, 1)
+        p.update(acc, src, 0, ct_len, 1)
+        p.finish(acc, adl, ct_len, self._tag, 0)
+        if p.diff16(self._tag, src, ct_len):
+            raise AuthError("ChaChaPoly tag mismatch: message forged or corrupted, or wrong key/nonce")
+        st[12] = 1
+        c.xor(st, ks, src, dst, ct_len)
+        return ct_len
+
+    def encrypt_into(self, n, ad, src, src_len, dst):
+        """Seal src[0:src_len] under Noise nonce n: ciphertext to dst[0:src_len], tag to
+        dst[src_len:src_len+16]; dst may be src. Returns src_len + 16."""
+        self._set_n(n)
+        return self._seal(ad, src, src_len, dst)
+
+    def decrypt_into(self, n, ad, src, src_len, dst):
+        """Open src[0:src_len] (ciphertext || tag) under Noise nonce n into dst[0:src_len-16];
+        dst may be src. Returns src_len - 16; raises AuthError (dst untouched) on a bad tag."""
+        self._set_n(n)
+        return self._open(ad, src, src_len, dst)
+
+
+# Vector API (raw 12-byte IETF nonce, allocating results; not for hot paths).
+
+def _keyed(key, impl):
+    cp = ChaChaPoly(impl)
+    cp.set_key(key)
+    return cp
+
+
+def _check_counter(counter, nbytes):
+    nblocks = (nbytes + 63) // 64
+    if counter < 0 or counter > 0xFFFFFFFF or (nblocks and counter + nblocks - 1 > 0xFFFFFFFF):
+        raise LimitError("ChaCha20 32-bit block counter would pass 2**32-1 (start %d, %d blocks)" % (counter, nblocks))
+
+
+def chacha20_block(key, counter, nonce12, impl=None):
+    """The 64-byte ChaCha20 block for key, 32-bit counter and 12-byte nonce (RFC 8439 §2.3)."""
+    _check_counter(counter, 64)
+    cp = _keyed(key, impl)
+    cp._set_nonce12(nonce12)
+    cp._st[12] = counter
+    cp._c.block(cp._st, cp._ks)
+    return bytes(cp._ks)
+
+
+def chacha20_xor(key, counter, nonce12, data, impl=None):
+    """data XOR the ChaCha20 keystream from block `counter` (RFC 8439 §2.4). The block counter is
+    32 bits: a message whose last block would need counter 2**32 raises LimitError (never wraps)."""
+    n = len(data)
+    _check_counter(counter, n)
+    cp = _keyed(key, impl)
+    cp._set_nonce12(nonce12)
+    cp._st[12] = counter
+    out = bytearray(n)
+    cp._c.xor(cp._st, cp._ks, data, out, n)
+    return bytes(out)
+
+
+def poly1305(key32, msg, impl=None):
+    """The 16-byte Poly1305 tag of msg under one-time key r||s (RFC 8439 §2.5)."""
+    if len(key32) != 32:
+        raise LimitError("Poly1305 key must be 32 bytes, got %d" % len(key32))
+    _, _, p = _modules(impl)
+    acc = p.new_acc()
+    key = bytearray(key32)
+    p.init(acc, key)
+    n = len(msg)
+    full = n - (n % 16)
+    p.update(acc, msg, 0, full, 1)
+    if full < n:
+        blk = bytearray(16)
+        blk[0:n - full] = msg[full:n]
+        blk[n - full] = 1
+        p.update(acc, blk, 0, 16, 0)
+    tag = bytearray(16)
+    p.finish(acc, -1, 0, tag, 0)
+    return bytes(tag)
+
+
+def aead_encrypt(key, nonce12, ad, pt, impl=None):
+    """RFC 8439 §2.8 AEAD_CHACHA20_POLY1305 seal: ciphertext || tag."""
+    cp = _keyed(key, impl)
+    cp._set_nonce12(nonce12)
+    out = bytearray(len(pt) + _TAG_LEN)
+    cp._seal(ad, pt, len(pt), out)
+    return bytes(out)
+
+
+def aead_decrypt(key, nonce12, ad, ct_tag, impl=None):
+    """RFC 8439 §2.8 open of ciphertext || tag; raises AuthError on a bad tag."""
+    cp = _keyed(key, impl)
+    cp._set_nonce12(nonce12)
+    out = bytearray(max(len(ct_tag) - _TAG_LEN, 0))
+    cp._open(ad, ct_tag, len(ct_tag), out)
+    return bytes(out)
