@@ -1,1 +1,1 @@
-# Noise protocol pieces for the firmware: AEAD, HKDF (and the handshake built on them).
+# Noise protocol: X25519, ChaCha20-Poly1305, SHA-256 and the Noise state objects.
