@@ -356,6 +356,26 @@ def test_copy_viper_matches_pure():
         _copy.copy(a, dpos, src, spos, n)
         _copy_viper.copy(b, dpos, src, spos, n)
         assert a == b
+    # every alignment pair and short length (word path, byte head/tail), into another buffer
+    for spos in range(8):
+        for dpos in range(8):
+            for n in (0, 1, 3, 4, 5, 8, 9, 13, 64, 67):
+                a = bytearray(100)
+                b = bytearray(100)
+                _copy.copy(a, dpos, src, spos, n)
+                _copy_viper.copy(b, dpos, src, spos, n)
+                assert a == b
+    # front-ward moves inside one buffer (compaction), all small distances
+    for dist in range(1, 10):
+        for dpos in range(5):
+            for n in (1, 4, 7, 33, 64):
+                a = bytearray(src[:120])
+                b = bytearray(src[:120])
+                _copy.copy(a, dpos, a, dpos + dist, n)
+                _copy_viper.copy(b, dpos, b, dpos + dist, n)
+                want = bytearray(src[:120])
+                want[dpos:dpos + n] = src[dpos + dist:dpos + dist + n]
+                assert a == want and b == want
 
 
 def test_reader_with_pure_copy():
