@@ -15,6 +15,7 @@ from .errors import AlabamaError
 COMMANDS = [
     "alabama.codegen.cli",
     "alabama.conformance.cli",
+    "alabama.board.cli",
 ]
 
 

@@ -1,0 +1,408 @@
+"""Board definition files (boards/<id>.json): load them and validate them; no serial ports, no hardware.
+
+Every problem is one line ``boards/<file>: <field>: <what is wrong and what to do>``. The schema is the
+table ``SCHEMA`` below (shapes and types); the checks after it are the facts a shape cannot express:
+pins the ESP32-S3 does not have or that belong to flash/PSRAM, a GPIO used twice, audio formats the
+HAL cannot drive with MicroPython's machine.I2S, a full-duplex claim on a shared I2S bus, an image
+variant that does not match the PSRAM, and pins no source vouches for.
+"""
+import json
+import pathlib
+import re
+
+from .. import REPO
+from ..errors import UsageError
+from . import images
+
+BOARDS_DIR = REPO / "boards"
+
+# --- ESP32-S3 pin facts (ESP32-S3 Series Datasheet, "Pin Overview" and "Pin Mapping Between Chip
+# and Flash/PSRAM"): GPIO0-21 and GPIO26-48 exist (22-25 do not); GPIO26-32 are the SPI0/1 pins of
+# the in-package/module flash and PSRAM; GPIO33-37 are also taken when the flash or PSRAM is octal
+# (see also espressif/esp-idf#10605 on ESP32-S3-WROOM-1 octal modules).
+VALID_GPIO = frozenset(range(0, 22)) | frozenset(range(26, 49))
+FLASH_PSRAM_GPIO = frozenset(range(26, 33))
+OCTAL_PSRAM_GPIO = frozenset(range(33, 38))
+
+#: Which image variant a PSRAM kind needs (MicroPython ESP32_GENERIC_S3/board.md).
+IMAGE_FOR_PSRAM = {"none": "ESP32_GENERIC_S3", "quad": "ESP32_GENERIC_S3", "octal": "ESP32_GENERIC_S3-SPIRAM_OCT"}
+
+#: What machine.I2S can drive (MicroPython docs/library/machine.I2S.rst): controller mode, 16/32-bit
+#: samples, MONO/STEREO, Philips I2S only.
+HAL_BITS = (16, 32)
+HAL_MAX_CHANNELS = 2
+
+#: Pairs of fields that may name the same GPIO on a half-duplex board (one shared I2S bus).
+SHARED_BUS_FIELDS = (
+    frozenset({"audio.mic.sck", "audio.speaker.sck"}),
+    frozenset({"audio.mic.ws", "audio.speaker.ws"}),
+    frozenset({"audio.mic.mck", "audio.speaker.mck"}),
+)
+
+CODEC_ADDRESSES = {"es8311": (0x18, 0x19), "es7210": (0x40, 0x41, 0x42, 0x43)}
+
+HEAP_RE = re.compile(r"^[1-9][0-9]*[kKmM]?$")
+
+
+# --- the schema: a shape is ("str",), ("int", lo, hi), ("enum", values), ("pin",), ("list", item, min),
+# ("obj", {name: (shape, required)}), ("nullable", shape). Unknown keys are errors (typos caught early).
+def _obj(**fields):
+    return ("obj", fields)
+
+
+def req(shape):
+    return (shape, True)
+
+
+def opt(shape):
+    return (shape, False)
+
+
+STR = ("str",)
+PIN = ("pin",)
+LEVEL = ("enum", (0, 1))
+
+I2S_END = _obj(
+    device=req(STR),
+    i2s_id=opt(("enum", (0, 1))),
+    sck=opt(PIN), ws=opt(PIN), sd=opt(PIN), mck=opt(("nullable", PIN)),
+    format=req(("enum", ("philips", "pdm", "tdm", "left_justified"))),
+    bits=req(("int", 1, 64)),
+    channels=req(("int", 1, 16)),
+    rates=req(("list", ("int", 8000, 96000), 1)),
+    slot=opt(("enum", ("left", "right"))),
+)
+
+SCHEMA = _obj(
+    id=req(STR),
+    name=req(STR),
+    chip=req(("enum", ("esp32s3", "unix"))),
+    flash_mb=req(("int", 0, 32)),
+    psram=req(("enum", ("none", "quad", "octal"))),
+    image=req(("nullable", ("enum", images.VARIANTS))),
+    duplex=req(("enum", ("full", "half"))),
+    heap=req(STR),
+    audio=req(_obj(mic=req(I2S_END), speaker=req(I2S_END))),
+    i2c=opt(("nullable", _obj(sda=req(PIN), scl=req(PIN), freq=opt(("int", 10000, 1000000))))),
+    codecs=opt(("list", _obj(
+        chip=req(("enum", tuple(CODEC_ADDRESSES))),
+        role=req(("enum", ("speaker", "mic", "both"))),
+        address=req(("int", 0, 127)),
+        mclk=req(("enum", ("bclk", "mck_pin"))),
+        mics=opt(("list", ("int", 1, 4), 1)),
+    ), 0)),
+    amp_enable=opt(("nullable", _obj(
+        pin=opt(PIN), active_level=opt(LEVEL),
+        expander=opt(("enum", ("pi4ioe5v6408",))), address=opt(("int", 0, 127)), note=opt(STR),
+    ))),
+    buttons=req(("list", _obj(name=req(STR), pin=req(PIN), active_level=req(LEVEL)), 0)),
+    led=req(_obj(kind=req(("enum", ("gpio", "ws2812", "none"))), pin=opt(PIN), active_level=opt(LEVEL))),
+    limits=req(_obj(
+        max_frame_bytes=req(("int", 512, 65516)),
+        max_concurrent_streams=req(("int", 1, 8)),
+        buffer_ms=req(("int", 20, 10000)),
+    )),
+    reserved=opt(("list", _obj(pin=req(PIN), use=req(STR)), 0)),
+    unsupported=opt(("list", STR, 0)),
+    sources=req(("list", _obj(ref=req(STR), what=req(STR), pins=req(("list", PIN, 0))), 1)),
+    notes=opt(("list", STR, 0)),
+)
+
+
+class BoardError(UsageError):
+    """A board file is missing, unreadable or invalid; the message names the file and field."""
+
+
+class Board:
+    """A validated board file. ``data`` is the parsed JSON; attributes are the fields tools need."""
+
+    def __init__(self, data, path):
+        self.data = data
+        self.path = pathlib.Path(path)
+        self.id = data["id"]
+        self.name = data["name"]
+        self.chip = data["chip"]
+        self.image = data["image"]
+        self.duplex = data["duplex"]
+        self.heap = data["heap"]
+        self.limits = dict(data["limits"])
+
+    @property
+    def is_virtual(self):
+        return self.chip == "unix"
+
+    def pins(self):
+        """{gpio: [field, ...]} for every GPIO the board file names."""
+        return _pin_uses(self.data)
+
+    def __repr__(self):
+        return "Board(%r)" % self.id
+
+
+def _where(path):
+    try:
+        return str(pathlib.Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+# --- shape checking --------------------------------------------------------------------------------
+
+def _type_name(v):
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _check_shape(v, shape, field, errs):
+    kind = shape[0]
+    if kind == "nullable":
+        if v is not None:
+            _check_shape(v, shape[1], field, errs)
+        return
+    if kind == "str":
+        if not isinstance(v, str) or not v.strip():
+            errs.append((field, "must be a non-empty string, got %s" % _type_name(v)))
+    elif kind in ("int", "pin"):
+        if isinstance(v, bool) or not isinstance(v, int):
+            errs.append((field, "must be %s, got %s" % ("a GPIO number" if kind == "pin" else "an integer",
+                                                         _type_name(v))))
+        elif kind == "int" and not shape[1] <= v <= shape[2]:
+            errs.append((field, "%d is outside %d..%d" % (v, shape[1], shape[2])))
+    elif kind == "enum":
+        if isinstance(v, bool) or v not in shape[1]:
+            errs.append((field, "%s is not one of %s" % (json.dumps(v), ", ".join(json.dumps(x) for x in shape[1]))))
+    elif kind == "list":
+        if not isinstance(v, list):
+            errs.append((field, "must be a list, got %s" % _type_name(v)))
+            return
+        if len(v) < shape[2]:
+            errs.append((field, "needs at least %d entr%s" % (shape[2], "y" if shape[2] == 1 else "ies")))
+        for i, item in enumerate(v):
+            _check_shape(item, shape[1], "%s[%d]" % (field, i), errs)
+    elif kind == "obj":
+        if not isinstance(v, dict):
+            errs.append((field or "(top level)", "must be an object, got %s" % _type_name(v)))
+            return
+        fields = shape[1]
+        for key in v:
+            if key not in fields:
+                errs.append((_join(field, key), "unknown field (allowed: %s)" % ", ".join(sorted(fields))))
+        for key, (sub, required) in fields.items():
+            if key in v:
+                _check_shape(v[key], sub, _join(field, key), errs)
+            elif required:
+                errs.append((_join(field, key), "is missing"))
+    else:  # pragma: no cover - a schema typo
+        raise AssertionError(kind)
+
+
+def _join(base, key):
+    return key if not base else base + "." + key
+
+
+# --- semantic checks -------------------------------------------------------------------------------
+
+def _pin_uses(d):
+    uses = {}
+
+    def add(pin, field):
+        if isinstance(pin, int) and not isinstance(pin, bool):
+            uses.setdefault(pin, []).append(field)
+
+    audio = d.get("audio") or {}
+    for end in ("mic", "speaker"):
+        e = audio.get(end) or {}
+        for key in ("sck", "ws", "sd", "mck"):
+            add(e.get(key), "audio.%s.%s" % (end, key))
+    i2c = d.get("i2c") or {}
+    add(i2c.get("sda"), "i2c.sda")
+    add(i2c.get("scl"), "i2c.scl")
+    amp = d.get("amp_enable") or {}
+    add(amp.get("pin"), "amp_enable.pin")
+    for i, b in enumerate(d.get("buttons") or []):
+        if isinstance(b, dict):
+            add(b.get("pin"), "buttons[%d].pin" % i)
+    led = d.get("led") or {}
+    add(led.get("pin"), "led.pin")
+    for i, r in enumerate(d.get("reserved") or []):
+        if isinstance(r, dict):
+            add(r.get("pin"), "reserved[%d].pin (%s)" % (i, r.get("use", "?")))
+    return uses
+
+
+def _check_audio(d, errs):
+    virtual = d["chip"] == "unix"
+    for end in ("mic", "speaker"):
+        e = d["audio"][end]
+        f = "audio." + end
+        if e["format"] == "pdm":
+            errs.append((f + ".format", "a PDM microphone cannot be read: mainline MicroPython's machine.I2S "
+                         "has no PDM receive (micropython/micropython#14176 is unmerged); wire an I2S mic instead"))
+        elif e["format"] == "tdm":
+            errs.append((f + ".format", "TDM cannot be driven: machine.I2S does MONO/STEREO only; configure "
+                         "the codec for plain I2S with at most 2 channels"))
+        elif e["format"] != "philips":
+            errs.append((f + ".format", "%s is not driven by the HAL: use Philips I2S" % e["format"]))
+        if e["bits"] not in HAL_BITS:
+            errs.append((f + ".bits", "%d-bit samples cannot be driven: machine.I2S takes 16 or 32 "
+                         "(24-bit devices go in 32-bit slots)" % e["bits"]))
+        if e["channels"] > HAL_MAX_CHANNELS:
+            errs.append((f + ".channels", "%d channels cannot be driven: machine.I2S is MONO or STEREO "
+                         "(at most 2; more needs TDM)" % e["channels"]))
+        if end == "mic" and "slot" not in e:
+            errs.append((f + ".slot", "is missing: say which I2S slot (left/right) carries the microphone"))
+        if not virtual:
+            for key in ("i2s_id", "sck", "ws", "sd"):
+                if key not in e:
+                    errs.append((f + "." + key, "is missing (a board needs its I2S controller and pins)"))
+    if virtual:
+        return
+    mic, spk = d["audio"]["mic"], d["audio"]["speaker"]
+    shared = [k for k in ("sck", "ws") if k in mic and mic.get(k) == spk.get(k)]
+    if d["duplex"] == "full":
+        if shared:
+            errs.append(("duplex", "full duplex claimed on a shared I2S bus (mic and speaker share %s = GPIO %s): "
+                         "set \"duplex\": \"half\" (one TX and one RX machine.I2S object on the same pins is "
+                         "not established, see HARDWARE.md)" % ("/".join(shared), mic[shared[0]])))
+        elif mic.get("i2s_id") is not None and mic.get("i2s_id") == spk.get("i2s_id"):
+            errs.append(("duplex", "full duplex needs two I2S controllers but mic and speaker both use i2s_id %d: "
+                         "give them different ids or set \"duplex\": \"half\"" % mic["i2s_id"]))
+    if d["duplex"] == "half" and len(shared) < 2 and mic.get("i2s_id") != spk.get("i2s_id"):
+        errs.append(("duplex", "half duplex declared but mic and speaker have separate controllers and pins: "
+                     "set \"duplex\": \"full\""))
+
+
+def _check_pins(d, errs):
+    octal = d.get("psram") == "octal"
+    half = d.get("duplex") == "half"
+    for pin, fields in sorted(_pin_uses(d).items()):
+        where = fields[0].split(" ")[0]
+        if pin not in VALID_GPIO:
+            errs.append((where, "GPIO %d does not exist on the ESP32-S3 (valid: 0-21, 26-48; ESP32-S3 "
+                         "datasheet, Pin Overview)" % pin))
+            continue
+        if pin in FLASH_PSRAM_GPIO:
+            errs.append((where, "GPIO %d is a flash/PSRAM SPI pin (GPIO26-32; ESP32-S3 datasheet, Pin Mapping "
+                         "Between Chip and Flash/PSRAM): pick another pin" % pin))
+        if octal and pin in OCTAL_PSRAM_GPIO:
+            errs.append((where, "GPIO %d is taken by octal PSRAM on this board (GPIO33-37 with \"psram\": "
+                         "\"octal\"; ESP32-S3 datasheet): pick another pin" % pin))
+        if len(fields) > 1:
+            if half and frozenset(fields) in SHARED_BUS_FIELDS:
+                continue
+            if not half and frozenset(fields) in SHARED_BUS_FIELDS:
+                continue  # reported once, as a duplex error, by _check_audio
+            errs.append((where, "GPIO %d is used twice: %s" % (pin, " and ".join(fields))))
+
+
+def _check_rest(d, errs):
+    chip, psram, image = d["chip"], d["psram"], d["image"]
+    if chip == "esp32s3":
+        want = IMAGE_FOR_PSRAM[psram]
+        if image != want:
+            errs.append(("image", "%s does not fit psram %s: use %s (MicroPython ESP32_GENERIC_S3/board.md)"
+                         % (json.dumps(image), json.dumps(psram), want)))
+    elif image is not None:
+        errs.append(("image", "the virtual board (chip \"unix\") takes no MicroPython image: set null"))
+    if not HEAP_RE.match(d["heap"]):
+        errs.append(("heap", "%s is not a micropython -X heapsize value such as \"256k\" or \"8m\"" % json.dumps(d["heap"])))
+    codecs = d.get("codecs") or []
+    if codecs and not d.get("i2c"):
+        errs.append(("i2c", "is missing: codec chips need their I2C control bus (sda/scl)"))
+    for i, c in enumerate(codecs):
+        f = "codecs[%d]" % i
+        if c["address"] not in CODEC_ADDRESSES[c["chip"]]:
+            errs.append((f + ".address", "0x%02x is not a %s address (7-bit: %s)" % (
+                c["address"], c["chip"].upper(), "/".join("0x%02x" % a for a in CODEC_ADDRESSES[c["chip"]]))))
+        if c["mclk"] == "mck_pin":
+            ends = ("mic", "speaker") if c["role"] == "both" else (c["role"],)
+            for end in ends:
+                if d["audio"][end].get("mck") is None:
+                    errs.append((f + ".mclk", "\"mck_pin\" but audio.%s.mck is not set" % end))
+        if c["chip"] == "es7210" and len(c.get("mics") or []) > 2:
+            errs.append((f + ".mics", "more than 2 microphones puts the ES7210 in TDM, which machine.I2S cannot read"))
+    amp = d.get("amp_enable")
+    if amp:
+        if ("pin" in amp) == ("expander" in amp):
+            errs.append(("amp_enable", "give either pin (+active_level) or expander (+address), not both or neither"))
+        elif "pin" in amp and "active_level" not in amp:
+            errs.append(("amp_enable.active_level", "is missing"))
+        elif "expander" in amp and "address" not in amp:
+            errs.append(("amp_enable.address", "is missing"))
+    led = d["led"]
+    if led["kind"] != "none" and "pin" not in led:
+        errs.append(("led.pin", "is missing for a %s LED" % led["kind"]))
+    if led["kind"] == "gpio" and "active_level" not in led:
+        errs.append(("led.active_level", "is missing for a gpio LED"))
+    names = [b["name"] for b in d["buttons"]]
+    for n in set(names):
+        if names.count(n) > 1:
+            errs.append(("buttons", "name %s is used twice" % json.dumps(n)))
+    # Every GPIO must be vouched for by a source (reserved pins included).
+    cited = set()
+    for s in d["sources"]:
+        cited.update(p for p in s["pins"] if isinstance(p, int))
+    for pin, fields in sorted(_pin_uses(d).items()):
+        if pin not in cited:
+            errs.append(("sources", "GPIO %d (%s) is not cited by any source: add the schematic/BSP/config that "
+                         "gives it to a sources[].pins list" % (pin, fields[0])))
+
+
+def check(data, path="<board>"):
+    """All problems with one parsed board file, as one-line messages (empty list: valid)."""
+    errs = []
+    _check_shape(data, SCHEMA, "", errs)
+    if not errs:
+        _check_audio(data, errs)
+        _check_pins(data, errs)
+        _check_rest(data, errs)
+        stem = pathlib.Path(path).stem
+        if stem != data["id"] and stem != "<board>":
+            errs.append(("id", "%s does not match the file name %s.json" % (json.dumps(data["id"]), stem)))
+    where = _where(path)
+    return ["%s: %s: %s" % (where, f, msg) for f, msg in errs]
+
+
+def read(path):
+    """Parse one board file; unreadable or non-JSON files raise BoardError naming the file."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BoardError("%s: no such board file" % _where(path)) from None
+    except OSError as e:
+        raise BoardError("%s: cannot read it (%s)" % (_where(path), e.strerror or e)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BoardError("%s: line %d: not valid JSON (%s)" % (_where(path), e.lineno, e.msg)) from None
+
+
+def board_paths(directory=None):
+    d = pathlib.Path(directory) if directory else BOARDS_DIR
+    return sorted(d.glob("*.json"))
+
+
+def load_path(path):
+    data = read(path)
+    problems = check(data, path)
+    if problems:
+        more = " (and %d more: run `alabama boards validate`)" % (len(problems) - 1) if len(problems) > 1 else ""
+        raise BoardError(problems[0] + more)
+    return Board(data, path)
+
+
+def load(name, directory=None):
+    """The board called `name` (its id, i.e. boards/<name>.json) or a path to a board file."""
+    p = pathlib.Path(name)
+    if p.suffix == ".json" and p.exists():
+        return load_path(p)
+    path = (pathlib.Path(directory) if directory else BOARDS_DIR) / (name + ".json")
+    if not path.exists():
+        known = ", ".join(q.stem for q in board_paths(directory)) or "none"
+        raise BoardError("no board %r: pick one of %s (or pass a path to a board .json)" % (name, known))
+    return load_path(path)
+
+
+def load_all(directory=None):
+    return [load_path(p) for p in board_paths(directory)]

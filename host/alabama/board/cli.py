@@ -1,0 +1,73 @@
+"""Sub-commands `alabama flash` and `alabama boards list|show|validate`; argument parsing only."""
+import json
+
+from . import boards, images
+
+
+def register(sub):
+    p = sub.add_parser("flash", help="erase a board and write the pinned MicroPython image, then deploy",
+                       description="Erase the board, write the official MicroPython image its board file "
+                                   "names (downloaded once to ~/.cache/alabama/images and checked against "
+                                   "the pinned sha256), then deploy the firmware.")
+    p.add_argument("--board", required=True, metavar="NAME", help="board id (boards/NAME.json) or a board file path")
+    p.add_argument("--port", metavar="PORT", help="serial port (default: the one Espressif USB device attached)")
+    p.add_argument("--firmware", metavar="PATH", help="flash this .bin instead of the pinned image")
+    p.add_argument("--no-deploy", action="store_true", help="stop after writing MicroPython")
+    p.add_argument("--dry-run", action="store_true", help="print the esptool commands, touch nothing")
+    p.set_defaults(func=cmd_flash)
+
+    b = sub.add_parser("boards", help="list, show or validate board definition files")
+    bsub = b.add_subparsers(dest="boards_command", metavar="ACTION")
+    bl = bsub.add_parser("list", help="one line per board")
+    bl.set_defaults(func=cmd_list)
+    bs = bsub.add_parser("show", help="a board file with its derived facts")
+    bs.add_argument("name", metavar="NAME")
+    bs.set_defaults(func=cmd_show)
+    bv = bsub.add_parser("validate", help="check board files (all of boards/ by default)")
+    bv.add_argument("files", nargs="*", metavar="FILE")
+    bv.set_defaults(func=cmd_validate)
+    b.set_defaults(func=cmd_list)
+
+
+def cmd_flash(args):
+    from . import flash
+    board = boards.load(args.board)
+    flash.flash(board, port=args.port, firmware=args.firmware, deploy=not args.no_deploy, dry_run=args.dry_run)
+    return 0
+
+
+def cmd_list(args):
+    rows = [("ID", "DUPLEX", "IMAGE", "NAME")]
+    for bd in boards.load_all():
+        rows.append((bd.id, bd.duplex, bd.image or "(unix port)", bd.name))
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print("%-*s  %-*s  %-*s  %s" % (w[0], r[0], w[1], r[1], w[2], r[2], r[3]))
+    return 0
+
+
+def cmd_show(args):
+    bd = boards.load(args.name)
+    print(json.dumps(bd.data, indent=2))
+    if bd.image:
+        img = images.image_for(bd.image)
+        print("image: %s  %s  sha256 %s" % (img.file, img.url, img.sha256 or "(not pinned)"))
+    print("pins: " + ", ".join("GPIO%d=%s" % (p, "+".join(f)) for p, f in sorted(bd.pins().items())))
+    return 0
+
+
+def cmd_validate(args):
+    paths = args.files or boards.board_paths()
+    bad = 0
+    for p in paths:
+        try:
+            problems = boards.check(boards.read(p), p)
+        except boards.BoardError as e:
+            problems = [str(e)]
+        for line in problems:
+            print(line)
+        if problems:
+            bad += 1
+        else:
+            print("ok %s" % p)
+    return 1 if bad else 0
