@@ -1,0 +1,14 @@
+"""The reference core: the responder side of the whole Alabama wire (spec §3, §4, §6–§13).
+
+Layers, each knowing nothing of the one above it:
+
+* ``state``       — stream/request lifecycle as one transition table (no I/O, no protobuf).
+* ``surface``     — the satellite's Hello parsed and checked (R8.2-a/d, limits), the guest surface.
+* ``session``     — ``CoreSession``: one connection, sans-IO (frames in → frames + events out).
+* ``conformance`` — the per-session violation report the HIL bench asserts on.
+* ``registry``    — SQLite device registry and pairing tokens (admission, §7.3).
+* ``pipeline``    — the pluggable voice pipeline (endpoint detector, brains, resampler).
+* ``server``      — ``CoreServer``: the asyncio driver (Noise over TCP, pacing, control endpoint).
+* ``testsat``     — a scriptable host-side test satellite that can also misbehave on purpose.
+* ``cli``         — ``alabama core serve|key|token|devices|approve|invoke|...``.
+"""
