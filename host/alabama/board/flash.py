@@ -168,7 +168,8 @@ def explain_failure(port, rc, output):
         detected = ""
         for line in output.splitlines():
             if "This chip is" in line:
-                detected = " (" + line.split("A fatal error occurred:")[-1].strip().rstrip(".") + ")"
+                said = line.split("A fatal error occurred:")[-1].split("Wrong chip argument?")[0]
+                detected = " (" + said.strip().rstrip(".") + ")"
                 break
         return ("the device on %s is not an ESP32-S3%s: check --port, or pick the --board that matches "
                 "the hardware" % (port, detected))
