@@ -1,0 +1,1 @@
+# Provisioning on the board: the record format and the sound (ggwave) receiver.
