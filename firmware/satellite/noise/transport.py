@@ -51,8 +51,9 @@ _MAX_OFFER = const(32)
 _EMPTY = b""
 NAMES = (b"Noise_IK_25519_ChaChaPoly_SHA256", b"Noise_XX_25519_ChaChaPoly_SHA256")
 
-IK_MISMATCH_MSG = ("the core's static key differs from the pinned one (the IK handshake could not "
-                   "authenticate it); not falling back to XX: re-provision or factory-reset the satellite")
+IK_MISMATCH_MSG = ("the core could not prove the pinned static key (IK): its key differs from the "
+                   "pinned one, or the handshake was tampered with; not falling back to XX: if the core "
+                   "was replaced, re-provision or factory-reset the satellite")
 
 try:
     from ._copy_viper import copy as _copy

@@ -35,9 +35,9 @@ PROTOCOL_NAMES = {protocol_name(p).encode("ascii"): p for p in ("IK", "XX")}
 #: The offer is one of PROTOCOL_NAMES: anything longer is rejected before it is buffered.
 MAX_OFFER = max(len(n) for n in PROTOCOL_NAMES)
 
-IK_MISMATCH_MSG = ("the core's static key differs from the pinned one (IK handshake failed to "
-                   "authenticate it); not falling back to XX: re-provision the satellite or factory-reset "
-                   "it to pair with this core")
+IK_MISMATCH_MSG = ("the core could not prove the pinned static key (IK): its key differs from the "
+                   "pinned one, or the handshake was tampered with; not falling back to XX: if the core "
+                   "was replaced, re-provision or factory-reset the satellite")
 
 
 class NoiseConnection:
