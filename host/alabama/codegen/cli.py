@@ -9,15 +9,17 @@ def register(subparsers):
                     "from proto/alabama/v1/*.proto and the bounds in alabama.options.")
     p.add_argument("--check", action="store_true",
                    help="regenerate in memory and exit 1 naming the first file that differs from the committed one")
+    p.add_argument("--root", default=None, help="repository root (default: the one this tool runs from)")
     p.set_defaults(func=run)
 
 
 def run(args):
+    cfg = gen.Config(root=args.root) if args.root else gen.Config()
     if args.check:
-        gen.check()
+        gen.check(cfg)
         print("alabama codegen: generated files are up to date")
         return 0
-    changed = gen.write()
+    changed = gen.write(cfg)
     for rel in changed:
         print("wrote %s" % rel)
     if not changed:
