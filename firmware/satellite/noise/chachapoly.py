@@ -101,6 +101,7 @@ class ChaChaPoly:
         _load_words(self._st, 13, self._nonce, 3)
 
     def _seal(self, ad, src, src_len, dst):
+        # The hot path: every check is one comparison, then six calls into the cipher modules.
         if not self._keyed:
             raise BadKeyError("ChaChaPoly used before set_key")
         if src_len < 0 or src_len > _MAX_PLAINTEXT or src_len > len(src):
@@ -120,9 +121,10 @@ class ChaChaPoly:
         p.init(acc, ks)
         if adl:
             p.update(acc, ad, 0, adl, 1)
-        st[12] = 1
-        c.xor(st, ks, src, dst, src_len)
-        p.update(acc, dst, 0, src_len, 1)
+        if src_len:
+            st[12] = 1
+            c.xor(st, ks, src, dst, src_len)
+            p.update(acc, dst, 0, src_len, 1)
         p.finish(acc, adl, src_len, dst, src_len)
         return src_len + _TAG_LEN
 
@@ -142,29 +144,44 @@ class ChaChaPoly:
         p = self._p
         ks = self._ks
         acc = self._acc
+        tag = self._tag
         st[12] = 0
         c.block(st, ks)
         p.init(acc, ks)
         if adl:
             p.update(acc, ad, 0, adl, 1)
-        p.update(acc, src, 0, ct_len, 1)
-        p.finish(acc, adl, ct_len, self._tag, 0)
-        if p.diff16(self._tag, src, ct_len):
+        if ct_len:
+            p.update(acc, src, 0, ct_len, 1)
+        p.finish(acc, adl, ct_len, tag, 0)
+        if p.diff16(tag, src, ct_len):
             raise AuthError("ChaChaPoly tag mismatch: message forged or corrupted, or wrong key/nonce")
-        st[12] = 1
-        c.xor(st, ks, src, dst, ct_len)
+        if ct_len:
+            st[12] = 1
+            c.xor(st, ks, src, dst, ct_len)
         return ct_len
 
     def encrypt_into(self, n, ad, src, src_len, dst):
         """Seal src[0:src_len] under Noise nonce n: ciphertext to dst[0:src_len], tag to
         dst[src_len:src_len+16]; dst may be src. Returns src_len + 16."""
-        self._set_n(n)
+        if 0 <= n <= _SMALL_N:
+            st = self._st
+            st[13] = 0
+            st[14] = n
+            st[15] = 0
+        else:
+            self._set_n(n)
         return self._seal(ad, src, src_len, dst)
 
     def decrypt_into(self, n, ad, src, src_len, dst):
         """Open src[0:src_len] (ciphertext || tag) under Noise nonce n into dst[0:src_len-16];
         dst may be src. Returns src_len - 16; raises AuthError (dst untouched) on a bad tag."""
-        self._set_n(n)
+        if 0 <= n <= _SMALL_N:
+            st = self._st
+            st[13] = 0
+            st[14] = n
+            st[15] = 0
+        else:
+            self._set_n(n)
         return self._open(ad, src, src_len, dst)
 
 
