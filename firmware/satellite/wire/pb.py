@@ -80,7 +80,7 @@ class DecodeError(ValueError):
     """Input the codec refuses. ``code`` is one of the names above, ``field`` "Message.field" or None."""
 
     def __init__(self, code, field=None):
-        ValueError.__init__(self, code if field is None else code + " " + field)
+        super().__init__(code if field is None else code + " " + field)
         self.code = code
         self.field = field
 
@@ -89,7 +89,7 @@ class EncodeError(ValueError):
     """A message the codec cannot encode (value out of range, over a bound, buffer too small)."""
 
     def __init__(self, code, field=None):
-        ValueError.__init__(self, code if field is None else code + " " + field)
+        super().__init__(code if field is None else code + " " + field)
         self.code = code
         self.field = field
 
