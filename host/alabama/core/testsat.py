@@ -17,6 +17,7 @@ from alabama.wire import frame as wire
 
 from ..noise import aio as noise_aio
 from ..noise.state import public_key
+from ..noise.transport import NoiseConnection
 
 PCM16 = content_pb2.PCM_S16LE
 
@@ -215,12 +216,30 @@ class TestSatellite:
         self._next_id += 2
         return i
 
-    async def connect(self, read=True):
+    async def connect(self, read=True, rcvbuf=None):
+        """Noise handshake then (``read``) a background reader. ``rcvbuf`` shrinks SO_RCVBUF (slow-reader tests)."""
         self.closed = asyncio.Event()
         self._new = asyncio.Condition()
         self.write_lock = asyncio.Lock()
-        self.stream = await noise_aio.open_connection(self.host, self.port, self.static_private, self.pattern,
-                                                      remote_static=self.server_key)
+        if rcvbuf is None:
+            self.stream = await noise_aio.open_connection(self.host, self.port, self.static_private, self.pattern,
+                                                          remote_static=self.server_key)
+        else:
+            import socket
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, (self.host, self.port))
+            reader, writer = await asyncio.open_connection(sock=sock)
+            conn = NoiseConnection(True, self.static_private, pattern=self.pattern, remote_static=self.server_key)
+            writer.write(conn.start())
+            while not conn.handshake_done:
+                data = await reader.read(65536)
+                if not data:
+                    raise ConnectionError("the core closed during the handshake")
+                conn.receive(data)
+                writer.write(conn.data_to_send())
+            self.stream = noise_aio.NoiseStream(conn, reader, writer)
         if read:
             self._reader_task = asyncio.ensure_future(self._read_loop())
         return self

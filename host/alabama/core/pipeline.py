@@ -1,0 +1,401 @@
+"""The reference core's voice pipeline: endpointing, a pluggable brain, exact resampling, paced replies.
+
+Responsible for the turn (spec §4.1–§4.4, §10.4.1): collect a capture's audio, close the mic with
+StreamEnd{END_DETECTED} when the energy endpointer hears the end (or on the satellite's PTT
+StreamEnd), ask the brain for a reply, resample it exactly to the declared SpeakerParams, stream it
+over MediaRenderOpen paced within buffer_ms, await PlaybackDone, then close the capture id with its
+Response; push PipelineState as the turn moves; barge-in, Stop and DEFERRED resume. It talks to the
+wire only through the CoreSession API and the connection's ``flush``/``wait_terminal``.
+"""
+import asyncio
+import logging
+import shutil
+import subprocess
+import time
+
+import numpy as np
+
+from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
+
+from . import session as cs
+
+log = logging.getLogger("alabama.core.pipeline")
+PS = ops.PipelineState
+
+#: Reply audio goes out in pieces of this many milliseconds (each split further to fit max_frame_bytes).
+RENDER_PIECE_MS = 20
+#: Never run the render further ahead of real time than this fraction of the declared buffer_ms.
+PACE_FRACTION = 0.5
+#: Under backpressure (a slow reader), queued bulk frames above this make the core elide LOSSY_OK
+#: render pieces rather than queue them (R10.1-c).
+MAX_BULK_QUEUED = 64
+#: Extra wait for PlaybackDone past the reply's own duration.
+PLAYBACK_GRACE_S = 5.0
+#: A DEFERRED capture is acknowledged every this many stored chunks (CaptureAck is cumulative).
+ACK_EVERY = 25
+
+
+# ---------------------------------------------------------------------------------- audio helpers
+def resample(pcm, src_rate, src_channels, dst_rate, dst_channels):
+    """s16le PCM converted exactly to (dst_rate, dst_channels): linear interpolation, channel mix/dup."""
+    x = np.frombuffer(pcm, dtype="<i2")
+    if src_channels > 1:
+        x = x[: len(x) - len(x) % src_channels].reshape(-1, src_channels).astype(np.float64).mean(axis=1)
+    else:
+        x = x.astype(np.float64)
+    n_in = len(x)
+    if n_in and src_rate != dst_rate:
+        n_out = int(round(n_in * dst_rate / src_rate))
+        pos = np.arange(n_out) * (src_rate / dst_rate)
+        x = np.interp(pos, np.arange(n_in), x)
+    y = np.clip(np.round(x), -32768, 32767).astype("<i2")
+    if dst_channels > 1:
+        y = np.repeat(y, dst_channels)
+    return y.tobytes()
+
+
+def rms(pcm):
+    x = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2").astype(np.float32)
+    return float(np.sqrt(np.mean(x * x))) if len(x) else 0.0
+
+
+class EnergyEndpointer:
+    """Ends an utterance after ``silence_ms`` of quiet following speech, or at ``max_ms``, or after
+    ``no_speech_ms`` without any speech. Speech = frame RMS above max(floor, ratio x noise estimate)."""
+
+    def __init__(self, rate, channels=1, floor=400.0, ratio=3.0, silence_ms=600, max_ms=12000, no_speech_ms=5000):
+        self.bytes_per_ms = rate * channels * 2 / 1000.0
+        self.floor, self.ratio = floor, ratio
+        self.silence_ms, self.max_ms, self.no_speech_ms = silence_ms, max_ms, no_speech_ms
+        self.noise = None
+        self.heard_ms = 0.0
+        self.quiet_ms = 0.0
+        self.speech = False
+
+    def feed(self, pcm):
+        """Feed one chunk; True once the end of the utterance is detected."""
+        ms = len(pcm) / self.bytes_per_ms
+        e = rms(pcm)
+        self.heard_ms += ms
+        if self.noise is None:
+            self.noise = min(e, self.floor)
+        loud = e > max(self.floor, self.ratio * self.noise)
+        if loud:
+            self.speech = True
+            self.quiet_ms = 0.0
+        else:
+            self.noise = 0.9 * self.noise + 0.1 * e
+            self.quiet_ms += ms
+        if self.speech and self.quiet_ms >= self.silence_ms:
+            return True
+        if not self.speech and self.heard_ms >= self.no_speech_ms:
+            return True
+        return self.heard_ms >= self.max_ms
+
+
+# ---------------------------------------------------------------------------------- brains
+class Turn:
+    """What the brain gets: the captured audio (s16le) with its format, or a text input."""
+
+    def __init__(self, id_, audio=b"", rate=16000, channels=1, text="", device_id=None, trigger=0):
+        self.id, self.audio, self.rate, self.channels = id_, audio, rate, channels
+        self.text, self.device_id, self.trigger = text, device_id, trigger
+
+
+class Reply:
+    """The brain's answer: audio (s16le at rate/channels) and/or text."""
+
+    def __init__(self, audio=b"", rate=16000, channels=1, text=""):
+        self.audio, self.rate, self.channels, self.text = audio, rate, channels, text
+
+
+class EchoBrain:
+    """Speaks back what it heard (the default: proves the audio path end to end)."""
+
+    name = "echo"
+
+    async def reply(self, turn):
+        if turn.text:
+            return Reply(text="you said: " + turn.text)
+        return Reply(audio=turn.audio, rate=turn.rate, channels=turn.channels,
+                     text="echo of %.2f s" % (len(turn.audio) / (2 * turn.rate * turn.channels)))
+
+
+class EspeakBrain:
+    """Answers with speech from ``espeak-ng`` (installed separately); says how long it listened."""
+
+    name = "espeak"
+
+    def __init__(self, exe=None, voice="en"):
+        self.exe = exe or shutil.which("espeak-ng") or shutil.which("espeak")
+        if not self.exe:
+            raise RuntimeError("espeak-ng is not installed (apt-get install espeak-ng), use --brain echo")
+        self.voice = voice
+
+    async def reply(self, turn):
+        text = turn.text or "I heard %.1f seconds of audio." % (len(turn.audio) / (2 * turn.rate * turn.channels))
+        proc = await asyncio.create_subprocess_exec(self.exe, "-v", self.voice, "--stdout", text,
+                                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        wav, _ = await proc.communicate()
+        rate, channels, data = _parse_wav(wav)
+        return Reply(audio=data, rate=rate, channels=channels, text=text)
+
+
+def _parse_wav(wav):
+    """(rate, channels, s16le data) of a PCM WAV (espeak writes a streaming header: sizes may be 0)."""
+    if wav[:4] != b"RIFF" or wav[8:12] != b"WAVE":
+        raise ValueError("not a WAV")
+    pos, rate, channels = 12, 22050, 1
+    while pos + 8 <= len(wav):
+        cid, size = wav[pos:pos + 4], int.from_bytes(wav[pos + 4:pos + 8], "little")
+        if cid == b"fmt ":
+            channels = int.from_bytes(wav[pos + 10:pos + 12], "little")
+            rate = int.from_bytes(wav[pos + 12:pos + 16], "little")
+        if cid == b"data":
+            end = len(wav) if size in (0, 0xFFFFFFFF) else pos + 8 + size
+            return rate, channels, wav[pos + 8:end]
+        pos += 8 + size
+    raise ValueError("WAV without data")
+
+
+def make_brain(name):
+    if name in (None, "echo"):
+        return EchoBrain()
+    if name in ("espeak", "tts"):
+        return EspeakBrain()
+    raise ValueError("unknown brain %r (echo, espeak)" % name)
+
+
+# ---------------------------------------------------------------------------------- the pipeline
+class VoicePipeline:
+    """One per connection. ``on_event`` takes the session's events; turns run as asyncio tasks."""
+
+    def __init__(self, conn, brain, deferred_store):
+        self.conn = conn
+        self.brain = brain
+        self.deferred = deferred_store     # (device_id, correlation_ref) -> {"count", "last_ts", "audio"}
+        self.captures = {}                 # capture id -> dict(open, audio, endpointer, task)
+        self.turn_task = None
+        self.turn_id = None
+        self.render_id = None
+        self.stats = {"elided_pieces": 0}
+
+    @property
+    def s(self):
+        return self.conn.session
+
+    def on_event(self, ev):
+        h = getattr(self, "_on_" + type(ev).__name__, None)
+        if h is not None:
+            h(ev)
+
+    # -- input ---------------------------------------------------------------------------------
+    def _on_CaptureOpened(self, ev):
+        co = ev.open
+        if co.trigger != ops.TRIGGER_UNSPECIFIED and self.render_id is not None:
+            self._barge_in()
+        cap = {"open": co, "audio": bytearray(), "ep": None, "deferred": co.mode == ops.DEFERRED, "key": None,
+               "ambient": co.trigger == ops.TRIGGER_UNSPECIFIED}
+        fmt = co.format
+        rate = fmt.sample_rate or 16000
+        if not cap["ambient"] and co.mode == ops.LIVE and co.trigger != ops.BUTTON:
+            cap["ep"] = EnergyEndpointer(rate, fmt.channels or 1)
+        if cap["deferred"] and co.correlation_ref:
+            key = (self.conn.device_id, co.correlation_ref)
+            cap["key"] = key
+            st = self.deferred.get(key)
+            if st is not None:
+                # Resume: re-issue the high-water mark on the new id so the device skips what is stored (R10.4-d).
+                self.s.capture_ack(ev.id, st["count"])
+            else:
+                self.deferred[key] = {"count": 0, "last_ts": None, "audio": bytearray()}
+        self.captures[ev.id] = cap
+        if not cap["ambient"]:
+            self.s.pipeline_state(PS.LISTENING)
+        self.conn.flush()
+
+    def _on_ChunkReceived(self, ev):
+        cap = self.captures.get(ev.id)
+        if cap is None:
+            return
+        if cap["key"] is not None:
+            st = self.deferred[cap["key"]]
+            if st["last_ts"] is not None and ev.capture_ts and ev.capture_ts <= st["last_ts"]:
+                self.s.report.add("R10.4-d", "deferred_duplicate", "DEFERRED chunk with capture_ts %d at or before the "
+                                  "stored %d: a duplicate after resume" % (ev.capture_ts, st["last_ts"]), id_=ev.id,
+                                  op="stream_chunk")
+                return
+            st["last_ts"] = ev.capture_ts or st["last_ts"]
+            st["audio"] += ev.data
+            st["count"] += 1
+            if st["count"] % ACK_EVERY == 0:
+                self.s.capture_ack(ev.id, st["count"])
+                self.conn.flush()
+            return
+        if cap["ambient"]:
+            return        # ambient audio: no server-side wakeword in the reference core
+        cap["audio"] += ev.data
+        ep = cap["ep"]
+        if ep is not None and ep.feed(ev.data):
+            cap["ep"] = None
+            self.s.end_capture(ev.id)
+            self._start_turn(ev.id)
+            self.conn.flush()
+
+    def _on_StreamEnded(self, ev):
+        cap = self.captures.get(ev.id)
+        if cap is None or ev.kind != "CaptureOpen":
+            return
+        if cap["key"] is not None:
+            self.s.capture_ack(ev.id, self.deferred[cap["key"]]["count"])
+        if self.turn_id != ev.id and not cap["ambient"]:
+            self._start_turn(ev.id)
+        self.conn.flush()
+
+    def _on_StreamCancelled(self, ev):
+        if ev.id in self.captures:
+            self.captures.pop(ev.id)
+            if self.turn_id == ev.id and self.turn_task is not None:
+                self.turn_task.cancel()
+            self.s.pipeline_state(PS.IDLE)
+            self.conn.flush()
+
+    def _on_StopReceived(self, ev):
+        self.stop_turn(ops.STOPPED)
+
+    def _on_TextInputReceived(self, ev):
+        if ev.id:
+            self._spawn(self._text_turn(ev.id, ev.msg.text))
+
+    def _on_CloseConnection(self, ev):
+        for t in (self.turn_task,):
+            if t is not None:
+                t.cancel()
+
+    # -- turn control ----------------------------------------------------------------------------
+    def _barge_in(self):
+        rid, self.render_id = self.render_id, None
+        if rid in self.s.slots:
+            self.s.cancel_stream(rid, ops.BARGE_IN)
+        old = self.turn_id
+        if self.turn_task is not None:
+            self.turn_task.cancel()
+        if old is not None and self.s.pending_terminal(old):
+            self.s.respond(old)    # the interrupted exchange is over: exactly one terminal (R10.8-a)
+        self.turn_id = None
+
+    def stop_turn(self, reason=ops.STOPPED):
+        """Stop (§4.4): cancel the in-flight activation; StreamCancel every open stream of the turn."""
+        if self.turn_task is not None:
+            self.turn_task.cancel()
+        if self.render_id is not None and self.render_id in self.s.slots:
+            self.s.cancel_stream(self.render_id, reason)
+        self.render_id = None
+        for cid, cap in list(self.captures.items()):
+            if cap["ambient"]:
+                continue
+            slot = self.s.slots.get(cid)
+            if slot is None:
+                continue
+            if slot.state == "OPEN":
+                self.s.cancel_stream(cid, reason)   # the cancel is the id's terminal
+            elif self.s.pending_terminal(cid):
+                self.s.respond(cid)                 # mic already closed: the turn ends here
+            self.captures.pop(cid, None)
+        self.turn_id = None
+        self.s.pipeline_state(PS.IDLE)
+        self.conn.flush()
+
+    def _start_turn(self, cid):
+        self.turn_id = cid
+        self.s.pipeline_state(PS.PROCESSING)
+        self.turn_task = self._spawn(self._voice_turn(cid))
+
+    def _spawn(self, coro):
+        t = asyncio.ensure_future(coro)
+        self.conn.tasks.add(t)
+        t.add_done_callback(self.conn.tasks.discard)
+        return t
+
+    async def _voice_turn(self, cid):
+        cap = self.captures.get(cid)
+        try:
+            co = cap["open"]
+            audio = bytes(self.deferred[cap["key"]]["audio"]) if cap["key"] else bytes(cap["audio"])
+            turn = Turn(cid, audio, co.format.sample_rate or 16000, co.format.channels or 1,
+                        device_id=self.conn.device_id, trigger=co.trigger)
+            reply = await self.brain.reply(turn)
+            await self._speak(reply)
+            if self.s.pending_terminal(cid):
+                content = [content_pb2.ContentBlock(text=reply.text)] if reply.text and not self._can_speak() else []
+                self.s.respond(cid, content)
+            if cap["key"]:
+                self.deferred.pop(cap["key"], None)
+            self.s.pipeline_state(PS.IDLE)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 — a failing brain ends the exchange with an Error, loudly
+            log.exception("turn %d failed", cid)
+            if self.s.phase == "OPEN" and self.s.pending_terminal(cid):
+                self.s.fail(cid, ops.INTERNAL_ERROR, "the core failed: %s" % e)
+                self.s.pipeline_state(PS.ERROR, ops.INTERNAL_ERROR)
+                self.s.pipeline_state(PS.IDLE)
+        finally:
+            self.captures.pop(cid, None)
+            if self.turn_id == cid:
+                self.turn_id = None
+            self.conn.flush()
+
+    async def _text_turn(self, tid, text):
+        reply = await self.brain.reply(Turn(tid, text=text or " ", device_id=self.conn.device_id))
+        if self.s.phase == "OPEN" and self.s.pending_terminal(tid):
+            self.s.respond(tid, [content_pb2.ContentBlock(text=reply.text)])
+            self.conn.flush()
+
+    def _can_speak(self):
+        sp = self.s.surface.speaker_params()
+        return sp is not None and sp.format.encoding == content_pb2.PCM_S16LE
+
+    async def _speak(self, reply):
+        """Stream the reply over MediaRenderOpen, paced within buffer_ms, and await PlaybackDone."""
+        if not reply.audio or not self._can_speak():
+            return
+        sp = self.s.surface.speaker_params()
+        fmt = sp.format
+        pcm = resample(reply.audio, reply.rate, reply.channels, fmt.sample_rate, fmt.channels)
+        rid = self.s.open_media_render(fmt)
+        self.render_id = rid
+        self.s.pipeline_state(PS.SPEAKING)
+        self.conn.flush()
+        done = self.conn.wait_terminal(rid)
+        bytes_per_ms = fmt.sample_rate * fmt.channels * 2 / 1000.0
+        piece = max(2 * fmt.channels, int(RENDER_PIECE_MS * bytes_per_ms) // (2 * fmt.channels) * (2 * fmt.channels))
+        ahead_ms = max(40.0, (sp.buffer_ms or 200) * PACE_FRACTION)
+        t0 = time.monotonic()
+        sent_ms = 0.0
+        try:
+            for pos in range(0, len(pcm), piece):
+                if self.render_id != rid:
+                    break
+                while sent_ms - (time.monotonic() - t0) * 1000.0 > ahead_ms:
+                    await asyncio.sleep((sent_ms - ahead_ms) / 1000.0 - (time.monotonic() - t0) + 0.001)
+                    if self.render_id != rid:
+                        break
+                if self.render_id != rid:
+                    break
+                data = pcm[pos:pos + piece]
+                if self.s.bulk_pending() > MAX_BULK_QUEUED:
+                    self.stats["elided_pieces"] += 1          # LOSSY_OK: elide under backpressure (R10.1-c)
+                else:
+                    self.s.send_stream_data(rid, data)
+                    self.conn.flush()
+                sent_ms += len(data) / bytes_per_ms
+            if self.render_id == rid:
+                self.s.end_stream(rid)
+                self.conn.flush()
+            await asyncio.wait_for(asyncio.shield(done), len(pcm) / bytes_per_ms / 1000.0 + PLAYBACK_GRACE_S)
+        except asyncio.TimeoutError:
+            log.warning("%s: no PlaybackDone for render %d", self.conn.device_id, rid)
+        finally:
+            if self.render_id == rid:
+                self.render_id = None

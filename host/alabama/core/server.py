@@ -1,0 +1,594 @@
+"""The reference core's asyncio server: Noise over TCP in front of one CoreSession per connection.
+
+Responsible for I/O only: accept, run the Noise responder, feed plaintext to the session, write its
+frames one Noise message each (frame-granular, control first), admission against the SQLite
+registry, the voice pipeline's tasks, periodic Pings, registry polling (tokens/approvals without a
+restart) and a small loopback control endpoint for the CLI. Protocol rules live in ``session``.
+
+Python API (also documented in docs/core.md)::
+
+    srv = CoreServer(data_dir, host="127.0.0.1", port=0, closed=False, min_wire_version=1, brain=None)
+    await srv.start(); srv.port; srv.public_key_hex
+    await srv.wait_device(device_id)                 # a live, admitted session
+    await srv.invoke(device_id, "tool", "{}")        # -> ToolResult (raises RequestFailed on Error)
+    await srv.write_setting(device_id, "volume", SettingValue(int_value=3))   # -> SettingState
+    await srv.request_capture(device_id, "ref")      # -> the echoing CaptureOpen (the turn then runs)
+    srv.render(device_id, CAPABILITY_TEXT_DISPLAY, [ContentBlock(text="hi")]); await srv.render_text(...)
+    await srv.ping(device_id)                        # -> (offset_us, rtt_us)
+    srv.approve(device_id); srv.mint_token(ttl)
+    srv.reports                                      # every session's conformance Report (live + ended)
+    await srv.stop()
+"""
+import asyncio
+import json
+import logging
+import os
+import pathlib
+import secrets
+
+from alabama.v1 import surface_pb2
+
+from ..noise import aio as noise_aio
+from ..noise.state import NoiseError, public_key
+from . import registry as reg
+from . import session as cs
+from .errors import CoreError, NotConnected, RequestFailed
+from .pipeline import VoicePipeline, make_brain
+
+log = logging.getLogger("alabama.core.server")
+
+DEFAULT_PORT = 7355
+#: The Noise handshake and the Hello must each arrive within this many seconds of connecting.
+HANDSHAKE_TIMEOUT_S = 10.0
+HELLO_TIMEOUT_S = 10.0
+PING_INTERVAL_S = 15.0
+#: The registry file is polled this often for new tokens and approvals (no restart needed).
+POLL_INTERVAL_S = 0.25
+#: A peer that leaves this many frames unread is a slow reader: it is disconnected (others unaffected).
+MAX_QUEUED_FRAMES = 4096
+#: A single write may wait this long for the peer to read before the connection is dropped.
+WRITE_TIMEOUT_S = 20.0
+#: Kernel/transport buffering kept small so a queued Ping waits behind at most a frame or two (R10.1-a).
+WRITE_HIGH_WATER = 64 * 1024
+#: The kernel send buffer is kept small for the same reason (spec §10.1: writes stay frame-granular so
+#: the kernel cannot queue bulk bytes ahead of a waiting Ping).
+SEND_BUFFER_BYTES = 64 * 1024
+CONTROL_FILE = "control.json"
+REPORTS_DIR = "reports"
+
+
+class Connection:
+    """One accepted TCP connection: Noise, then a CoreSession, its pipeline and its writer."""
+
+    def __init__(self, server, reader, writer, number):
+        self.server = server
+        self.reader, self.writer = reader, writer
+        self.peer = "%s:%s" % (writer.get_extra_info("peername") or ("?", "?"))[:2]
+        self.session_id = "s%d" % number
+        self.stream = None
+        self.session = None
+        self.device_id = None
+        self.pubkey = None
+        self.pipeline = None
+        self.tasks = set()
+        self.waiters = {}          # id -> Future of TerminalReceived
+        self._wake = asyncio.Event()
+        self._closing = False
+        self.ping_rounds = []
+        self.hello_done = asyncio.Event()
+
+    # ---------------------------------------------------------------------- lifecycle
+    async def run(self):
+        srv = self.server
+        try:
+            try:
+                sock = self.writer.get_extra_info("socket")
+                if sock is not None:
+                    import socket
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+                self.writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+                self.stream = await asyncio.wait_for(noise_aio.accept(self.reader, self.writer, srv.static_private),
+                                                     srv.handshake_timeout)
+            except (NoiseError, asyncio.TimeoutError, ConnectionError, OSError) as e:
+                log.info("%s: Noise handshake failed: %s", self.peer, e)
+                srv.handshake_failures += 1
+                return
+            self.pubkey = self.stream.remote_static
+            self.device_id = reg.fingerprint(self.pubkey)
+            self.session = cs.CoreSession(self._admit, session_id=self.session_id, peer=self.peer,
+                                          device_id=self.device_id, min_wire_version=srv.min_wire_version,
+                                          max_frame_bytes=srv.max_frame_bytes,
+                                          max_concurrent_streams=srv.max_concurrent_streams)
+            self.session.report.pattern = self.stream.pattern
+            srv.live_reports[self.session_id] = self.session.report
+            self.pipeline = VoicePipeline(self, srv.brain, srv.deferred)
+            self.writer_task = asyncio.ensure_future(self._write_loop())
+            await self._read_loop()
+        except asyncio.CancelledError:
+            if self.session is not None:
+                self.session.close("server shutting down")
+        except Exception:  # noqa: BLE001 — one connection's bug must not take the server down
+            log.exception("%s: connection failed", self.peer)
+            if self.session is not None:
+                self.session.report.add("INTERNAL", "core_exception", "the core raised while serving this session")
+                self.session.close("core exception")
+        finally:
+            await self._teardown()
+
+    async def _read_loop(self):
+        srv = self.server
+        while not self._closing:
+            timeout = None if self.session.phase != "HELLO" else srv.hello_timeout
+            try:
+                data = await asyncio.wait_for(self.stream.recv(), timeout)
+            except asyncio.TimeoutError:
+                self.session.report.add("R6.1-a", "hello_timeout", "no Hello within %.0fs of the handshake" % timeout)
+                self.session.close("no Hello")
+                break
+            except NoiseError as e:
+                self.session.report.add("R5-a", "decrypt", "a Noise transport message failed: %s" % e)
+                self.session.close("Noise error %s" % e.code)
+                break
+            except (ConnectionError, OSError):
+                self.session.close("connection reset")
+                break
+            if not data:
+                self.session.close("peer closed")
+                break
+            events = self.session.receive_data(data)
+            if srv.frame_observer is not None:
+                srv.frame_observer(self, data)
+            for ev in events:
+                self._dispatch(ev)
+            self.flush()
+
+    def _dispatch(self, ev):
+        t = type(ev)
+        if t is cs.ChunkReceived:
+            self.pipeline.on_event(ev)
+            return
+        if t is cs.HelloAccepted:
+            self._on_hello(ev)
+        elif t is cs.TerminalReceived:
+            fut = self.waiters.pop(ev.id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(ev)
+        elif t is cs.PingRound:
+            self.ping_rounds.append((ev.offset_us, ev.rtt_us))
+        elif t is cs.CloseConnection:
+            self._closing = True
+        elif t is cs.SettingReported or t is cs.EventReceived or t is cs.PresenceReceived:
+            log.info("%s: %r", self.device_id, ev)
+        self.pipeline.on_event(ev)
+        if t is cs.PlaybackDone:
+            pass
+
+    def _on_hello(self, ev):
+        srv = self.server
+        s = ev.surface
+        srv.registry.touch(self.device_id, s.display_name, s.software)
+        old = srv.connections.get(self.device_id)
+        if old is not None and old is not self:
+            log.info("%s reconnected: closing its previous session %s", self.device_id, old.session_id)
+            old.session.close("replaced by a new connection of the same device")
+            old._closing = True
+            old._wake.set()
+            old.writer.close()
+        srv.connections[self.device_id] = self
+        self.hello_done.set()
+        log.info("%s admitted (%s, %s) from %s: %s", self.device_id, ev.admission.trust, ev.admission.path,
+                 self.peer, s.summary())
+        if srv.ping_interval:
+            t = asyncio.ensure_future(self._ping_loop())
+            self.tasks.add(t)
+
+    def _admit(self, surface):
+        """Admission (spec §7.3) against the registry: pin unknown devices as guests, honour tokens,
+        closed mode. Never trusts Hello.multi_speaker or any `from` (R11-a)."""
+        srv = self.server
+        r = srv.registry
+        dev = r.lookup(self.device_id)
+        token_ok = False
+        if surface.pairing_token and (dev is None or dev.trust != reg.PAIRED):
+            token_ok = r.consume_token(surface.pairing_token, self.device_id)
+        if dev is None:
+            if srv.closed and not token_ok:
+                return cs.Admission(cs.Admission.REJECT_CLOSED, path="closed_unknown")
+            dev = r.pin(self.device_id, self.pubkey, surface.display_name, surface.software)
+            path = "new_guest"
+        else:
+            path = "known_" + dev.trust
+        if token_ok:
+            r.set_trust(self.device_id, reg.PAIRED)
+            return cs.Admission(cs.Admission.ACCEPT, trust=reg.PAIRED, send_paired=True, path="token")
+        if surface.pairing_token and dev.trust != reg.PAIRED:
+            path += "+bad_token"
+        return cs.Admission(cs.Admission.ACCEPT, trust=dev.trust, path=path)
+
+    async def _ping_loop(self):
+        while not self._closing:
+            await asyncio.sleep(self.server.ping_interval)
+            if self.session.phase != "OPEN":
+                return
+            self.session.ping()
+            for ev in self.session.tick():
+                self._dispatch(ev)
+            self.flush()
+
+    def flush(self):
+        """Wake the writer: queued frames leave in control-first order. A peer that lets more than
+        max_queued_frames pile up unread is a slow reader and is disconnected (others are unaffected)."""
+        s = self.session
+        if s is not None and len(s._control) + len(s._bulk) > self.server.max_queued_frames and s.phase != "CLOSED":
+            s.report.add("R10.1-b", "slow_reader", "%d frames queued unread: disconnecting"
+                         % (len(s._control) + len(s._bulk)))
+            s._control.clear()
+            s._bulk.clear()
+            s.close("slow reader")
+            self._closing = True
+            try:
+                self.writer.transport.abort()
+            except Exception:  # noqa: BLE001
+                pass
+        self._wake.set()
+
+    async def _write_loop(self):
+        s = self.session
+        stream = self.stream
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while True:
+                    pending = len(s._control) + len(s._bulk)
+                    if pending > self.server.max_queued_frames:
+                        s.report.add("R10.1-b", "slow_reader", "%d frames queued unread: disconnecting" % pending)
+                        s.close("slow reader")
+                        self._closing = True
+                        break
+                    f = s.next_frame()
+                    if f is None:
+                        break
+                    self.writer.write(stream.conn.encrypt(f))
+                    if self.writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+                        await asyncio.wait_for(self.writer.drain(), self.server.write_timeout)
+                if s.phase == "CLOSED" or self._closing:
+                    # Everything queued before the close (e.g. HelloResponse{rejected}) has been written.
+                    self._closing = True
+                    try:
+                        await asyncio.wait_for(self.writer.drain(), 2.0)
+                    except (asyncio.TimeoutError, ConnectionError, OSError):
+                        pass
+                    self.writer.close()
+                    return
+        except asyncio.TimeoutError:
+            s.report.add("R10.1-b", "slow_reader", "a write waited %.0fs for the peer to read" % self.server.write_timeout)
+            s.close("slow reader (write timeout)")
+        except (ConnectionError, OSError):
+            s.close("write failed")
+        finally:
+            self._closing = True
+            self.writer.close()
+
+    def wait_terminal(self, id_):
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters[id_] = fut
+        return fut
+
+    async def _teardown(self):
+        srv = self.server
+        self._closing = True
+        self._wake.set()
+        wt = getattr(self, "writer_task", None)
+        if wt is not None:
+            try:   # let the writer flush what was queued before the close (a Rejected, a last Error)
+                await asyncio.wait_for(asyncio.shield(wt), 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001
+                wt.cancel()
+        for t in list(self.tasks):
+            t.cancel()
+        for t in list(self.tasks):
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        for fut in self.waiters.values():
+            if not fut.done():
+                fut.set_exception(NotConnected("the device disconnected before answering", "DISCONNECTED"))
+        try:
+            self.writer.close()
+        except Exception:  # noqa: BLE001
+            pass
+        if self.session is not None:
+            rep = self.session.report
+            if self.session.phase != "CLOSED":
+                self.session.close("connection ended")
+            import time as _t
+            rep.ended = _t.time()
+            srv.live_reports.pop(self.session_id, None)
+            srv.finished_reports.append(rep)
+            srv._save_report(rep)
+            if srv.connections.get(self.device_id) is self:
+                del srv.connections[self.device_id]
+            log.info("%s session %s ended: %s (%d violations)", self.device_id, self.session_id,
+                     rep.close_reason, len(rep.violations))
+
+
+class CoreServer:
+    """The reference core (see the module docstring for the API)."""
+
+    def __init__(self, data_dir, host="127.0.0.1", port=DEFAULT_PORT, closed=False, min_wire_version=1, brain=None,
+                 max_frame_bytes=65516, max_concurrent_streams=8, ping_interval=PING_INTERVAL_S,
+                 handshake_timeout=HANDSHAKE_TIMEOUT_S, hello_timeout=HELLO_TIMEOUT_S,
+                 max_queued_frames=MAX_QUEUED_FRAMES, write_timeout=WRITE_TIMEOUT_S, control=True,
+                 frame_observer=None, save_reports=True):
+        self.data_dir = pathlib.Path(data_dir)
+        self.host, self.port = host, port
+        self.closed = closed
+        self.min_wire_version = min_wire_version
+        self.brain = brain if brain is not None and not isinstance(brain, str) else make_brain(brain)
+        self.max_frame_bytes = max_frame_bytes
+        self.max_concurrent_streams = max_concurrent_streams
+        self.ping_interval = ping_interval
+        self.handshake_timeout = handshake_timeout
+        self.hello_timeout = hello_timeout
+        self.max_queued_frames = max_queued_frames
+        self.write_timeout = write_timeout
+        self.control_enabled = control
+        self.frame_observer = frame_observer
+        self.save_reports = save_reports
+        self.connections = {}        # device_id -> Connection (admitted)
+        self.live_reports = {}
+        self.finished_reports = []
+        self.deferred = {}
+        self.handshake_failures = 0
+        self._conn_tasks = set()
+        self._count = 0
+        self._server = None
+        self._control = None
+        self._poll_task = None
+        self.registry = None
+
+    # ---------------------------------------------------------------------- start / stop
+    async def start(self):
+        self.static_private = reg.load_or_create_key(self.data_dir)
+        self.public_key = public_key(self.static_private)
+        self.public_key_hex = self.public_key.hex()
+        self.registry = reg.Registry(self.data_dir)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=1 << 17)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._last_version = self.registry.data_version()
+        self._poll_task = asyncio.ensure_future(self._poll_registry())
+        if self.control_enabled:
+            await self._start_control()
+        log.info("core listening on %s:%d, key %s", self.host, self.port, self.public_key_hex)
+        return self
+
+    async def stop(self):
+        if self._server is not None:
+            self._server.close()
+        if self._control is not None:
+            self._control.close()
+            try:
+                os.unlink(self.data_dir / CONTROL_FILE)
+            except OSError:
+                pass
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+        for t in list(self._conn_tasks):
+            t.cancel()
+        await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self.registry is not None:
+            self.registry.close()
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.stop()
+
+    async def _accept(self, reader, writer):
+        self._count += 1
+        conn = Connection(self, reader, writer, self._count)
+        task = asyncio.current_task()
+        self._conn_tasks.add(task)
+        try:
+            await conn.run()
+        finally:
+            self._conn_tasks.discard(task)
+
+    # ---------------------------------------------------------------------- reports
+    @property
+    def reports(self):
+        return self.finished_reports + list(self.live_reports.values())
+
+    def reports_for(self, device_id):
+        return [r for r in self.reports if r.device_id == device_id]
+
+    def _save_report(self, rep):
+        if not self.save_reports:
+            return
+        d = self.data_dir / REPORTS_DIR
+        d.mkdir(exist_ok=True)
+        (d / ("%s-%s.json" % (rep.device_id or "unknown", rep.session_id))).write_text(rep.to_json())
+
+    # ---------------------------------------------------------------------- registry polling
+    async def _poll_registry(self):
+        while True:
+            await asyncio.sleep(POLL_INTERVAL_S)
+            try:
+                v = self.registry.data_version()
+                if v != self._last_version:
+                    self._last_version = v
+                    self._apply_registry()
+            except Exception:  # noqa: BLE001
+                log.exception("registry poll failed")
+
+    def _apply_registry(self):
+        """Approvals made by another process (`alabama core approve`): send Paired on live guests."""
+        for did, conn in list(self.connections.items()):
+            s = conn.session
+            if s.surface is None or not s.surface.guest:
+                continue
+            dev = self.registry.lookup(did)
+            if dev is not None and dev.trust == reg.PAIRED:
+                self._elevate(conn)
+
+    def _elevate(self, conn):
+        s = conn.session
+        s.surface.guest = False
+        if s.phase == "OPEN":
+            s.send_paired()
+            conn.flush()
+            log.info("%s approved: Paired sent on session %s", conn.device_id, conn.session_id)
+
+    # ---------------------------------------------------------------------- API
+    def _conn(self, device_id):
+        conn = self.connections.get(device_id)
+        if conn is None or conn.session.phase != "OPEN":
+            raise NotConnected("device %s has no live session: start it, or check `alabama core devices`" % device_id)
+        return conn
+
+    async def wait_device(self, device_id, timeout=5.0):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            conn = self.connections.get(device_id)
+            if conn is not None and conn.session.phase == "OPEN":
+                return conn
+            if loop.time() > deadline:
+                raise NotConnected("device %s did not connect within %.1fs" % (device_id, timeout))
+            await asyncio.sleep(0.01)
+
+    def approve(self, device_id):
+        """Manual in-band path: trust the device and send Paired on its live session (if any)."""
+        self.registry.set_trust(device_id, reg.PAIRED)
+        self._last_version = self.registry.data_version()
+        conn = self.connections.get(device_id)
+        if conn is not None and conn.session.surface is not None and conn.session.surface.guest:
+            self._elevate(conn)
+
+    def mint_token(self, ttl):
+        return self.registry.mint_token(ttl)
+
+    async def _request(self, device_id, send, timeout):
+        conn = self._conn(device_id)
+        id_ = send(conn.session)
+        fut = conn.wait_terminal(id_)
+        conn.flush()
+        ev = await asyncio.wait_for(fut, timeout)
+        if ev.error is not None:
+            from alabama.v1 import operations_pb2 as ops
+            raise RequestFailed("the device answered %s with Error %s: %s" % (ev.kind, ops.ErrorCode.Name(ev.error.code),
+                                                                           ev.error.message),
+                                ops.ErrorCode.Name(ev.error.code), ev.error.message)
+        return ev.msg
+
+    async def invoke(self, device_id, name, arguments="{}", timeout=10.0):
+        return await self._request(device_id, lambda s: s.invoke(name, arguments), timeout)
+
+    async def write_setting(self, device_id, key, value, timeout=10.0):
+        return await self._request(device_id, lambda s: s.settings_write(key, value), timeout)
+
+    async def request_capture(self, device_id, correlation_ref, image_source=0, mode=0, timeout=10.0):
+        return await self._request(device_id, lambda s: s.request_capture(correlation_ref, image_source, mode), timeout)
+
+    async def ping(self, device_id, timeout=5.0):
+        conn = self._conn(device_id)
+        await self._request(device_id, lambda s: s.ping(), timeout)
+        return conn.session.clock_offset_us, conn.session.rtt_us
+
+    def render(self, device_id, target, content):
+        conn = self._conn(device_id)
+        id_ = conn.session.render(target, content)
+        conn.flush()
+        return id_
+
+    async def render_text(self, device_id, text, role=surface_pb2.ASSISTANT):
+        conn = self._conn(device_id)
+        s = conn.session
+        id_ = s.open_text_render(role)
+        s.send_stream_data(id_, text.encode("utf-8"))
+        s.end_stream(id_)
+        conn.flush()
+        return id_
+
+    def stop_turn(self, device_id):
+        self._conn(device_id).pipeline.stop_turn()
+
+    # ---------------------------------------------------------------------- control endpoint
+    async def _start_control(self):
+        self._secret = secrets.token_hex(16)
+        self._control = await asyncio.start_server(self._control_client, "127.0.0.1", 0)
+        port = self._control.sockets[0].getsockname()[1]
+        path = self.data_dir / CONTROL_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"port": port, "secret": self._secret, "pid": os.getpid()}, f)
+
+    async def _control_client(self, reader, writer):
+        try:
+            line = await asyncio.wait_for(reader.readline(), 5)
+            req = json.loads(line)
+            if not secrets.compare_digest(str(req.get("secret", "")), self._secret):
+                raise CoreError("bad control secret", "DENIED")
+            result = await self._control_op(req)
+            resp = {"ok": True, "result": result}
+        except (CoreError, asyncio.TimeoutError, ValueError, KeyError) as e:
+            resp = {"ok": False, "error": str(e) or type(e).__name__, "code": getattr(e, "code", type(e).__name__)}
+        except Exception as e:  # noqa: BLE001
+            log.exception("control request failed")
+            resp = {"ok": False, "error": str(e), "code": "INTERNAL"}
+        writer.write((json.dumps(resp) + "\n").encode())
+        try:
+            await writer.drain()
+        finally:
+            writer.close()
+
+    async def _control_op(self, req):
+        from google.protobuf import json_format
+        op = req["op"]
+        did = req.get("device")
+        if did:
+            did = self.registry.find(did).device_id
+        if op == "invoke":
+            msg = await self.invoke(did, req["name"], req.get("arguments") or "{}", req.get("timeout", 10.0))
+        elif op == "setting":
+            v = surface_pb2.SettingValue()
+            json_format.ParseDict(req["value"], v)
+            msg = await self.write_setting(did, req["key"], v)
+        elif op == "request_capture":
+            msg = await self.request_capture(did, req["ref"], req.get("image_source", 0))
+        elif op == "render_text":
+            return {"id": await self.render_text(did, req["text"])}
+        elif op == "status":
+            return {"connections": {d: c.session.report.as_dict() for d, c in self.connections.items()}}
+        else:
+            raise CoreError("unknown control op %r" % op, "BAD_OP")
+        return json_format.MessageToDict(msg)
+
+
+async def control_call(data_dir, req, timeout=30.0):
+    """Send one request to a running server's control endpoint (used by the CLI)."""
+    path = pathlib.Path(data_dir) / CONTROL_FILE
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise NotConnected("no running core for %s: start it with `alabama core serve --data %s`" % (data_dir, data_dir))
+    req = dict(req, secret=info["secret"])
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", info["port"])
+    except OSError:
+        raise NotConnected("the core for %s is not running (stale %s): start it with `alabama core serve`"
+                           % (data_dir, CONTROL_FILE))
+    writer.write((json.dumps(req) + "\n").encode())
+    await writer.drain()
+    line = await asyncio.wait_for(reader.readline(), timeout)
+    writer.close()
+    resp = json.loads(line)
+    if not resp["ok"]:
+        raise CoreError(resp["error"], resp.get("code"))
+    return resp["result"]

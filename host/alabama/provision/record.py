@@ -1,0 +1,75 @@
+"""The provisioning record codec: ``version (0x01) | ProvisioningRecord protobuf | CRC-32 LE``.
+
+Responsible for turning a ``alabama.v1.ProvisioningRecord`` into the bytes every carrier moves and
+back, checking version, CRC, length and field bounds. It never chooses a carrier and does no I/O.
+"""
+import zlib
+
+from alabama.v1 import provisioning_pb2
+
+from ..errors import AlabamaError
+
+VERSION = 0x01
+#: The whole record on every carrier: ggwave's payload limit (sound provisioning).
+MAX_RECORD_BYTES = 140
+CRC_BYTES = 4
+MIN_RECORD_BYTES = 1 + CRC_BYTES
+#: Field bounds (proto/alabama/v1/alabama.options).
+BOUNDS = {"core_host": 64, "core_key": 32, "pairing_token": 64, "wifi_ssid": 32, "wifi_passphrase": 64}
+
+
+class RecordError(AlabamaError):
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
+
+
+def _field_sizes(rec):
+    return {name: len(getattr(rec, name).encode() if isinstance(getattr(rec, name), str) else getattr(rec, name))
+            for name in BOUNDS}
+
+
+def check(rec):
+    """Field-level checks shared by encode and decode."""
+    for name, n in _field_sizes(rec).items():
+        if n > BOUNDS[name]:
+            raise RecordError("FIELD_TOO_LONG", "%s is %d bytes, at most %d" % (name, n, BOUNDS[name]))
+    if rec.core_key and len(rec.core_key) != 32:
+        raise RecordError("BAD_KEY", "core_key must be exactly 32 bytes or empty, got %d" % len(rec.core_key))
+    if not 0 <= rec.core_port <= 65535:
+        raise RecordError("BAD_PORT", "core_port %d is outside 1..65535" % rec.core_port)
+
+
+def encode(rec):
+    """The record's bytes; refuses more than 140 bytes, naming the longest field to shorten."""
+    check(rec)
+    body = bytes([VERSION]) + rec.SerializeToString()
+    out = body + zlib.crc32(body).to_bytes(CRC_BYTES, "little")
+    if len(out) > MAX_RECORD_BYTES:
+        sizes = _field_sizes(rec)
+        longest = max(sizes, key=lambda k: sizes[k])
+        raise RecordError("RECORD_TOO_LONG", "the provisioning record is %d bytes, over the %d-byte sound limit: "
+                          "shorten %s (%d bytes), or provision by QR code or serial instead"
+                          % (len(out), MAX_RECORD_BYTES, longest, sizes[longest]))
+    return out
+
+
+def decode(data):
+    """A ProvisioningRecord from bytes; raises RecordError (code LENGTH / VERSION / CRC / DECODE / ...)."""
+    data = bytes(data)
+    if not MIN_RECORD_BYTES <= len(data) <= MAX_RECORD_BYTES:
+        raise RecordError("LENGTH", "a provisioning record is %d..%d bytes, got %d"
+                          % (MIN_RECORD_BYTES, MAX_RECORD_BYTES, len(data)))
+    if data[0] != VERSION:
+        raise RecordError("VERSION", "provisioning record version %d; this tool reads version %d: update it"
+                          % (data[0], VERSION))
+    body, crc = data[:-CRC_BYTES], int.from_bytes(data[-CRC_BYTES:], "little")
+    if zlib.crc32(body) != crc:
+        raise RecordError("CRC", "provisioning record CRC mismatch: the transfer was corrupted, send it again")
+    rec = provisioning_pb2.ProvisioningRecord()
+    try:
+        rec.ParseFromString(body[1:])
+    except Exception as e:  # noqa: BLE001 — DecodeError and friends; the message says what happened
+        raise RecordError("DECODE", "provisioning record does not decode: %s" % e) from None
+    check(rec)
+    return rec
