@@ -16,6 +16,7 @@ COMMANDS = [
     "alabama.codegen.cli",
     "alabama.conformance.cli",
     "alabama.board.cli",
+    "alabama.core.cli",
 ]
 
 

@@ -1,0 +1,219 @@
+"""`alabama core serve|key|token|devices|approve|invoke|setting|request-capture|say`: the reference core's CLI.
+
+Responsible for argument parsing and printing only; the work is in ``server`` and ``registry``.
+Commands that act on a live session (invoke, setting, request-capture, say) talk to the running
+server through its loopback control endpoint (DIR/control.json, mode 0600).
+"""
+import asyncio
+import datetime
+import json
+import logging
+import signal
+import socket
+import sys
+
+from ..errors import UsageError
+from . import registry as reg
+
+DEFAULT_DATA = "./alabama-core"
+
+
+def register(sub):
+    p = sub.add_parser("core", help="the reference core: serve satellites, pair them, drive them")
+    csub = p.add_subparsers(dest="core_command", metavar="ACTION")
+
+    def data(q):
+        q.add_argument("--data", default=DEFAULT_DATA, help="state directory (key, registry, reports); default %(default)s")
+
+    s = csub.add_parser("serve", help="run the core (Ctrl-C stops it)")
+    s.add_argument("--listen", default="0.0.0.0:7355", help="HOST:PORT to listen on (default %(default)s)")
+    data(s)
+    s.add_argument("--closed", action="store_true", help="closed mode: reject devices not in the registry (§7.3)")
+    s.add_argument("--min-wire-version", type=int, default=1, help="lowest Hello.wire_version admitted (§13)")
+    s.add_argument("--brain", default="echo", choices=("echo", "espeak"), help="what answers a voice turn")
+    s.add_argument("--ping-interval", type=float, default=15.0, help="seconds between core Pings (0: none)")
+    s.set_defaults(func=cmd_serve)
+
+    k = csub.add_parser("key", help="print the core's static public key (64 hex chars)")
+    data(k)
+    k.set_defaults(func=cmd_key)
+
+    t = csub.add_parser("token", help="mint a pairing token: prints the token, then the provisioning record")
+    data(t)
+    t.add_argument("--ttl", type=int, default=600, help="seconds the token stays valid (default %(default)s)")
+    t.add_argument("--host", default=None, help="core address the record carries (default: this machine's LAN address)")
+    t.add_argument("--port", type=int, default=7355)
+    t.add_argument("--no-key", action="store_true", help="leave the core key out of the record (XX + token path)")
+    t.add_argument("--wifi-ssid", default="")
+    t.add_argument("--wifi-passphrase", default="")
+    t.set_defaults(func=cmd_token)
+
+    d = csub.add_parser("devices", help="list devices: fingerprint, display name, trust, last seen")
+    data(d)
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=cmd_devices)
+
+    a = csub.add_parser("approve", help="trust a guest (sends Paired on its live session) or pre-register a key")
+    data(a)
+    a.add_argument("device", nargs="?", help="fingerprint (or a unique prefix)")
+    a.add_argument("--pubkey", help="pre-provisioned path: register this 64-hex device key as paired")
+    a.set_defaults(func=cmd_approve)
+
+    i = csub.add_parser("invoke", help="invoke a tool on a connected satellite and print the result")
+    data(i)
+    i.add_argument("device")
+    i.add_argument("tool")
+    i.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+    i.add_argument("--timeout", type=float, default=10.0)
+    i.set_defaults(func=cmd_invoke)
+
+    w = csub.add_parser("setting", help="SettingsWrite a declared setting and print the SettingState")
+    data(w)
+    w.add_argument("device")
+    w.add_argument("key")
+    w.add_argument("value", help='JSON SettingValue, e.g. \'{"intValue": "3"}\'')
+    w.set_defaults(func=cmd_setting)
+
+    r = csub.add_parser("request-capture", help="RequestCapture on a connected satellite")
+    data(r)
+    r.add_argument("device")
+    r.add_argument("ref", help="correlation_ref token")
+    r.set_defaults(func=cmd_request_capture)
+
+    y = csub.add_parser("say", help="stream text to a satellite's TEXT_DISPLAY (TextRenderOpen)")
+    data(y)
+    y.add_argument("device")
+    y.add_argument("text")
+    y.set_defaults(func=cmd_say)
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def _listen(spec):
+    host, sep, port = spec.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError("--listen wants HOST:PORT, e.g. 0.0.0.0:7355 (got %r)" % spec)
+    return host or "0.0.0.0", int(port)
+
+
+def cmd_serve(args):
+    from .server import CoreServer
+    host, port = _listen(args.listen)
+    if args.verbose if hasattr(args, "verbose") else False:
+        pass
+
+    async def main():
+        srv = CoreServer(args.data, host=host, port=port, closed=args.closed, min_wire_version=args.min_wire_version,
+                         brain=args.brain, ping_interval=args.ping_interval)
+        await srv.start()
+        print("alabama core: key %s" % srv.public_key_hex)
+        print("alabama core: listening on %s:%d%s (data %s)" % (host, srv.port, " [closed]" if args.closed else "",
+                                                               args.data), flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        print("alabama core: shutting down", flush=True)
+        await srv.stop()
+    logging.getLogger("alabama.core").setLevel(min(logging.getLogger().level or logging.INFO, logging.INFO))
+    asyncio.run(main())
+    return 0
+
+
+def cmd_key(args):
+    print(reg.server_public_key(args.data).hex())
+    return 0
+
+
+def _lan_address():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))   # TEST-NET: nothing is sent, it only picks the outgoing interface
+        return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+    finally:
+        s.close()
+
+
+def cmd_token(args):
+    from alabama.v1 import provisioning_pb2
+    from ..provision import record
+    r = reg.Registry(args.data)
+    token, expires = r.mint_token(args.ttl)
+    rec = provisioning_pb2.ProvisioningRecord(core_host=args.host or _lan_address(), core_port=args.port,
+                                              pairing_token=token, token_expires=int(expires),
+                                              wifi_ssid=args.wifi_ssid, wifi_passphrase=args.wifi_passphrase)
+    if not args.no_key:
+        rec.core_key = reg.server_public_key(args.data)
+    print(token)
+    try:
+        data = record.encode(rec)
+        print("record %s" % data.hex())
+    except record.RecordError as e:
+        print("record: %s" % e, file=sys.stderr)
+    print("expires %s (in %d s)" % (datetime.datetime.fromtimestamp(expires).isoformat(timespec="seconds"), args.ttl))
+    return 0
+
+
+def cmd_devices(args):
+    devs = reg.Registry(args.data).devices()
+    if args.json:
+        print(json.dumps([d.as_dict() for d in devs], indent=1))
+        return 0
+    print("%-32s  %-20s  %-6s  %s" % ("FINGERPRINT", "NAME", "TRUST", "LAST SEEN"))
+    for d in devs:
+        seen = datetime.datetime.fromtimestamp(d.last_seen).isoformat(timespec="seconds") if d.last_seen else "-"
+        print("%-32s  %-20s  %-6s  %s" % (d.device_id, d.display_name[:20], d.trust, seen))
+    return 0
+
+
+def cmd_approve(args):
+    r = reg.Registry(args.data)
+    if args.pubkey:
+        try:
+            key = bytes.fromhex(args.pubkey)
+        except ValueError:
+            key = b""
+        if len(key) != 32:
+            raise UsageError("--pubkey wants the device's 32-byte key as 64 hex characters")
+        print(r.preconfigure(key))
+        return 0
+    if not args.device:
+        raise UsageError("give a device fingerprint (see `alabama core devices`) or --pubkey")
+    dev = r.find(args.device)
+    r.set_trust(dev.device_id, reg.PAIRED)
+    print("%s approved; a running core sends Paired on its live session" % dev.device_id)
+    return 0
+
+
+def _control(args, req):
+    from .server import control_call
+    return asyncio.run(control_call(args.data, req, timeout=getattr(args, "timeout", 10.0) + 5))
+
+
+def cmd_invoke(args):
+    try:
+        json.loads(args.arguments)
+    except ValueError:
+        raise UsageError("arguments must be a JSON object, e.g. '{\"level\": 3}'")
+    res = _control(args, {"op": "invoke", "device": args.device, "name": args.tool, "arguments": args.arguments,
+                          "timeout": args.timeout})
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+def cmd_setting(args):
+    res = _control(args, {"op": "setting", "device": args.device, "key": args.key, "value": json.loads(args.value)})
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+def cmd_request_capture(args):
+    print(json.dumps(_control(args, {"op": "request_capture", "device": args.device, "ref": args.ref}), indent=1))
+    return 0
+
+
+def cmd_say(args):
+    print(json.dumps(_control(args, {"op": "render_text", "device": args.device, "text": args.text})))
+    return 0
