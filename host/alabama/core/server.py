@@ -141,7 +141,8 @@ class Connection:
                 srv.frame_observer(self, data)
             for ev in events:
                 self._dispatch(ev)
-            self.flush()
+            if self.session._control or self.session._bulk or self._closing:
+                self.flush()
 
     def _dispatch(self, ev):
         t = type(ev)

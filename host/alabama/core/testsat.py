@@ -240,6 +240,10 @@ class TestSatellite:
                 conn.receive(data)
                 writer.write(conn.data_to_send())
             self.stream = noise_aio.NoiseStream(conn, reader, writer)
+        import socket
+        sock = self.stream.writer.get_extra_info("socket")
+        if sock is not None:   # frames are small and latency-bound: no Nagle delay
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if read:
             self._reader_task = asyncio.ensure_future(self._read_loop())
         return self
