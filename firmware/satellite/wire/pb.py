@@ -12,7 +12,8 @@ call :func:`table` with its fields. Everything else lives here, once:
 * Every failure is a :class:`DecodeError` / :class:`EncodeError` with a ``code`` and the ``field``.
 
 Field tuple (generated): ``(num, name, type, rep, sub, oneof, max_size, max_count)``; ``type`` is
-one of the ``_T_*`` codes below, ``rep`` 0 = singular, 1 = repeated, 2 = repeated packed.
+one of the ``_T_*`` codes below, ``rep`` 0 = singular, 1 = repeated, 2 = repeated packed;
+``table()`` appends the key (num << 3 | wire type). See docs/codec.md.
 Decode is not re-entrant across threads (one module-level reader); MicroPython runs one.
 """
 import sys
@@ -55,6 +56,7 @@ _SUB = const(4)
 _ONEOF = const(5)
 _MAXSIZE = const(6)
 _MAXCOUNT = const(7)
+_KEY = const(8)  # added by table(): num << 3 | wire type
 
 # Nesting limit of the decoder: deeper input is refused (DEPTH) instead of exhausting the stack.
 _MAX_DEPTH = const(16)
@@ -174,7 +176,17 @@ class Message:
 
 
 def table(cls, fields, unknown_arm=None):
-    """Attach a generated field table to ``cls`` and derive its lookup tables (import time only)."""
+    """Attach a generated field table to ``cls`` and derive its lookup tables (import time only).
+
+    ``_E`` is the encode order: field tuples extended with their key (num << 3 | wire type), and
+    each oneof whose arms are contiguous in number order collapsed into its name (one lookup
+    instead of one test per arm).
+    """
+    ext = []
+    for f in fields:
+        wt = 2 if f[_REP] == 2 else _WT[f[_TYPE]]
+        ext.append(f + ((f[_NUM] << 3) | wt,))
+    fields = tuple(ext)
     cls._F = fields
     n = {}
     b = {}
@@ -191,6 +203,20 @@ def table(cls, fields, unknown_arm=None):
             plain.append(f)
         elif o not in oneofs:
             oneofs.append(o)
+    order = []
+    for f in fields:
+        o = f[_ONEOF]
+        if o is None:
+            order.append(f)
+            continue
+        if o in order:
+            continue
+        idx = [i for i in range(len(fields)) if fields[i][_ONEOF] == o]
+        if idx[-1] - idx[0] + 1 == len(idx):  # contiguous: one item for the whole oneof
+            order.append(o)
+        else:
+            order.append(f)
+    cls._E = tuple(order)
     cls._N = n
     cls._B = b
     cls._L = tuple(lists)
@@ -690,30 +716,10 @@ def _blob(t, v, cls, f):
     return v
 
 
-def _present(msg, f):
-    # The value to encode, or None when the field is absent (implicit presence / unselected arm).
-    v = getattr(msg, f[_NAME])
-    o = f[_ONEOF]
-    if o is not None:
-        if getattr(msg, o) != f[_NAME]:
-            return None
-        if v is None:
-            return None if f[_TYPE] != _T_MESSAGE else _EMPTY
-        return v
-    if f[_REP]:
-        if not v:
-            return None
-        if len(v) > f[_MAXCOUNT]:
-            _efail(OVER_BOUND, type(msg), f)
-        return v
-    if v is None or v == _DEF[f[_TYPE]]:
-        return None
-    return v
-
-
 class _Empty:
     # Stands for an empty sub-message (a selected oneof arm whose value is None).
-    _F = ()
+    _E = ()
+    _sz = 0
 
 
 _EMPTY = _Empty()
@@ -722,6 +728,8 @@ _EMPTY = _Empty()
 def _value_size(t, v, cls, f):
     ewt = _WT[t]
     if ewt == 0:
+        if t == _T_UINT32 and 0 <= v < 0x80:
+            return 1
         return _uvsize(_unsigned(t, v, cls, f))
     if ewt == 5:
         return 4
@@ -735,15 +743,36 @@ def _value_size(t, v, cls, f):
 
 
 def size(msg):
-    """Encoded size of ``msg`` in bytes."""
+    """Encoded size of ``msg`` in bytes (also cached on each sub-message for the write pass)."""
     cls = type(msg)
     n = 0
-    for f in cls._F:
-        v = _present(msg, f)
-        if v is None:
-            continue
+    for it in cls._E:
+        if type(it) is str:  # a oneof: only the selected arm
+            a = getattr(msg, it)
+            if a is None:
+                continue
+            f = cls._B[a]
+            v = getattr(msg, a)
+            if v is None:
+                v = _EMPTY
+        else:
+            f = it
+            v = getattr(msg, f[_NAME])
+            o = f[_ONEOF]
+            if o is not None:
+                if getattr(msg, o) != f[_NAME]:
+                    continue
+                if v is None:
+                    v = _EMPTY
+            elif f[_REP]:
+                if not v:
+                    continue
+                if len(v) > f[_MAXCOUNT]:
+                    _efail(OVER_BOUND, cls, f)
+            elif v is None or (f[_TYPE] != _T_MESSAGE and v == _DEF[f[_TYPE]]):
+                continue
         t = f[_TYPE]
-        tag = _uvsize(f[_NUM] << 3)
+        tag = 1 if f[_NUM] < 16 else _uvsize(f[_NUM] << 3)
         rep = f[_REP]
         if rep == 0:
             n += tag + _value_size(t, v, cls, f)
@@ -755,6 +784,8 @@ def size(msg):
         else:
             for e in v:
                 n += tag + _value_size(t, e, cls, f)
+    if cls is not _Empty:
+        msg._sz = n
     return n
 
 
@@ -770,7 +801,10 @@ def _wv(buf, p, v):
 def _write_value(buf, p, t, v, cls, f):
     ewt = _WT[t]
     if ewt == 0:
-        return _wv(buf, p, _unsigned(t, v, cls, f))
+        if t != _T_UINT32 or v < 0 or v > 0x7F:
+            return _wv(buf, p, _unsigned(t, v, cls, f))
+        buf[p] = v
+        return p + 1
     if ewt == 5 or ewt == 1:
         v = _fixed_u(t, v, cls, f)
         q = p + (4 if ewt == 5 else 8)
@@ -780,7 +814,7 @@ def _write_value(buf, p, t, v, cls, f):
             p += 1
         return p
     if t == _T_MESSAGE:
-        p = _wv(buf, p, size(v))
+        p = _wv(buf, p, v._sz)  # cached by size(), which encode_into ran first
         return _enc(v, buf, p)
     v = _blob(t, v, cls, f)
     p = _wv(buf, p, len(v))
@@ -791,25 +825,48 @@ def _write_value(buf, p, t, v, cls, f):
 
 def _enc(msg, buf, p):
     cls = type(msg)
-    for f in cls._F:
-        v = _present(msg, f)
-        if v is None:
-            continue
+    for it in cls._E:
+        if type(it) is str:
+            a = getattr(msg, it)
+            if a is None:
+                continue
+            f = cls._B[a]
+            v = getattr(msg, a)
+            if v is None:
+                v = _EMPTY
+        else:
+            f = it
+            v = getattr(msg, f[_NAME])
+            o = f[_ONEOF]
+            if o is not None:
+                if getattr(msg, o) != f[_NAME]:
+                    continue
+                if v is None:
+                    v = _EMPTY
+            elif f[_REP]:
+                if not v:
+                    continue
+            elif v is None or (f[_TYPE] != _T_MESSAGE and v == _DEF[f[_TYPE]]):
+                continue
         t = f[_TYPE]
         rep = f[_REP]
+        key = f[_KEY]
         if rep == 0:
-            p = _wv(buf, p, (f[_NUM] << 3) | _WT[t])
+            if key < 0x80:
+                buf[p] = key
+                p += 1
+            else:
+                p = _wv(buf, p, key)
             p = _write_value(buf, p, t, v, cls, f)
         elif rep == 2:
             body = 0
             for e in v:
                 body += _value_size(t, e, cls, f)
-            p = _wv(buf, p, (f[_NUM] << 3) | 2)
+            p = _wv(buf, p, key)
             p = _wv(buf, p, body)
             for e in v:
                 p = _write_value(buf, p, t, e, cls, f)
         else:
-            key = (f[_NUM] << 3) | _WT[t]
             for e in v:
                 p = _wv(buf, p, key)
                 p = _write_value(buf, p, t, e, cls, f)
@@ -818,7 +875,7 @@ def _enc(msg, buf, p):
 
 def encode_into(msg, buf, pos=0):
     """Encode ``msg`` into ``buf`` at ``pos``; return the end position. Allocates nothing for
-    messages of small integers (the StreamChunk header)."""
+    messages of small integers (the StreamChunk header) once ``msg`` has been encoded before."""
     try:
         n = size(msg)
         if pos < 0 or pos + n > len(buf):
