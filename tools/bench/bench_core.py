@@ -62,7 +62,12 @@ def core_child(data_dir, out_path):
         violations = sum(len(r.violations) for r in srv.reports)
         pathlib.Path(out_path).write_text(json.dumps({"delays_ns": delays, "cpu_s": cpu, "violations": violations}))
         await srv.stop()
-    asyncio.run(main())
+    prof = os.environ.get("BENCH_CORE_PROFILE")   # a path: cProfile the core process into it
+    if prof:
+        import cProfile
+        cProfile.runctx("asyncio.run(main())", globals(), locals(), prof)
+    else:
+        asyncio.run(main())
 
 
 # ----------------------------------------------------------------------------------- simulator

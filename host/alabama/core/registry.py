@@ -101,6 +101,7 @@ class Registry:
         self.clock = clock
         self.db = sqlite3.connect(str(self.path), timeout=5.0, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL: durable across crashes of this process
         self.db.executescript(_SCHEMA)
 
     def close(self):

@@ -53,6 +53,7 @@ WRITE_HIGH_WATER = 64 * 1024
 #: The kernel send buffer is kept small for the same reason (spec §10.1: writes stay frame-granular so
 #: the kernel cannot queue bulk bytes ahead of a waiting Ping).
 SEND_BUFFER_BYTES = 64 * 1024
+READ_CHUNK = 65536
 CONTROL_FILE = "control.json"
 REPORTS_DIR = "reports"
 
@@ -118,10 +119,21 @@ class Connection:
 
     async def _read_loop(self):
         srv = self.server
+        conn, reader = self.stream.conn, self.reader   # the Noise binding, driven directly (one hop less per frame)
         while not self._closing:
             timeout = None if self.session.phase != "HELLO" else srv.hello_timeout
             try:
-                data = await asyncio.wait_for(self.stream.recv(), timeout)
+                data = conn.read_plaintext()
+                if not data:
+                    raw = await (asyncio.wait_for(reader.read(READ_CHUNK), timeout) if timeout else reader.read(READ_CHUNK))
+                    if not raw:
+                        conn.receive_eof()
+                        self.session.close("peer closed")
+                        break
+                    conn.receive(raw)
+                    data = conn.read_plaintext()
+                    if not data:
+                        continue
             except asyncio.TimeoutError:
                 self.session.report.add("R6.1-a", "hello_timeout", "no Hello within %.0fs of the handshake" % timeout)
                 self.session.close("no Hello")
