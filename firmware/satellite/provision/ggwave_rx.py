@@ -47,7 +47,9 @@ _DWIN = const(16)               # idle marker window (1024 samples)
 _NCAND = const(15)              # clock ratios tried while idle: 1 + (c - 7)/300
 _MWIN = const(48)               # marker window for the fine clock estimate
 _NFINE = const(17)              # fine clock ratios: coarse + (j - 8) * 0.0004
-_SYNC_SPAN = const(10)          # data start searched at marker end +- 10 sub-blocks
+_SYNC_SPAN = const(8)           # data start searched at the estimate +- 8 sub-blocks (half a symbol)
+_RISE_BACK = const(110)         # how far back the marker's rising edge is looked for
+_RISE_WIN = const(16)           # window of the rising-edge profile
 _GUARD = const(98304)           # symbol window guard: 1.5 sub-blocks (Q16)
 _Q = const(65536)
 _MAX_SYM = const(3 + 140 + 56)  # length code + longest payload + its parity
@@ -70,7 +72,7 @@ class GgwaveError(Exception):
     """Bad use of the receiver (wrong rate, bad buffer); `code` names the problem."""
 
     def __init__(self, code, msg):
-        Exception.__init__(self, msg)
+        super().__init__(msg)
         self.code = code
 
 
@@ -247,15 +249,21 @@ class GgwaveReceiver:
             self._rot[i] = self._cand[c * 2 * _NT + i]
 
     def _marker(self):
-        # follow the marker (every 2 sub-blocks) until its tone pairs stop winning
-        if self._t & 1:
+        # 8 sub-blocks after detection: locate the marker's rising edge in the ring (data starts
+        # 16 frames = 85.33/r sub-blocks after the marker starts). Without an edge in view (the
+        # receiver started mid-marker), fall back to following the marker until its pairs stop
+        # winning.
+        if self._t == 8 and self._rise():
+            self._st = _S_SYNC
+            return
+        if self._t & 1 or self._t < 8:
             return
         out = self._out
         self._csum(self._ring, _RING, self._slot(self._t - _DWIN + 1), _DWIN, self._rot, 0, out)
-        if out[34] < 8:
+        if out[34] < 9:
             self._low += 1
             if self._low == 1:
-                self._m1 = self._t - 3
+                self._m1 = self._t - 4
             if self._low >= 2:
                 self._st = _S_SYNC
                 return
@@ -263,6 +271,36 @@ class GgwaveReceiver:
             self._low = 0
         if self._t > 100:
             self._fail(FAIL_MARKER)
+
+    def _rise(self):
+        # profile of start-tone magnitude over sliding windows; the edge position comes from the
+        # area under the normalised profile (robust to noise, unbiased for a symmetric ramp)
+        out = self._out
+        first = self._t - self._fill + 1
+        lo = self._t - _RISE_BACK
+        if lo < first:
+            lo = first
+        n = self._t - _RISE_WIN + 1 - lo
+        if n < 32:
+            return 0
+        prof = [0] * n
+        for i in range(n):
+            self._csum(self._ring, _RING, self._slot(lo + i), _RISE_WIN, self._rot, 0, out)
+            prof[i] = out[32]
+        floor = sum(prof[:8]) / 8.0
+        top = sum(prof[n - 8:]) / 8.0
+        if top < 3.0 * floor:
+            return 0                        # no quiet stretch before the marker in view
+        area = 0.0
+        for v in prof:
+            f = (v - floor) / (top - floor)
+            area += 0.0 if f < 0.0 else (1.0 if f > 1.0 else f)
+        x = n - area                        # window start index where the profile crosses half
+        r = 1.0 + (self._coarse - 7) / 300.0
+        # window centre crosses half level at the ramp's midpoint (6.4/r sub-blocks in)
+        start = lo + x + _RISE_WIN / 2.0 - 6.4 / r
+        self._m1 = int(round(start + 85.3333 / r))
+        return 1
 
     # -- clock ratio and symbol timing ----------------------------------------------------------
 
@@ -338,7 +376,7 @@ class GgwaveReceiver:
             if ok:
                 best.append((conf, off))
         best.sort()
-        for i in range(len(best) - 1, max(-1, len(best) - 4), -1):
+        for i in range(len(best) - 1, -1, -1):
             s = (self._m1 + best[i][1]) * _Q
             for j in range(3):
                 self._decide(s + j * self._P, 0)

@@ -1,0 +1,274 @@
+# Sound-provisioning receiver benchmark: decode success of our firmware receiver (pure path on
+# CPython; a dual test proves pure == viper) and of ggwave's own decoder on the SAME signals, over
+# SNR x clock drift, plus the receiver's cost (callgrind instructions per second of audio on the
+# micropython unix port, viper path) and an ESP32-S3 estimate. Not a test: prints, asserts nothing.
+#
+#   .venv/bin/python tools/bench/bench_ggwave.py                 # table (50 trials a point)
+#   .venv/bin/python tools/bench/bench_ggwave.py --trials 10 --jobs 2
+#   .venv/bin/python tools/bench/bench_ggwave.py --cost          # callgrind cost only
+#   .venv/bin/python tools/bench/bench_ggwave.py --make-test-data  # regenerate tests/firmware/data
+#
+# Channel model (one per trial): ggwave.encode(payload, protocolId=8) at 48 kHz -> time-stretch
+# by the clock ratio r (band-limited FFT resampling: tones x r, durations / r) -> random start
+# offset in 0.3..1.3 s of lead -> white Gaussian noise at 48 kHz with power P_signal / 10^(SNR/10)
+# (P_signal = mean power of the transmission itself, over the full 0..24 kHz band) -> ggwave gets
+# that 48 kHz float mixture; our receiver gets the same mixture low-passed and decimated to
+# 16 kHz s16 (what an I2S mic at 16 kHz delivers).
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "firmware"))
+
+VOLUME = 25
+FS48 = 48000
+
+
+def ggwave_wave(payload, volume=VOLUME):
+    import ggwave
+    return np.frombuffer(ggwave.encode(bytes(payload), protocolId=8, volume=volume), dtype=np.float32).astype(np.float64)
+
+
+def stretch(x, r):
+    """Band-limited time-stretch: the result played at the same rate has frequencies x r."""
+    if r == 1.0:
+        return x.copy()
+    n = len(x)
+    m = int(round(n / r))
+    X = np.fft.rfft(x)
+    Y = np.zeros(m // 2 + 1, dtype=complex)
+    k = min(len(X), len(Y))
+    Y[:k] = X[:k]
+    return np.fft.irfft(Y, m) * (m / n)
+
+
+_LP = None
+
+
+def _lowpass():
+    global _LP
+    if _LP is None:
+        taps = 127
+        fc = 7000.0 / FS48
+        t = np.arange(taps) - (taps - 1) / 2
+        h = 2 * fc * np.sinc(2 * fc * t) * np.hamming(taps)
+        _LP = h / h.sum()
+    return _LP
+
+
+def to16k(x48):
+    """48 kHz float -> 16 kHz s16 (FIR low-pass, decimate by 3)."""
+    y = np.convolve(x48, _lowpass(), mode="same")[::3]
+    return np.clip(np.round(y * 32767), -32768, 32767).astype(np.int16)
+
+
+def channel(wave, r, snr_db, rng, lead=None, tail=0.4):
+    """Returns (mix48 float32, mix16 int16)."""
+    sig = stretch(wave, r)
+    if lead is None:
+        lead = rng.uniform(0.3, 1.3)
+    nl = int(lead * FS48)
+    nt = int(tail * FS48)
+    x = np.zeros(nl + len(sig) + nt)
+    x[nl:nl + len(sig)] = sig
+    if snr_db is not None:
+        p = np.mean(sig ** 2)
+        x += rng.normal(0.0, np.sqrt(p / 10 ** (snr_db / 10.0)), len(x))
+    return x.astype(np.float32), to16k(x)
+
+
+def ours_decode(x16, kernels=None):
+    from array import array
+    from satellite.provision import _goertzel_pure
+    from satellite.provision.ggwave_rx import GgwaveReceiver
+    rx = GgwaveReceiver(kernels=kernels or _goertzel_pure)
+    a = array("h", x16.tobytes())
+    got = None
+    blk = 512
+    buf = array("h", bytes(2 * blk))
+    for i in range(0, len(a), blk):
+        n = min(blk, len(a) - i)
+        buf[:n] = a[i:i + n]
+        p = rx.feed(buf, n)
+        if p is not None and got is None:
+            got = p
+    return got, rx
+
+
+_GG_READY = False
+
+
+def ggwave_decode(x48):
+    import ggwave
+    global _GG_READY
+    if not _GG_READY:
+        ggwave.disableLog()
+        for pid in range(12):     # give ggwave its best chance: listen for [DT] Fastest only
+            ggwave.rxToggleProtocol(pid, 1 if pid == 8 else 0)
+        _GG_READY = True
+    inst = ggwave.init(ggwave.getDefaultParameters())
+    got = None
+    try:
+        b = x48.astype(np.float32).tobytes()
+        step = 1024 * 4
+        for i in range(0, len(b), step):
+            p = ggwave.decode(inst, b[i:i + step])
+            if p is not None and got is None:
+                got = p
+    finally:
+        ggwave.free(inst)
+    return got
+
+
+def trial(args):
+    seed, n, r, snr = args
+    rng = np.random.default_rng(seed)
+    payload = bytes(rng.integers(0, 256, n, dtype=np.uint8))
+    mix48, mix16 = channel(ggwave_wave(payload), r, snr, rng)
+    ours, _ = ours_decode(mix16)
+    theirs = ggwave_decode(mix48)
+    return (ours == payload), (theirs == payload), (ours is not None and ours != payload)
+
+
+def table(trials, jobs, n, snrs, drifts):
+    import multiprocessing
+    pts = [(snr, r) for snr in snrs for r in drifts]
+    work = []
+    for pi, (snr, r) in enumerate(pts):
+        for t in range(trials):
+            work.append((1000003 * pi + t, n, r, snr))
+    t0 = time.time()
+    with multiprocessing.Pool(jobs) as pool:
+        res = pool.map(trial, work, chunksize=4)
+    dt = time.time() - t0
+    rows = {}
+    for (seed, _, r, snr), (a, b, wrong) in zip(work, res):
+        k = (snr, r)
+        o, g, w = rows.get(k, (0, 0, 0))
+        rows[k] = (o + a, g + b, w + wrong)
+    print("payload %d bytes, %d trials per point, %.0f s" % (n, trials, dt))
+    hdr = "| SNR (dB) |" + "".join(" drift %+.0f%%: ours / ggwave |" % ((r - 1) * 100) for r in drifts)
+    print(hdr)
+    print("|---" * (len(drifts) + 1) + "|")
+    wrong = 0
+    for snr in snrs:
+        line = "| %s |" % snr
+        for r in drifts:
+            o, g, w = rows[(snr, r)]
+            wrong += w
+            line += " %d%% / %d%% |" % (round(100.0 * o / trials), round(100.0 * g / trials))
+        print(line)
+    print("wrong payloads returned by our receiver: %d" % wrong)
+
+
+# -- cost --------------------------------------------------------------------------------------
+
+_COST_SCRIPT = r"""
+import sys, time
+from array import array
+sys.path.insert(0, %(fw)r)
+from satellite.provision.ggwave_rx import GgwaveReceiver
+f = open(%(raw)r, 'rb'); data = f.read(); f.close()
+a = array('h', data)
+rx = GgwaveReceiver()
+buf = array('h', bytes(1024))
+n = len(a)
+i = 0
+got = None
+t0 = time.ticks_us()
+while i + 512 <= n:
+    buf[:] = a[i:i + 512] if %(run)d else buf
+    p = rx.feed(buf, 512) if %(run)d else None
+    if p is not None: got = p
+    i += 512
+print('RESULT', got is not None, time.ticks_diff(time.ticks_us(), t0))
+"""
+
+
+def _callgrind(mp, raw, run, tmp):
+    scr = os.path.join(tmp, "cost_%d.py" % run)
+    with open(scr, "w") as f:
+        f.write(_COST_SCRIPT % {"fw": str(ROOT / "firmware"), "raw": raw, "run": run})
+    out = os.path.join(tmp, "cg.%d" % run)
+    r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, mp, scr],
+                       capture_output=True, text=True)
+    for line in r.stderr.splitlines():
+        if "Collected" in line:
+            return int(line.split()[-1].replace(",", "")), r.stdout.strip()
+    raise RuntimeError(r.stderr[-2000:])
+
+
+def cost(seconds=10.0):
+    import shutil
+    mp = str(ROOT / ".venv" / "bin" / "micropython")
+    rng = np.random.default_rng(7)
+    payload = bytes(rng.integers(0, 256, 50, dtype=np.uint8))
+    wave = ggwave_wave(payload)
+    # listening (noise only) and receiving (a 50-byte transmission, +2 % drift, 10 dB)
+    cases = []
+    noise = np.clip(rng.normal(0, 300, int(seconds * 16000)), -32768, 32767).astype(np.int16)
+    cases.append(("listening (noise)", noise))
+    _, x16 = channel(wave, 1.02, 10, rng, lead=0.5, tail=0.5)
+    cases.append(("receiving (50-byte payload, +2 %, 10 dB)", x16))
+    if not shutil.which("valgrind"):
+        print("valgrind missing: apt-get install -y valgrind")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, x in cases:
+            raw = os.path.join(tmp, "in.raw")
+            x.tofile(raw)
+            secs = len(x) / 16000.0
+            base, _ = _callgrind(mp, raw, 0, tmp)
+            full, outp = _callgrind(mp, raw, 1, tmp)
+            ips = (full - base) / secs
+            print("%-42s %.1f s audio: %.2f M instr per s of audio (decoded: %s)"
+                  % (name, secs, ips / 1e6, outp.split()[1] if outp else "?"))
+            # ESP32-S3 estimate: Xtensa LX7 at 240 MHz; assume 1.5 cycles per x86-64 instruction
+            # counted here (viper emits similar instruction counts on both; the LX7 is in-order,
+            # single-issue, with wait states on flash-cached code) -> cycles = 1.5 * instr.
+            cyc = 1.5 * ips
+            print("%-42s ESP32-S3 estimate: %.1f%% of one 240 MHz core (1.5 cycles/instr assumed)"
+                  % ("", 100.0 * cyc / 240e6))
+
+
+def make_test_data():
+    d = ROOT / "tests" / "firmware" / "data"
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(2024)
+    for name, r in (("ggwave_dtfastest_p2.raw", 1.02), ("ggwave_dtfastest_m2.raw", 0.98)):
+        payload = b"Ala"
+        _, x16 = channel(ggwave_wave(payload), r, 10, rng, lead=0.25, tail=0.15)
+        x16.astype("<i2").tofile(d / name)
+        print("wrote", d / name, len(x16), "samples, payload", payload)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=50)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--bytes", type=int, default=16)
+    ap.add_argument("--snr", default="30,20,10,5,0")
+    ap.add_argument("--drift", default="0.98,0.99,1.0,1.01,1.02")
+    ap.add_argument("--cost", action="store_true")
+    ap.add_argument("--no-cost", action="store_true")
+    ap.add_argument("--make-test-data", action="store_true")
+    a = ap.parse_args()
+    if a.make_test_data:
+        make_test_data()
+        return
+    if not a.cost:
+        table(a.trials, a.jobs, a.bytes, [float(s) for s in a.snr.split(",")],
+              [float(s) for s in a.drift.split(",")])
+    if a.cost or not a.no_cost:
+        cost()
+
+
+if __name__ == "__main__":
+    main()
