@@ -98,8 +98,6 @@ def _listen(spec):
 def cmd_serve(args):
     from .server import CoreServer
     host, port = _listen(args.listen)
-    if args.verbose if hasattr(args, "verbose") else False:
-        pass
 
     async def main():
         srv = CoreServer(args.data, host=host, port=port, closed=args.closed, min_wire_version=args.min_wire_version,
@@ -115,7 +113,8 @@ def cmd_serve(args):
         await stop.wait()
         print("alabama core: shutting down", flush=True)
         await srv.stop()
-    logging.getLogger("alabama.core").setLevel(min(logging.getLogger().level or logging.INFO, logging.INFO))
+    # admissions and session ends at INFO even without -v; -vv adds one line per frame (DEBUG)
+    logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
     asyncio.run(main())
     return 0
 
