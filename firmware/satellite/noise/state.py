@@ -224,9 +224,11 @@ class SymmetricState:
 class HandshakeState:
     """Noise §5.3 for PATTERNS. s: our static private key; rs: the peer's static public key when
     the pattern pre-shares it (IK initiator); e: fixed ephemeral private key (vectors only), else
-    rng(32) makes one. After the last message: complete, cipher_send, cipher_recv, handshake_hash."""
+    rng(32) makes one; s_pub: our static public key when the caller has it cached (saves one X25519).
+    After the last message: complete, cipher_send, cipher_recv, handshake_hash."""
 
-    def __init__(self, pattern, initiator, prologue=_EMPTY, s=None, rs=None, e=None, rng=None, name=None):
+    def __init__(self, pattern, initiator, prologue=_EMPTY, s=None, rs=None, e=None, rng=None, name=None,
+                 s_pub=None):
         p = PATTERNS.get(pattern)
         if p is None:
             raise NoiseStateError("UNKNOWN_PATTERN", "Noise pattern %r is not supported (IK, XX)" % (pattern,))
@@ -235,7 +237,7 @@ class HandshakeState:
         self._messages = p[2]
         self._rng = rng
         self.s = None if s is None else bytes(s)
-        self.s_pub = None if s is None else public_key(self.s)
+        self.s_pub = None if s is None else (bytes(s_pub) if s_pub is not None else public_key(self.s))
         self.e = None if e is None else bytes(e)
         self.e_pub = None if e is None else public_key(self.e)
         self.rs = None if rs is None else bytes(rs)

@@ -12,7 +12,9 @@
 #
 # API
 #   conn = NoiseConnection(initiator, static_private, pattern="IK"|"XX", remote_static=None, rng=None,
-#                          on_plaintext=None, tx_capacity=MAX_PLAINTEXT)
+#                          on_plaintext=None, tx_capacity=MAX_PLAINTEXT, static_public=None)
+#   (static_public: our cached public key, saving one X25519 per connection; the caller keeps it
+#   consistent with static_private -- a wrong one makes every handshake fail, never succeed wrongly)
 #   conn.start() -> bytes            initiator: offer + message 1 (responder: b"")
 #   conn.receive(data)               TCP bytes in any split (whole, byte by byte, with trailing data)
 #   conn.receive_into(buf, start, end)   the same for buf[start:end], without slicing
@@ -88,9 +90,10 @@ def use_pure_copy(flag):
 class NoiseConnection:
     def __init__(self, initiator, static_private, pattern=None, remote_static=None, rng=None,
                  on_plaintext=None, patterns=("IK", "XX"), ephemeral=None, tx_capacity=MAX_PLAINTEXT,
-                 rx_buf=None):
+                 rx_buf=None, static_public=None):
         self.initiator = bool(initiator)
         self._s = bytes(static_private)
+        self._s_pub = static_public
         self._rng = rng
         self._ephemeral = ephemeral
         self._accept = patterns
@@ -151,7 +154,7 @@ class NoiseConnection:
 
     def _new_hs(self, pattern, name):
         return HandshakeState(pattern, self.initiator, name, self._s, self._rs, self._ephemeral,
-                              self._rng, name)
+                              self._rng, name, self._s_pub)
 
     # -- handshake ----------------------------------------------------------------------------
     def start(self):
