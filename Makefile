@@ -40,6 +40,9 @@ codegen-check: install
 bench: install
 	$(BIN)/python tools/bench/run.py
 
+flash: install
+	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE))
+
 clean:
 	rm -rf build .pytest_cache .hypothesis
 	find . -name __pycache__ -prune -exec rm -rf {} +

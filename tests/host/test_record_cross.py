@@ -10,7 +10,7 @@ from alabama.provision import record as host
 from alabama.v1 import provisioning_pb2
 from satellite.provision import record as fw
 
-from conftest import run_micropython
+from mpharness import run_micropython
 
 RECORDS = [
     provisioning_pb2.ProvisioningRecord(core_host="192.168.1.20", core_port=7531),
