@@ -422,3 +422,23 @@ def test_r5_1_2_a_transport_allocates_nothing_per_message_viper():
         loop(1000)
     assert sink_r.n == 640 * 1003 and sink_r.last == 0x5A
     assert sink_i.n == 640 * 1003 and sink_i.last == 0x33
+
+
+def test_pure_copy_path_and_cached_static_public():
+    # the reader's pure copy (no viper) carries the same stream; a cached public key changes nothing
+    transport.use_pure_copy(True)
+    try:
+        i, r = _pair("XX", b"pc")
+        _handshake(i, r, _byte_at_a_time)
+        data = bytes(k * 13 & 0xFF for k in range(70000))
+        wire = i.encrypt(data)
+        pos = 0
+        while pos < len(wire):
+            r.receive(wire[pos:pos + 4093])
+            pos += 4093
+        assert r.read_plaintext() == data
+    finally:
+        transport.use_pure_copy(False)
+    a = NoiseConnection(True, SI, "IK", _pub(SR), rng=Rng(b"c"))
+    b = NoiseConnection(True, SI, "IK", _pub(SR), rng=Rng(b"c"), static_public=_pub(SI))
+    assert a.start() == b.start()
