@@ -24,7 +24,7 @@ ENVELOPE_MAX_SIZE = const(266756)
 ERROR_MAX_SIZE = const(1297)
 EVENT_DESCRIPTOR_MAX_SIZE = const(1352)
 EVENT_MAX_SIZE = const(1224)
-HELLO_MAX_SIZE = const(70426)
+HELLO_MAX_SIZE = const(62234)
 HELLO_RESPONSE_MAX_SIZE = const(274)
 HTML_DISPLAY_PARAMS_MAX_SIZE = const(12)
 IMAGE_CAPTURE_PARAMS_MAX_SIZE = const(42)
@@ -59,7 +59,7 @@ STREAM_END_MAX_SIZE = const(11)
 TEXT_DISPLAY_PARAMS_MAX_SIZE = const(12)
 TEXT_INPUT_MAX_SIZE = const(266745)
 TEXT_RENDER_OPEN_MAX_SIZE = const(273)
-TOOL_DESCRIPTOR_MAX_SIZE = const(1608)
+TOOL_DESCRIPTOR_MAX_SIZE = const(1096)
 TOOL_RESULT_MAX_SIZE = const(262404)
 UPLOAD_OPEN_MAX_SIZE = const(77)
 VERSION_MISMATCH_MAX_SIZE = const(271)
@@ -728,7 +728,7 @@ pb.table(CapabilityDescriptor, (
 pb.table(ToolDescriptor, (
     (1, "name", 13, 0, None, None, 64, 0),
     (2, "description", 13, 0, None, None, 512, 0),
-    (3, "input_schema", 13, 0, None, None, 1024, 0),
+    (3, "input_schema", 13, 0, None, None, 512, 0),
 ))
 pb.table(EventDescriptor, (
     (1, "id", 13, 0, None, None, 64, 0),
