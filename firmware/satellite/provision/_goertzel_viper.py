@@ -18,10 +18,17 @@ def load(dst, doff: int, src, soff: int, n: int):
         i += 1
 
 
-@micropython.viper
-def gblock(stage, coef, cw, tm: int, ring, roff: int):
+def gblock(stage, coef, cw, tm, ring, roff):
     # One 64-sample sub-block through 32 Goertzel filters; complex outputs (phase-referenced to
     # absolute time by table cw at phase tm) go to ring[roff:roff+64] as s16 pairs.
+    _gblock(0, 0, 0, stage, coef, cw, tm, ring, roff)
+
+
+# The hot loop's variables come first: MicroPython's native emitter keeps the first three locals
+# (here the arguments s1, s2, i) in registers on both x86-64 and Xtensa; the loop is unrolled by
+# two so no register moves are needed (s2 takes s[i], s1 takes s[i+1]).
+@micropython.viper
+def _gblock(s1: int, s2: int, i: int, stage, coef, cw, tm: int, ring, roff: int):
     x = ptr16(stage)
     c = ptr16(coef)
     w = ptr16(cw)
@@ -34,10 +41,9 @@ def gblock(stage, coef, cw, tm: int, ring, roff: int):
         s2 = 0
         i = 0
         while i < 64:
-            s0 = int(x[i]) - 2048 + ((ck * s1) >> 11) - s2
-            s2 = s1
-            s1 = s0
-            i += 1
+            s2 = int(x[i]) - 2048 + ((ck * s1) >> 11) - s2
+            s1 = int(x[i + 1]) - 2048 + ((ck * s2) >> 11) - s1
+            i += 2
         a = s1 >> 2
         b = s2 >> 2
         j = wb + k * 4
@@ -60,8 +66,12 @@ def gblock(stage, coef, cw, tm: int, ring, roff: int):
         k += 1
 
 
+def csum(ring, rlen, t0, nsub, rot, roff, out):
+    _csum(0, 0, 0, ring, rlen, t0, nsub, rot, roff, out)
+
+
 @micropython.viper
-def csum(ring, rlen: int, t0: int, nsub: int, rot, roff: int, out):
+def _csum(pr: int, pi: int, j: int, ring, rlen: int, t0: int, nsub: int, rot, roff: int, out):
     # Coherent sum of nsub sub-blocks from ring slot t0 (wrapping at rlen) for each of 32 tones,
     # de-rotated by rot[roff + 2k] (Q14) per sub-block; out[k] = CORDIC magnitude (gain ~1.6457),
     # out[32..35] = start-tone sum, end-tone sum, pairs with start > 2*end, pairs with end > 2*start.
@@ -76,10 +86,10 @@ def csum(ring, rlen: int, t0: int, nsub: int, rot, roff: int, out):
         pi = 0
         zr = 0
         zi = 0
-        t = t0
+        j = t0 * 64 + 2 * k
+        jend = rlen * 64
         i = 0
         while i < nsub:
-            j = t * 64 + 2 * k
             yr = (int(r[j]) ^ 0x8000) - 0x8000
             yi = (int(r[j + 1]) ^ 0x8000) - 0x8000
             zr += (yr * pr - yi * pi + 8192) >> 14
@@ -87,9 +97,9 @@ def csum(ring, rlen: int, t0: int, nsub: int, rot, roff: int, out):
             npr = (pr * rr - pi * ri + 8192) >> 14
             pi = (pr * ri + pi * rr + 8192) >> 14
             pr = npr
-            t += 1
-            if t >= rlen:
-                t = 0
+            j += 64
+            if j >= jend:
+                j -= jend
             i += 1
         if zr < 0:
             zr = 0 - zr

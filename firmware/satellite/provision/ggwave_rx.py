@@ -10,7 +10,7 @@
 # (4 ms, 250 Hz wide, so a +-2 % clock error costs < 0.6 dB), phase-referenced to absolute time
 # and kept in a ring; longer windows are coherent sums of sub-blocks, de-rotated for the
 # sender/receiver clock ratio r (tones move by r, symbols last 1024/r samples). Idle: a marker
-# search over 15 values of r; then r refined on the marker, symbol timing found on the length
+# search over 13 values of r; then r refined on the marker, symbol timing found on the length
 # bytes (checked by their RS), tracked by an early/late gate, payload RS-decoded, end marker
 # checked.
 try:
@@ -42,9 +42,9 @@ STATE_FAILED = const(3)         # last transmission lost (listening again); reas
 _SUB = const(64)                # samples per sub-block
 _NT = const(32)                 # tones (bins 24..55)
 _RING = const(128)              # sub-blocks kept (512 ms)
-_HOP = const(8)                 # idle marker search every 8 sub-blocks
+_HOP = const(16)                # idle marker search every 16 sub-blocks (disjoint windows)
 _DWIN = const(16)               # idle marker window (1024 samples)
-_NCAND = const(15)              # clock ratios tried while idle: 1 + (c - 7)/300
+_NCAND = const(13)              # clock ratios tried while idle: 1 + (c - 6)/285 (+-2.1 %)
 _MWIN = const(48)               # marker window for the fine clock estimate
 _NFINE = const(17)              # fine clock ratios: coarse + (j - 8) * 0.0004
 _SYNC_SPAN = const(8)           # data start searched at the estimate +- 8 sub-blocks (half a symbol)
@@ -122,7 +122,7 @@ class GgwaveReceiver:
                 self._cw[j + 3] = _q(math.sin(pb), 8192)
         self._cand = array("h", [0] * (_NCAND * 2 * _NT))
         for c in range(_NCAND):
-            _fill_rot(self._cand, c * 2 * _NT, 1.0 + (c - 7) / 300.0)
+            _fill_rot(self._cand, c * 2 * _NT, 1.0 + (c - 6) / 285.0)
         self._rot = array("h", [0] * (2 * _NT))
         self._stage = array("h", [0] * _SUB)
         self._ring = array("h", [0] * (_RING * 2 * _NT))
@@ -296,7 +296,7 @@ class GgwaveReceiver:
             f = (v - floor) / (top - floor)
             area += 0.0 if f < 0.0 else (1.0 if f > 1.0 else f)
         x = n - area                        # window start index where the profile crosses half
-        r = 1.0 + (self._coarse - 7) / 300.0
+        r = 1.0 + (self._coarse - 6) / 285.0
         # window centre crosses half level at the ramp's midpoint (6.4/r sub-blocks in)
         start = lo + x + _RISE_WIN / 2.0 - 6.4 / r
         self._m1 = int(round(start + 85.3333 / r))
@@ -306,7 +306,7 @@ class GgwaveReceiver:
 
     def _refine(self):
         out = self._out
-        r0 = 1.0 + (self._coarse - 7) / 300.0
+        r0 = 1.0 + (self._coarse - 6) / 285.0
         a = self._m1 - 6 - _MWIN
         if a < self._t - _RING + 1:
             a = self._t - _RING + 1
