@@ -1,0 +1,44 @@
+# Glue of the satellite: load the board file, open the key store, pick the HAL, start the runtime. It
+# holds no protocol or audio logic. Paths are relative to the working directory: "/" on a board (so
+# board.json is /board.json and the store is /data), the flash directory on the virtual board.
+import json
+import os
+import sys
+
+BOARD_FILE = "board.json"
+DATA_DIR = "data"
+
+
+def load_board(path=BOARD_FILE):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError:
+        raise SystemExit("no %s on this board: deploy one (alabama deploy / make flash)" % path)
+
+
+def make_hal(board):
+    if board.get("chip") == "unix" or sys.platform in ("linux", "darwin"):
+        from satellite.hal.sim import SimHal
+        return SimHal(board)
+    from satellite.hal.esp32 import Esp32Hal
+    return Esp32Hal(board)
+
+
+def main(board=None, hal=None):
+    import asyncio
+    from satellite import keystore
+    from satellite.noise import x25519
+    from satellite.runtime import Runtime
+    if board is None:
+        board = load_board()
+    if hal is None:
+        hal = make_hal(board)
+    ks = keystore.KeyStore(DATA_DIR, os.urandom, x25519.public_key)
+    ks.recover()
+    rt = Runtime(board, hal, ks, options=getattr(hal, "options", None))
+    hal.log("sat: alabama satellite on %s (%s)" % (board.get("id"), sys.implementation.name))
+    asyncio.run(rt.run())
+    if getattr(hal, "reset_requested", False):
+        sys.exit(3)
+    return rt

@@ -1,0 +1,366 @@
+# The simulated HAL of the virtual board (MicroPython unix port): mic from a WAV file (16 kHz mono s16,
+# paced in real time) or silence, speaker to a WAV file (what was played; its sample count is the frames
+# played), the button and device knobs over a loopback TCP line protocol, LED as a log line. It must not
+# hold protocol logic: the runtime asks it for audio frames and gestures and tells it the LED phase.
+#
+# Control channel (one client at a time, 127.0.0.1:<ALABAMA_SIM_CTL_PORT>), one command per line, one
+# reply line per command ("ok ..." or "err ..."):
+#   press | release | long            the button (long = held past the long-press time, then released)
+#   mic PATH | mic silence            what the microphone hears next (a WAV restarts at its beginning)
+#   heap                              "ok free=<gc.mem_free()> alloc=<gc.mem_alloc()>"
+#   state                             "ok {json}": connection, pattern, capture/render ids, settings, ...
+#   knob KEY VALUE                    a setting changed on the device (spontaneous SettingState)
+#   mute on|off                       the speaker's hardware mute (renders and set_volume: UNAVAILABLE)
+#   reset                             exit the interpreter (the supervisor restarts it, like a reset)
+# Environment: ALABAMA_SIM_CTL_PORT, ALABAMA_SIM_MIC, ALABAMA_SIM_SPEAKER, ALABAMA_SIM_DUPLEX (full|half),
+# ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs).
+import gc
+import json
+import os
+import sys
+
+import asyncio
+from time import ticks_ms, ticks_us, ticks_diff, ticks_add
+
+from satellite import audio
+
+_WAV_HEADER = 44
+
+
+def _env(name, default=None):
+    v = os.getenv(name)
+    return v if v else default
+
+
+def wav_header(rate, nsamples):
+    n = 2 * nsamples
+    h = bytearray(_WAV_HEADER)
+    h[0:4] = b"RIFF"
+    _le32(h, 4, 36 + n)
+    h[8:16] = b"WAVEfmt "
+    _le32(h, 16, 16)
+    h[20] = 1
+    h[22] = 1
+    _le32(h, 24, rate)
+    _le32(h, 28, 2 * rate)
+    h[32] = 2
+    h[34] = 16
+    h[36:40] = b"data"
+    _le32(h, 40, n)
+    return h
+
+
+def _le32(b, o, v):
+    b[o] = v & 0xFF
+    b[o + 1] = (v >> 8) & 0xFF
+    b[o + 2] = (v >> 16) & 0xFF
+    b[o + 3] = (v >> 24) & 0xFF
+
+
+def _rd32(b, o):
+    return b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] << 24)
+
+
+def open_wav(path, rate):
+    """Open a PCM WAV for reading, positioned at its data; checks 16-bit mono at `rate`."""
+    f = open(path, "rb")
+    head = f.read(12)
+    if len(head) < 12 or head[0:4] != b"RIFF" or head[8:12] != b"WAVE":
+        f.close()
+        raise ValueError("%s is not a WAV file" % path)
+    fmt_ok = False
+    while True:
+        ch = f.read(8)
+        if len(ch) < 8:
+            f.close()
+            raise ValueError("%s has no data chunk" % path)
+        size = _rd32(ch, 4)
+        if ch[0:4] == b"fmt ":
+            body = f.read(size)
+            chans = body[2] | (body[3] << 8)
+            r = _rd32(body, 4)
+            bits = body[14] | (body[15] << 8)
+            if body[0] != 1 or chans != 1 or bits != 16 or r != rate:
+                f.close()
+                raise ValueError("%s is %d Hz %d-ch %d-bit; the mic wants %d Hz mono 16-bit PCM"
+                                 % (path, r, chans, bits, rate))
+            fmt_ok = True
+        elif ch[0:4] == b"data":
+            if not fmt_ok:
+                f.close()
+                raise ValueError("%s: data before fmt" % path)
+            return f
+        else:
+            f.read(size + (size & 1))
+
+
+class SimHal:
+    def __init__(self, board, out=None):
+        self.board = board
+        self._out = out or sys.stdout
+        self.duplex = _env("ALABAMA_SIM_DUPLEX", board.get("duplex", "full"))
+        self.mic_path = _env("ALABAMA_SIM_MIC")
+        self.spk_path = _env("ALABAMA_SIM_SPEAKER", "speaker.wav")
+        self.ctl_port = int(_env("ALABAMA_SIM_CTL_PORT", "0"))
+        self.options = {"duplex": self.duplex}
+        for k, e in (("ping_ms", "ALABAMA_SIM_PING_MS"), ("backoff_base_ms", "ALABAMA_SIM_BACKOFF_BASE_MS"),
+                     ("backoff_cap_ms", "ALABAMA_SIM_BACKOFF_CAP_MS")):
+            v = _env(e)
+            if v:
+                self.options[k] = int(v)
+        self.vol = 16384
+        self.gain = 256
+        self.brightness = 50
+        self._gest = []
+        self.muted = False           # the speaker's hardware mute
+        self.reset_requested = False
+        self.rt = None
+        # mic
+        self._mic = None
+        self._mic_on = False
+        self._mic_raw = None
+        self._mic_n = 0
+        self._mic_due = 0
+        self._mic_frame_us = 20000
+        self._mic_fmt = audio.fmt_code(16, 1, 0, audio.MIC_SHIFT)
+        # speaker
+        self._spk = None
+        self._spk_out = None
+        self._spk_fmt = audio.fmt_code(16, 1, 0, audio.VOL_SHIFT)
+        self._spk_rate = 16000
+        self._spk_due = 0
+        self._spk_frames = 0
+        self._spk_dirty = False
+        self.led_phase = 0
+
+    def log(self, line):
+        self._out.write(line)
+        self._out.write("\n")
+
+    # -- network -------------------------------------------------------------------------------------------
+    async def network_up(self, rt):
+        self.rt = rt
+        if self.ctl_port:
+            asyncio.create_task(self._ctl_server())
+        self.log("sim: board %s, %s duplex, control on 127.0.0.1:%d" % (self.board.get("id"), self.duplex, self.ctl_port))
+
+    # -- knobs ---------------------------------------------------------------------------------------------
+    def set_volume(self, q14):
+        self.vol = q14
+
+    def set_mic_gain(self, q8):
+        self.gain = q8
+
+    def set_led_brightness(self, b):
+        self.brightness = b
+
+    def led(self, phase, brightness):
+        self.led_phase = phase
+
+    def gesture(self):
+        if self._gest:
+            return self._gest.pop(0)
+        return 0
+
+    # -- microphone -----------------------------------------------------------------------------------------
+    def mic_open(self, rate, nframes):
+        self._mic_rate = rate
+        self._mic_n = nframes
+        if self._mic_raw is None or len(self._mic_raw) != 2 * nframes:
+            self._mic_raw = bytearray(2 * nframes)
+        self._mic_frame_us = nframes * 1000000 // rate
+        self._mic_due = ticks_add(ticks_us(), self._mic_frame_us)
+        self._mic_on = True
+        if self._mic is None and self.mic_path:
+            self._open_mic_file()
+
+    def _open_mic_file(self):
+        try:
+            self._mic = open_wav(self.mic_path, self._mic_rate if hasattr(self, "_mic_rate") else 16000)
+            self.log("sim: mic plays %s" % self.mic_path)
+        except (OSError, ValueError) as e:
+            self.log("sim: mic file unusable (%s): silence" % e)
+            self._mic = None
+            self.mic_path = None
+
+    def mic_close(self):
+        self._mic_on = False
+
+    async def mic_wait(self):
+        """Return when the next mic frame is due (real-time pacing on the runtime clock)."""
+        d = ticks_diff(self._mic_due, ticks_us())
+        if d > 0:
+            await asyncio.sleep_ms((d + 999) // 1000)
+        self._mic_due = ticks_add(self._mic_due, self._mic_frame_us)
+        if ticks_diff(ticks_us(), self._mic_due) > 200000:   # we fell far behind: resynchronise
+            self._mic_due = ticks_us()
+
+    def _mic_fill(self):
+        raw = self._mic_raw
+        n = 0
+        f = self._mic
+        if f is not None:
+            n = f.readinto(raw) or 0
+            if n < len(raw):
+                f.close()
+                self._mic = None
+                self.mic_path = None
+                self.log("sim: mic file ended")
+        i = n
+        while i < len(raw):
+            raw[i] = 0
+            i += 1
+
+    def mic_take(self, dst, pos, nframes):
+        self._mic_fill()
+        audio.mic_to_s16(dst, pos, self._mic_raw, nframes, self._mic_fmt, self.gain)
+
+    def mic_skip(self):
+        self._mic_fill()
+
+    # -- speaker --------------------------------------------------------------------------------------------
+    def spk_open(self, rate, nframes):
+        self._spk_rate = rate
+        if self._spk_out is None or len(self._spk_out) != 2 * nframes:
+            self._spk_out = bytearray(2 * nframes)
+        self._spk = open(self.spk_path, "wb")
+        self._spk.write(wav_header(rate, 0))
+        self._spk_frames = 0
+        self._spk_due = ticks_us()
+
+    async def spk_write(self, buf, pos, nframes):
+        """Play nframes of s16 mono from buf[pos:] in real time (the WAV gets what was played)."""
+        d = ticks_diff(self._spk_due, ticks_us())
+        if d > 0:
+            await asyncio.sleep_ms((d + 999) // 1000)
+        elif d < -200000:
+            self._spk_due = ticks_us()
+        if self._spk is None:
+            return
+        audio.s16_to_spk(self._spk_out, buf, pos, nframes, self._spk_fmt, self.vol)
+        self._spk.write(self._spk_out, 2 * nframes)
+        self._spk_frames += nframes
+        self._spk_due = ticks_add(self._spk_due, nframes * 1000000 // self._spk_rate)
+
+    async def spk_drain(self):
+        d = ticks_diff(self._spk_due, ticks_us())
+        if d > 0:
+            await asyncio.sleep_ms((d + 999) // 1000)
+
+    def spk_stop(self):
+        pass          # nothing is queued past the frame being written: the next write does not happen
+
+    def spk_close(self):
+        f = self._spk
+        if f is None:
+            return
+        f.seek(0)
+        f.write(wav_header(self._spk_rate, self._spk_frames))
+        f.close()
+        self._spk = None
+        self.log("sim: speaker wrote %d frames to %s" % (self._spk_frames, self.spk_path))
+
+    # -- control channel ------------------------------------------------------------------------------------
+    async def _ctl_server(self):
+        import socket
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(socket.getaddrinfo("127.0.0.1", self.ctl_port)[0][-1])
+        srv.listen(1)
+        srv.setblocking(False)
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                await asyncio.sleep_ms(20)
+                continue
+            c.setblocking(False)
+            await self._ctl_client(c)
+
+    async def _ctl_client(self, c):
+        buf = b""
+        while True:
+            try:
+                d = c.read(256)
+            except OSError:
+                d = None
+            if d is None:
+                await asyncio.sleep_ms(10)
+                continue
+            if not d:
+                c.close()
+                return
+            buf += d
+            while b"\n" in buf:
+                line, _, buf = buf.partition(b"\n")
+                reply = await self.command(line.decode().strip())
+                try:
+                    c.write((reply + "\n").encode())
+                except OSError:
+                    pass
+
+    async def command(self, line):
+        parts = line.split()
+        if not parts:
+            return "err empty command"
+        cmd = parts[0]
+        rt = self.rt
+        try:
+            if cmd == "press":
+                self._gest.append(1)
+            elif cmd == "release":
+                self._gest.append(2)
+            elif cmd == "long":
+                self._gest.append(1)
+                await asyncio.sleep_ms(60)
+                self._gest.append(3)
+                self._gest.append(2)
+            elif cmd == "mic":
+                if len(parts) < 2:
+                    return "err mic PATH|silence"
+                if self._mic is not None:
+                    self._mic.close()
+                    self._mic = None
+                self.mic_path = None if parts[1] == "silence" else line.split(None, 1)[1]
+                if self.mic_path and self._mic_on:
+                    self._open_mic_file()
+            elif cmd == "heap":
+                gc.collect()
+                return "ok free=%d alloc=%d" % (gc.mem_free(), gc.mem_alloc())
+            elif cmd == "state":
+                return "ok " + json.dumps(self.state())
+            elif cmd == "knob":
+                sat = rt.sat if rt else None
+                if sat is None or len(parts) != 3:
+                    return "err knob KEY VALUE (while connected)"
+                key = parts[1]
+                v = parts[2] if key == "capture_mode" else int(parts[2])
+                if rt.check_setting_raw(key, v) is None:
+                    return "err bad value for %s" % key
+                sat.knob(key, v)
+            elif cmd == "mute":
+                on = len(parts) > 1 and parts[1] == "on"
+                self.muted = on
+                self.log("sim: speaker %s" % ("muted" if on else "unmuted"))
+            elif cmd == "reset":
+                self.log("sim: reset")
+                self.reset_requested = True
+                if rt:
+                    rt.stopped = True
+            else:
+                return "err unknown command %s" % cmd
+        except ValueError as e:
+            return "err %s" % e
+        return "ok"
+
+    def state(self):
+        rt = self.rt
+        sat = rt.sat if rt else None
+        return {
+            "state": rt.state if rt else "booting", "pattern": rt.pattern if rt else None,
+            "connections": rt.connections if rt else 0,
+            "capture": sat.capture_id if sat else 0, "pending": list(sat.pending) if sat else [],
+            "render": sat.render_id if sat else 0, "phase": sat.phase if sat else 0,
+            "settings": rt.settings if rt else {}, "duplex": self.duplex,
+            "mic_open": sat.mic_open if sat else False, "heap_free": gc.mem_free(),
+        }

