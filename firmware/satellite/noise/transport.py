@@ -57,20 +57,12 @@ IK_MISMATCH_MSG = ("the core could not prove the pinned static key (IK): its key
                    "pinned one, or the handshake was tampered with; not falling back to XX: if the core "
                    "was replaced, re-provision or factory-reset the satellite")
 
+# The framer's allocation-free copy (viper where the emitter exists) serves the transport too.
+from ..wire._copy import copy as _copy_pure
+
 try:
-    from ._copy_viper import copy as _copy
+    from ..wire._copy_viper import copy as _copy
 except (ImportError, SyntaxError, NameError):  # CPython or no viper emitter
-    _copy = None
-
-
-def _copy_pure(dst, doff, src, soff, n):
-    if soff == 0 and n == len(src):
-        dst[doff:doff + n] = src  # a whole object: no allocation
-    else:
-        dst[doff:doff + n] = memoryview(src)[soff:soff + n]
-
-
-if _copy is None:
     _copy = _copy_pure
 
 
@@ -81,7 +73,7 @@ def use_pure_copy(flag):
         _copy = _copy_pure
     else:
         try:
-            from ._copy_viper import copy as c
+            from ..wire._copy_viper import copy as c
         except (ImportError, SyntaxError, NameError):
             c = _copy_pure
         _copy = c
