@@ -17,6 +17,7 @@ COMMANDS = [
     "alabama.conformance.cli",
     "alabama.board.cli",
     "alabama.core.cli",
+    "alabama.hil.cli",
 ]
 
 

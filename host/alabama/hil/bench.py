@@ -1,0 +1,232 @@
+"""One scenario's bench: a fresh reference core, the board under test provisioned for it, and the record.
+
+Responsible for what every scenario needs — bring the core up (options per scenario), provision the
+board for an admission path (guest/XX, token, pre-provisioned IK, wrong key ...), boot it, wait for
+frames with readable failures, take measurements — and for tearing all of it down and packing the
+evidence (timeline, conformance reports, serial log, waveforms, heap) into the scenario's record for
+the report, whatever happened. The board itself is a ``targets.Target`` (virtual or real).
+"""
+import os
+import pathlib
+import shutil
+import time
+
+from alabama.v1 import provisioning_pb2
+
+from . import measures
+from .corehost import BenchError, CoreHost
+from .timeline import CORE_TO_SAT, NOTE, SAT_TO_CORE, Timeline
+
+#: How long a scenario waits by default for the board to be admitted after boot.
+ADMIT_TIMEOUT_S = 30.0
+#: Rows of the timeline quoted in a failed expectation.
+QUOTE_ROWS = 12
+
+
+class ScenarioFailed(AssertionError):
+    pass
+
+
+class Bench:
+    """Created per scenario by the plugin's ``hil`` fixture; see docs/hil.md for the scenario API."""
+
+    def __init__(self, target, workdir, bind="127.0.0.1", relay_port=0, log=print):
+        self.target = target
+        self.workdir = pathlib.Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.bind = bind
+        self.relay_port = relay_port
+        self.tl = Timeline()
+        self.core = None
+        self.device_id = None
+        self.measurements = {}
+        self.notes = []
+        self.waves = []
+        self.heap = []
+        self.log = log
+        self._booted = False
+
+    # ------------------------------------------------------------------ core
+    def start_core(self, **opts):
+        """Bring up the reference core (fresh data dir) with CoreServer options (closed=, min_wire_version=,
+        ping_interval=, max_frame_bytes=, max_concurrent_streams=, brain= ...)."""
+        if self.core is not None:
+            raise BenchError("the core is already running; use restart_core()")
+        opts.setdefault("ping_interval", 2.0)
+        self.core = CoreHost(str(self.workdir / "core"), self.tl, bind=self.bind, relay_port=self.relay_port, **opts)
+        self.core.start()
+        self.note("core up: key %s..., relay %s:%d" % (self.core.public_key_hex[:16], *self.core.address))
+        return self.core
+
+    def restart_core(self, down_s=0.0, **changes):
+        self.core.restart(down_s, **changes)
+
+    def registry(self, fn):
+        """Run fn(registry) on the core's thread (SQLite objects belong to it)."""
+        return self.core.call_soon(lambda: fn(self.core.server.registry))
+
+    def mint_token(self, ttl=300):
+        return self.core.call_soon(self.core.server.mint_token, ttl)
+
+    # ------------------------------------------------------------------ board
+    def record(self, core_key=True, token=None, key=None, port=None):
+        """A provisioning record pointing the board at the relay (the core's address for the board)."""
+        host, rport = self.core.address if self.core else (self.bind, 0)
+        if self.target.connect_host:
+            host = self.target.connect_host
+        rec = provisioning_pb2.ProvisioningRecord(core_host=host, core_port=port or rport)
+        if key is not None:
+            rec.core_key = key
+        elif core_key:
+            rec.core_key = self.core.public_key
+        if token:
+            tok, expires = token if isinstance(token, tuple) else (token, time.time() + 300)
+            rec.pairing_token = tok
+            rec.token_expires = int(expires)
+        return rec
+
+    def provision(self, path="ik", **kw):
+        """Provision the board for an admission path (spec §7.3), from a clean identity:
+
+        ``guest``  — address only (no core key): Noise XX, admitted as a guest;
+        ``token``  — address + pairing token (no core key): XX, then Paired, then IK;
+        ``ik``     — address + core key: Noise IK (pre-provisioned path); with ``preconfigure=True``
+                     the device key is registered as paired on the core before it connects;
+        ``wrong_key`` — address + a key that is not the core's: IK must fail, XX must not be tried.
+        """
+        preconf = kw.pop("preconfigure", False)
+        if path == "guest":
+            rec = self.record(core_key=False)
+        elif path == "token":
+            rec = self.record(core_key=False, token=self.mint_token())
+        elif path == "ik":
+            rec = self.record(core_key=True)
+        elif path == "wrong_key":
+            rec = self.record(key=bytes(range(1, 33)) if kw.get("key") is None else kw["key"])
+        else:
+            raise BenchError("unknown provisioning path %r" % path)
+        pub = self.target.provision(rec, fresh_identity=kw.get("fresh", True))
+        self.note("board provisioned (%s): core %s:%d%s%s" % (path, rec.core_host, rec.core_port,
+                                                            ", key pinned" if rec.core_key else "",
+                                                            ", token" if rec.pairing_token else ""))
+        if preconf:
+            if pub is None:
+                raise BenchError("this board cannot tell its public key before it connects")
+            self.registry(lambda r: r.preconfigure(pub, display_name="hil"))
+            self.note("core: device key registered as paired before it connects (pre-provisioned path)")
+        return rec
+
+    def boot(self, wait=True, timeout=ADMIT_TIMEOUT_S):
+        """Start the board; with ``wait``, until the core admitted it (returns the device_id)."""
+        self.target.start()
+        self._booted = True
+        self.note("board started")
+        if not wait:
+            return None
+        did = self.core.wait_device(timeout=timeout)
+        if did is None:
+            self.fail("the board was not admitted within %.0f s" % timeout)
+        self.device_id = did
+        return did
+
+    # ------------------------------------------------------------------ expectations
+    def note(self, text):
+        self.tl.note(text)
+
+    def expect(self, dir_=None, op=None, id_=None, after=0, pred=None, timeout=10.0, what=None):
+        """The first frame matching at/after timeline index ``after``; fails the scenario (with the last
+        frames quoted) when it does not come within ``timeout`` s."""
+        ev = self.tl.wait(dir_, op, id_, after, pred, timeout)
+        if ev is None:
+            self.fail("expected %s within %.1f s" % (what or _what(dir_, op, id_), timeout))
+        return ev
+
+    def expect_none(self, dir_=None, op=None, id_=None, after=0, pred=None, within=1.0, what=None):
+        """Fail if a matching frame appears within ``within`` s."""
+        ev = self.tl.wait(dir_, op, id_, after, pred, within)
+        if ev is not None:
+            self.fail("unexpected %s at t=%.3f s: %s" % (what or _what(dir_, op, id_), ev.t, ev.summary))
+
+    def fail(self, msg):
+        rows = [e for e in self.tl.snapshot() if e.op != "stream_chunk"][-QUOTE_ROWS:]
+        quoted = "\n".join("  %8.3f %-9s %-18s id=%-4s %s" % (e.t, e.dir, e.op, e.id or "-", e.summary) for e in rows)
+        log = self.target.log_text().splitlines()[-8:]
+        raise ScenarioFailed("%s\nlast frames:\n%s\nboard log tail:\n  %s" % (msg, quoted, "\n  ".join(log)))
+
+    def reports(self):
+        return self.core.reports() if self.core else []
+
+    def assert_conformant(self, allow=()):
+        """No rule broken on any session of this scenario (``allow``: check names tolerated)."""
+        bad = [(r["session"], v) for r in self.reports() for v in r.get("violations", []) if v["check"] not in allow]
+        if bad:
+            self.fail("the core's conformance report lists %d violation(s): %s" % (len(bad), "; ".join(
+                "%s %s %s: %s" % (s, v["rule"], v["check"], v["detail"]) for s, v in bad[:6])))
+
+    def sessions(self):
+        return sorted({e.session for e in self.tl.snapshot() if e.session})
+
+    # ------------------------------------------------------------------ measurements
+    def measure(self, name, value):
+        if value is None:
+            return
+        self.measurements.setdefault(name, []).append(round(float(value), 3))
+
+    def sample_heap(self):
+        h = self.target.heap()
+        if h is not None:
+            self.heap.append((round(self.tl.now(), 3), h))
+            self.measure("heap_free_bytes", h)
+        return h
+
+    def finish_measurements(self):
+        for hs in measures.handshakes(self.tl):
+            self.measure("handshake_ms", 1000 * hs)
+        dropped, late = measures.capture_stats(self.tl)
+        if any(e.op == "stream_chunk" and e.dir == SAT_TO_CORE for e in self.tl.snapshot()):
+            self.measure("frames_dropped", dropped)
+            self.measure("frames_late", late)
+
+    # ------------------------------------------------------------------ teardown
+    def close(self):
+        """Stop board and core; never raises (teardown runs after failures and Ctrl-C too)."""
+        errors = []
+        try:
+            if self._booted:
+                self.sample_heap()
+        except Exception as e:  # noqa: BLE001
+            errors.append("heap: %s" % e)
+        for what, fn in (("board", self.target.stop), ("core", self.core.stop if self.core else None)):
+            if fn is None:
+                continue
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001
+                errors.append("%s stop: %s" % (what, e))
+        try:
+            self.finish_measurements()
+        except Exception as e:  # noqa: BLE001
+            errors.append("measurements: %s" % e)
+        return errors
+
+    def artifacts(self, dest):
+        """Copy the scenario's evidence (serial log, WAVs) under ``dest``; return the record fields."""
+        dest = pathlib.Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        log = self.target.log_text()
+        (dest / "serial.log").write_text(log)
+        waves = []
+        for title, src in self.target.waves():
+            if src and os.path.exists(src) and os.path.getsize(src) > 44:
+                dst = dest / os.path.basename(src)
+                if os.path.abspath(src) != os.path.abspath(dst):
+                    shutil.copyfile(src, dst)
+                waves.append({"title": title, "path": str(dst)})
+        waves.extend(self.waves)
+        return {"serial_log": log, "waves": waves, "heap": self.heap, "timeline": self.tl.rows(),
+                "conformance": self.reports(), "measurements": self.measurements, "notes": self.notes}
+
+
+def _what(dir_, op, id_):
+    s = {SAT_TO_CORE: "Sat \u2192 Core ", CORE_TO_SAT: "Core \u2192 Sat ", NOTE: "note "}.get(dir_, "")
+    return "%s%s%s" % (s, op or "any frame", "" if id_ is None else " on id %d" % id_)

@@ -1,0 +1,78 @@
+"""`alabama hil`: run the HIL scenario suite against the virtual board or a real one; argument parsing only.
+
+Runs pytest in-process on the scenarios shipped in ``alabama.hil.scenarios`` with the plugin
+``alabama.hil.plugin``; everything after ``--`` goes to pytest unchanged.
+"""
+import os
+import pathlib
+import sys
+
+from ..errors import UsageError
+
+SCENARIOS = pathlib.Path(__file__).resolve().parent / "scenarios"
+DEFAULT_REPORT = os.path.join("build", "hil")
+
+
+def register(sub):
+    p = sub.add_parser("hil", help="run the HIL scenario suite (virtual board or a real one) and write a report",
+                       description="Bring up a reference core, provision the board, run every scenario (spec "
+                                   "§4 examples, §7.3 admission, limits, forward compatibility, liveness, long run) "
+                                   "and write DIR/report.html, DIR/junit.xml and DIR/history.json.")
+    p.add_argument("--board", required=True, metavar="sim|PORT",
+                   help="'sim' for the virtual board, or the serial port of a real board (e.g. /dev/ttyACM0)")
+    p.add_argument("--board-type", metavar="NAME", help="board file name (boards/NAME.json); default sim "
+                                                        "for the virtual board, required for a real one")
+    p.add_argument("-k", dest="pattern", metavar="PATTERN", help="only scenarios matching this pytest -k expression")
+    p.add_argument("--report", metavar="DIR", default=DEFAULT_REPORT, help="report directory (default %(default)s)")
+    p.add_argument("--bind", metavar="ADDR", help="real board: the LAN address of this computer the board "
+                                                  "connects to (the core listens there)")
+    p.add_argument("--port", type=int, default=0, metavar="N", help="TCP port for the board (default: any free)")
+    p.add_argument("--loopback", action="store_true", help="real board: speaker acoustically looped to the mic")
+    p.add_argument("--no-deploy", action="store_true", help="real board: do not run `alabama deploy` first")
+    p.add_argument("--firmware", metavar="DIR", help="virtual board: run this firmware tree instead of firmware/")
+    p.add_argument("--long-runs", type=int, default=10, metavar="N", help="exchanges in the long-run scenario")
+    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest after --")
+    p.set_defaults(func=cmd_hil)
+
+
+def pytest_argv(args):
+    if args.board != "sim" and not args.board_type:
+        raise UsageError("a real board needs --board-type NAME (see `alabama boards list`)")
+    if args.board != "sim" and not args.bind and not args.list:
+        raise UsageError("a real board reaches the core over Wi-Fi: pass --bind <this computer's LAN address>")
+    argv = [str(SCENARIOS), "-p", "alabama.hil.plugin", "-p", "no:cacheprovider", "--rootdir", str(SCENARIOS),
+            "-c", os.devnull, "-o", "console_output_style=classic", "-ra",
+            "--board", args.board, "--report", args.report, "--hil-long-runs", str(args.long_runs)]
+    if args.board_type:
+        argv += ["--board-type", args.board_type]
+    if args.pattern:
+        argv += ["-k", args.pattern]
+    if args.bind:
+        argv += ["--hil-bind", args.bind]
+    if args.port:
+        argv += ["--hil-port", str(args.port)]
+    if args.loopback:
+        argv.append("--hil-loopback")
+    if args.no_deploy:
+        argv.append("--hil-no-deploy")
+    if args.firmware:
+        if not os.path.isdir(os.path.join(args.firmware, "satellite")):
+            raise UsageError("--firmware %s holds no satellite/ package: give a copy of the repository's firmware/"
+                             % args.firmware)
+        argv += ["--hil-firmware", os.path.abspath(args.firmware)]
+    if args.list:
+        argv += ["--collect-only", "-q"]
+    return argv + list(args.pytest_args)
+
+
+def cmd_hil(args):
+    import pytest
+    argv = pytest_argv(args)
+    code = pytest.main(argv)
+    return int(code)
+
+
+if __name__ == "__main__":
+    from ..cli import main
+    sys.exit(main(["hil"] + sys.argv[1:]))

@@ -1,0 +1,318 @@
+"""The bench's core side: a reference core on its own asyncio thread behind a controllable TCP relay.
+
+Responsible for bringing up ``alabama.core.server.CoreServer`` (fresh data dir per scenario), recording
+every plaintext frame both ways into the scenario's ``Timeline``, and the relay the board connects to:
+it forwards bytes untouched (the wire stays end-to-end Noise) but can go *silent* (keep the TCP
+connection open and swallow everything: a hung or half-open core), *cut* connections, and survive a
+core restart so the board's address never changes. It also lets a scenario put raw frames on the
+wire (an unknown Envelope arm, unknown fields, an oversize frame) the core's API would never send.
+It never knows what board is on the other end.
+"""
+import asyncio
+import logging
+import threading
+import time
+
+from alabama.core.server import CoreServer
+
+from .timeline import CORE_TO_SAT, SAT_TO_CORE, StreamRecorder
+
+log = logging.getLogger("alabama.hil.core")
+
+#: Bytes the relay reads per call.
+RELAY_CHUNK = 1 << 16
+
+
+class BenchError(Exception):
+    """Something on the bench (not the board under test) failed: the scenario errors, not fails."""
+
+
+class Relay:
+    """TCP relay board -> core, with silence/cut controls and connect/close notes on the timeline."""
+
+    def __init__(self, host, port, target, timeline_fn, on_event=None):
+        self.host, self.port = host, port
+        self.target = target            # () -> (host, port) of the live core, or None while it is down
+        self.timeline_fn = timeline_fn
+        self.on_event = on_event or (lambda *a: None)
+        self.links = []
+        self.server = None
+        self.count = 0
+
+    async def start(self):
+        self.server = await asyncio.start_server(self._client, self.host, self.port)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self):
+        if self.server is not None:
+            self.server.close()
+        for link in list(self.links):
+            link.close()
+        if self.server is not None:
+            await self.server.wait_closed()
+
+    async def _client(self, reader, writer):
+        self.count += 1
+        n = self.count
+        tl = self.timeline_fn()
+        peer = writer.get_extra_info("peername")
+        tl.note("board connects (TCP #%d from %s:%s)" % (n, peer[0], peer[1]) if peer else "board connects")
+        self.on_event("connect", n, time.monotonic())
+        tgt = self.target()
+        if tgt is None:
+            tl.note("core is down: connection #%d refused" % n)
+            self.on_event("refused", n, time.monotonic())
+            writer.close()
+            return
+        try:
+            ur, uw = await asyncio.open_connection(*tgt)
+        except OSError as e:
+            tl.note("core unreachable (%s): connection #%d closed" % (e, n))
+            self.on_event("refused", n, time.monotonic())
+            writer.close()
+            return
+        link = _Link(n, reader, writer, ur, uw, self)
+        self.links.append(link)
+        try:
+            await link.run()
+        finally:
+            self.links.remove(link)
+            self.on_event("closed", n, time.monotonic(), link.closed_by)
+            self.timeline_fn().note("TCP #%d closed by the %s" % (n, link.closed_by or "bench"))
+
+    def silence(self):
+        """Every live connection goes silent: nothing reaches either side any more, nothing is closed."""
+        for link in self.links:
+            link.silent = True
+        return len(self.links)
+
+    def cut(self):
+        """Close every live connection at once (both directions)."""
+        k = len(self.links)
+        for link in list(self.links):
+            link.close()
+        return k
+
+
+class _Link:
+    def __init__(self, n, dr, dw, ur, uw, relay):
+        self.n = n
+        self.dr, self.dw, self.ur, self.uw = dr, dw, ur, uw
+        self.relay = relay
+        self.silent = False
+        self.closed_by = None
+
+    async def _pump(self, src, dst, who):
+        try:
+            while True:
+                data = await src.read(RELAY_CHUNK)
+                if not data:
+                    if self.closed_by is None:
+                        self.closed_by = who
+                    return
+                if not self.silent:
+                    dst.write(data)
+                    await dst.drain()
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            if self.closed_by is None:
+                self.closed_by = who + " (reset)"
+
+    async def run(self):
+        a = asyncio.ensure_future(self._pump(self.dr, self.uw, "board"))
+        b = asyncio.ensure_future(self._pump(self.ur, self.dw, "core"))
+        self._tasks = (a, b)
+        await asyncio.wait((a, b), return_when=asyncio.FIRST_COMPLETED)
+        self.close()
+        await asyncio.gather(a, b, return_exceptions=True)
+
+    def close(self):
+        for t in getattr(self, "_tasks", ()):
+            t.cancel()
+        for w in (self.dw, self.uw):
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class CoreHost:
+    """A reference core + relay on a private event-loop thread; every method is called from the test thread."""
+
+    def __init__(self, data_dir, timeline, bind="127.0.0.1", relay_port=0, **core_kwargs):
+        self.data_dir = data_dir
+        self.timeline = timeline
+        self.bind = bind
+        self.relay_port = relay_port
+        self.core_kwargs = dict(core_kwargs)
+        self.core_kwargs.setdefault("control", False)
+        self.server = None
+        self.relay = None
+        self.loop = None
+        self.thread = None
+        self.link_events = []            # (kind, n, t_monotonic, ...)
+        self.recorders = {}
+        self.old_reports = []            # reports of cores stopped by restart()
+
+    # ------------------------------------------------------------------ thread plumbing
+    def _run_loop(self, ready):
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        ready.set()
+        self.loop.run_forever()
+        self.loop.close()
+
+    def call(self, coro, timeout=30.0):
+        """Run a coroutine on the core's loop and return its result (exceptions propagate)."""
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except TimeoutError:
+            fut.cancel()
+            raise
+
+    def call_soon(self, fn, *args):
+        """Run a plain function on the loop thread and return its result."""
+        async def _f():
+            return fn(*args)
+        return self.call(_f())
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self):
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run_loop, args=(ready,), name="hil-core", daemon=True)
+        self.thread.start()
+        ready.wait(10)
+        self.call(self._start_core())
+        self.relay = Relay(self.bind, self.relay_port, self._target, lambda: self.timeline, self._link_event)
+        self.call(self.relay.start())
+        return self
+
+    async def _start_core(self):
+        self.server = CoreServer(self.data_dir, host="127.0.0.1", port=0, frame_observer=self._observe,
+                                 **self.core_kwargs)
+        await self.server.start()
+
+    def _target(self):
+        if self.server is None or self.server._server is None:
+            return None
+        return ("127.0.0.1", self.server.port)
+
+    def _link_event(self, kind, n, t, *rest):
+        self.link_events.append((kind, n, t) + rest)
+
+    @property
+    def address(self):
+        """(host, port) the board must connect to: the relay."""
+        return self.bind, self.relay.port
+
+    @property
+    def public_key_hex(self):
+        return self.server.public_key_hex
+
+    @property
+    def public_key(self):
+        return self.server.public_key
+
+    def restart(self, down_s=0.0, **changes):
+        """Stop the core (sessions end, board connections drop) and start a new one on the same data dir
+        (same key, same registry) after ``down_s`` seconds; ``changes`` override core options."""
+        self.timeline.note("core stops")
+        self.old_reports.extend(r.as_dict() for r in self.server.reports)
+        self.call(self.server.stop())
+        self.server = None
+        if down_s:
+            time.sleep(down_s)
+        self.core_kwargs.update(changes)
+        self.call(self._start_core())
+        self.timeline.note("core starts again")
+
+    def stop(self):
+        if self.loop is None:
+            return
+        try:
+            if self.relay is not None:
+                self.call(self.relay.stop(), 10)
+            if self.server is not None:
+                self.call(self.server.stop(), 15)
+        except Exception as e:  # noqa: BLE001 — teardown must go on
+            log.warning("core teardown: %s", e)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop = None
+
+    # ------------------------------------------------------------------ recording
+    def _observe(self, conn, data):
+        """CoreServer.frame_observer: incoming plaintext; on a connection's first call, hook its output."""
+        rec = self.recorders.get(conn)
+        if rec is None:
+            sid = conn.session_id
+            rec = self.recorders[conn] = (StreamRecorder(self.timeline, SAT_TO_CORE, sid),
+                                          StreamRecorder(self.timeline, CORE_TO_SAT, sid))
+            out_rec = rec[1]
+            session = conn.session
+            orig = session.next_frame
+
+            def next_frame():
+                f = orig()
+                if f is not None:
+                    out_rec.feed(f)
+                return f
+            session.next_frame = next_frame
+        rec[0].feed(data)
+
+    # ------------------------------------------------------------------ controls used by scenarios
+    def silence(self):
+        n = self.call_soon(self.relay.silence)
+        self.timeline.note("bench: the core goes silent on %d connection(s) (TCP stays open)" % n)
+        return n
+
+    def cut(self):
+        n = self.call_soon(self.relay.cut)
+        self.timeline.note("bench: %d connection(s) cut" % n)
+        return n
+
+    def connection(self, device_id):
+        return self.server.connections.get(device_id)
+
+    def inject(self, device_id, frame, note=None):
+        """Put a raw, already-framed plaintext frame on the device's session (ahead of queued bulk)."""
+        def _do():
+            conn = self.server.connections.get(device_id)
+            if conn is None:
+                raise BenchError("device %s has no live session to inject into" % device_id)
+            conn.session._control.append((0, frame))
+            conn.flush()
+        if note:
+            self.timeline.note(note)
+        self.call_soon(_do)
+
+    def session_call(self, device_id, fn):
+        """Run fn(session) on the loop thread, then flush; returns its result (core API not in CoreServer)."""
+        def _do():
+            conn = self.server.connections.get(device_id)
+            if conn is None:
+                raise BenchError("device %s has no live session" % device_id)
+            r = fn(conn.session)
+            conn.flush()
+            return r
+        return self.call_soon(_do)
+
+    def devices(self):
+        return list(self.server.connections) if self.server else []
+
+    def wait_device(self, device_id=None, timeout=20.0):
+        """Block until a (the) device has an admitted session; returns its device_id or None."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.server is not None:
+                for did, conn in list(self.server.connections.items()):
+                    if (device_id is None or did == device_id) and conn.session is not None \
+                            and conn.session.phase == "OPEN":
+                        return did
+            time.sleep(0.02)
+        return None
+
+    def reports(self):
+        live = [r.as_dict() for r in self.server.reports] if self.server is not None else []
+        return self.old_reports + live

@@ -1,0 +1,158 @@
+"""Building blocks the scenarios share: test audio, scripted core brains, and the common exchanges.
+
+Responsible for the moves several scenarios make (a voice exchange asked by the core, a push-to-talk
+exchange, reading PlaybackDone against what was sent) so each scenario module reads like the spec's
+listing it guards. Brains run on the core's thread; steps run on the test's thread. Nothing here
+decides pass or fail beyond the expectations it waits for.
+"""
+import asyncio
+import wave
+
+import numpy as np
+
+from alabama.core.pipeline import Reply
+from alabama.v1 import content_pb2
+
+from .timeline import CORE_TO_SAT, SAT_TO_CORE
+
+RATE = 16000
+
+
+# ------------------------------------------------------------------------------------------ audio
+def write_wav(path, samples, rate=RATE):
+    x = np.clip(np.asarray(samples), -32768, 32767).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(x.tobytes())
+    return str(path)
+
+
+def speechlike(ms, rate=RATE, seed=1, amp=9000):
+    """A voiced, syllable-rate modulated signal (not a pure tone) that any energy endpointer calls speech."""
+    n = int(rate * ms / 1000)
+    t = np.arange(n) / rate
+    rng = np.random.default_rng(seed)
+    f0 = 140 + 20 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
+    env = 0.55 + 0.45 * np.sin(2 * np.pi * 4.0 * t) ** 2
+    x = amp * 0.6 * voiced * env + 300 * rng.standard_normal(n)
+    return x.astype(np.float64)
+
+
+def utterance_wav(path, speech_ms=700, silence_ms=1500, lead_ms=100):
+    """Silence, speech, then enough silence for the core's endpointer (600 ms quiet) to close the mic."""
+    x = np.concatenate([np.zeros(int(RATE * lead_ms / 1000)), speechlike(speech_ms),
+                        np.zeros(int(RATE * silence_ms / 1000))])
+    return write_wav(path, x)
+
+
+def tone(ms, freq=440.0, amp=8000, rate=RATE):
+    n = int(rate * ms / 1000)
+    return (amp * np.sin(2 * np.pi * freq * np.arange(n) / rate)).astype("<i2").tobytes()
+
+
+# ------------------------------------------------------------------------------------------ brains
+class ToneBrain:
+    """Answers every turn with ``ms`` of a tone (a reply of known length, independent of what was heard)."""
+
+    name = "tone"
+
+    def __init__(self, ms=1500, freq=660.0, delay_s=0.0):
+        self.ms = list(ms) if isinstance(ms, (list, tuple)) else [ms]   # per turn; the last one repeats
+        self.freq, self.delay_s = freq, delay_s
+        self.turns = []
+
+    async def reply(self, turn):
+        self.turns.append(turn)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        ms = self.ms[min(len(self.turns), len(self.ms)) - 1]
+        return Reply(audio=tone(ms, self.freq), rate=RATE, channels=1, text="tone %d ms" % ms)
+
+
+class ToolBrain(ToneBrain):
+    """Mid-exchange, invokes ``tool`` on the device before answering (spec §4.2 / §4.5); keeps the outcome."""
+
+    name = "tool"
+
+    def __init__(self, tool, arguments="{}", ms=600):
+        super().__init__(ms)
+        self.tool, self.arguments = tool, arguments
+        self.server = None
+        self.results = []
+
+    async def reply(self, turn):
+        from alabama.core.errors import RequestFailed
+        from alabama.core.errors import LocalProtocolError
+        try:
+            msg = await self.server.invoke(turn.device_id, self.tool, self.arguments, timeout=10)
+            self.results.append(("ok", msg))
+        except RequestFailed as e:
+            self.results.append(("error", e))
+        except LocalProtocolError as e:
+            self.results.append(("local", e))
+        return await super().reply(turn)
+
+
+def bare_invoke(session, name, arguments="{}"):
+    """Invoke ``name`` even if the device never declared it (what §4.5 needs: the core asks for a tool the
+    device cannot serve); the core session tracks the id like any Invoke. Returns the id."""
+    from alabama.core import state as S
+    from alabama.v1 import envelope_pb2
+    env = envelope_pb2.Envelope()
+    env.invoke.name, env.invoke.arguments = name, arguments
+    env.id = session._mint()
+    session.slots[env.id] = S.Slot(env.id, S.INVOKE, session.clock(), meta={"name": name})
+    session._queue(env, control=True)
+    return env.id
+
+
+# ------------------------------------------------------------------------------------------ exchanges
+def requested_exchange(hil, ref="hil", timeout=30.0):
+    """The core asks for a capture (RequestCapture), the board streams its mic, the core's endpointer
+    closes it (StreamEnd END_DETECTED), the reply plays, PlaybackDone, Response. Returns the rows."""
+    m = hil.tl.mark()
+    did = hil.device_id
+    hil.core.call(hil.core.server.request_capture(did, ref), timeout=15)
+    co = hil.expect(SAT_TO_CORE, "capture_open", after=m, pred=lambda e: e.env.capture_open.correlation_ref == ref,
+                    what="the CaptureOpen answering RequestCapture %r" % ref)
+    return finish_exchange(hil, co, m, timeout)
+
+
+def finish_exchange(hil, co, m, timeout=30.0, ptt=False):
+    end = hil.expect(SAT_TO_CORE if ptt else CORE_TO_SAT, "stream_end", id_=co.id, after=m, timeout=timeout,
+                     what="the StreamEnd closing capture %d" % co.id)
+    ro = hil.expect(CORE_TO_SAT, "media_render_open", after=hil.tl.index_of(end), timeout=timeout)
+    done = hil.expect(SAT_TO_CORE, "playback_done", id_=ro.id, after=m, timeout=timeout,
+                      what="PlaybackDone on render %d" % ro.id)
+    resp = hil.expect(CORE_TO_SAT, "response", id_=co.id, after=m, timeout=timeout,
+                      what="the Response on capture %d" % co.id)
+    return {"mark": m, "co": co, "end": end, "ro": ro, "done": done, "resp": resp}
+
+
+def ptt_exchange(hil, wav, hold_s=None, timeout=30.0):
+    """Push-to-talk: press, the mic hears ``wav``, release after ``hold_s`` (default: the WAV's length)."""
+    m = hil.tl.mark()
+    hil.target.set_mic(wav)
+    hil.note("bench: button pressed")
+    hil.target.press()
+    co = hil.expect(SAT_TO_CORE, "capture_open", after=m, timeout=5, what="the CaptureOpen of a button press")
+    if hold_s is None:
+        with wave.open(wav) as w:
+            hold_s = w.getnframes() / w.getframerate()
+    import time
+    time.sleep(hold_s)
+    hil.note("bench: button released")
+    hil.target.release()
+    return finish_exchange(hil, co, m, timeout, ptt=True)
+
+
+def sent_render_bytes(hil, rid):
+    return sum(e.tail for e in hil.tl.find(CORE_TO_SAT, "stream_chunk", rid))
+
+
+def seqs(hil, dir_, id_, after=0):
+    return [e.seq for e in hil.tl.find(dir_, "stream_chunk", id_, after)]

