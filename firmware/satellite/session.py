@@ -77,6 +77,19 @@ _T = {
 }
 
 
+# The params arm each capability kind must carry (spec §8.2); TOOL_ACTIVITY carries none.
+_PARAMS = {
+    pb.CapabilityKind.CAPABILITY_MIC: "mic",
+    pb.CapabilityKind.CAPABILITY_SPEAKER: "speaker",
+    pb.CapabilityKind.CAPABILITY_TEXT_DISPLAY: "text_display",
+    pb.CapabilityKind.CAPABILITY_IMAGE_DISPLAY: "image_display",
+    pb.CapabilityKind.CAPABILITY_HTML_DISPLAY: "html_display",
+    pb.CapabilityKind.CAPABILITY_MEDIA_SINK: "media_sink",
+    pb.CapabilityKind.CAPABILITY_IMAGE_CAPTURE: "image_capture",
+    pb.CapabilityKind.CAPABILITY_TOOL_ACTIVITY: None,
+}
+
+
 class SessionError(Exception):
     """A local misuse of the session (the driver asked for something the protocol forbids)."""
 
@@ -111,6 +124,13 @@ class Surface:
         for i, n in enumerate(names):  # R8.2-d: tool names unique within the Hello
             if n in names[i + 1:]:
                 raise SessionError("DUPLICATE_TOOL", "tool %r declared twice: rename one" % n)
+        for c in self.capabilities:
+            want = _PARAMS.get(c.kind)
+            if c.params != want:   # R8.2-a: params is the variant matching kind (TOOL_ACTIVITY: none)
+                raise SessionError("BAD_PARAMS", "capability %d carries params %r, not %r" % (c.kind, c.params, want))
+            if c.kind == pb.CapabilityKind.CAPABILITY_HTML_DISPLAY:
+                # R10.5-b: markup must be rendered isolated; this firmware has no sandboxed renderer.
+                raise SessionError("NO_HTML_SANDBOX", "this firmware cannot render HTML isolated: do not declare HTML_DISPLAY")
         self.kinds = [c.kind for c in self.capabilities]
 
     def has(self, kind):

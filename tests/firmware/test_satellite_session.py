@@ -114,7 +114,7 @@ def test_frames_before_hello_response_end_the_session():
     assert e.code == "BEFORE_HELLO_RESPONSE"
 
 
-def test_voice_exchange_4_1_capture_end_detected_response():
+def test_r6_3_b_r10_10_a_voice_exchange_4_1_frames_carry_the_open_id_and_terminal_answers_on_it():
     s = active()
     env = s.open_capture(pb.Trigger.WAKEWORD, format=fmt(16000))
     cid = env.id
@@ -250,7 +250,7 @@ def test_r10_4_e_live_capture_carries_no_correlation_ref():
     assert env.capture_open.correlation_ref == "ref"
 
 
-def test_undeclared_ops_draw_capability_missing():
+def test_r10_5_b_undeclared_ops_draw_capability_missing_and_html_is_never_rendered():
     s = S.Session(S.Surface([], max_concurrent_streams=1))
     s.hello()
     s.receive(pb.Envelope(id=1, hello_response=pb.HelloResponse(accepted=pb.Accepted())))
@@ -260,9 +260,23 @@ def test_undeclared_ops_draw_capability_missing():
     only_error(s, 4, EC.CAPABILITY_MISSING)
     s.receive(pb.Envelope(id=6, render=pb.Render(target=CK.CAPABILITY_TEXT_DISPLAY)))
     only_error(s, 6, EC.CAPABILITY_MISSING)
+    s.receive(pb.Envelope(id=8, render=pb.Render(target=CK.CAPABILITY_HTML_DISPLAY,
+                                                 content=[pb.ContentBlock(text="<script>x</script>")])))
+    only_error(s, 8, EC.CAPABILITY_MISSING)
+    # and the firmware refuses to declare a surface it cannot sandbox
+    html = pb.CapabilityDescriptor(kind=CK.CAPABILITY_HTML_DISPLAY, html_display=pb.HtmlDisplayParams())
+    assert raises(S.SessionError, S.Surface, [html]).code == "NO_HTML_SANDBOX"
 
 
-def test_tool_call_4_2_and_error_4_5():
+def test_r8_2_a_capability_params_must_match_kind():
+    bad = pb.CapabilityDescriptor(kind=CK.CAPABILITY_SPEAKER, mic=pb.MicParams(format=fmt(16000)))
+    assert raises(S.SessionError, S.Surface, [bad]).code == "BAD_PARAMS"
+    none = pb.CapabilityDescriptor(kind=CK.CAPABILITY_MIC)
+    assert raises(S.SessionError, S.Surface, [none]).code == "BAD_PARAMS"
+    S.Surface([pb.CapabilityDescriptor(kind=CK.CAPABILITY_TOOL_ACTIVITY)])
+
+
+def test_r10_10_a_tool_call_4_2_and_error_4_5_answer_on_the_invoke_id():
     s = active()
     ev = s.receive(pb.Envelope(id=4, invoke=pb.Invoke(name="device.info", arguments="{}")))
     assert isinstance(ev, S.ToolCall) and ev.id == 4 and ev.name == "device.info"
