@@ -28,6 +28,10 @@ def register(sub):
     bv.set_defaults(func=cmd_validate)
     b.set_defaults(func=cmd_list)
 
+    from . import deploy, repl  # `alabama deploy`, `alabama repl`, `alabama logs`
+    deploy.register(sub)
+    repl.register(sub)
+
 
 def cmd_flash(args):
     from . import flash
