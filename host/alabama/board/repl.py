@@ -7,6 +7,7 @@ Not responsible for: copying files (deploy.py) or flashing (flash.py).
 """
 import datetime
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,10 @@ class ReplError(AlabamaError):
 
 # --- repl -------------------------------------------------------------------------------------------
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def repl_command(port, capture=None):
     cmd = [sys.executable, "-m", "mpremote", "connect", port, "repl"]
     if capture:
@@ -37,9 +42,14 @@ def repl(port=None, capture=None, list_ports=None, call=None):
     cmd = repl_command(port, capture)
     if call is not None:
         return call(cmd)
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
-    err = proc.stderr.read().decode(errors="replace")
-    rc = proc.wait()
+    # Ctrl-C belongs to the REPL (it interrupts the board's program): this process ignores it meanwhile.
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+        err = proc.stderr.read().decode(errors="replace")
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
     if rc != 0:
         from .deploy import explain_mpremote
         raise ReplError(explain_mpremote(port, rc, err))
