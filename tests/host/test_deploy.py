@@ -186,7 +186,7 @@ def test_deploy_to_the_sims_own_install_copies_nothing(tmp_path, build_dir):
     try:
         lines = []
         assert deploy.deploy(boards.load("sim"), vb.pty_path, build_dir=build_dir, out=lines.append) == []
-        assert lines[-1].startswith("up to date: ")
+        assert lines[-2].startswith("up to date: ")
     finally:
         vb.stop()
 
@@ -198,6 +198,7 @@ def mpremote(port, *args, timeout=60):
     return r.stdout
 
 
+@pytest.mark.slow
 def test_deploy_lands_files_second_deploy_copies_nothing_and_data_survives(board, build_dir, fw):
     flash = board.flash
     key, record = os.urandom(32), b"\x01provisioning-record"
@@ -234,11 +235,15 @@ def test_deploy_lands_files_second_deploy_copies_nothing_and_data_survives(board
 
     # Changed-only copying: a second deploy copies nothing.
     lines.clear()
+    mark = board.mark()
     assert deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, out=lines.append) == []
-    assert lines[-1] == "up to date: %d files on the board match the build, nothing copied" % len(local)
+    assert lines[-2] == "up to date: %d files on the board match the build, nothing copied" % len(local)
+    assert lines[-1].startswith("soft reset:")            # the firmware runs again, even after a no-op
+    board.wait_log(r"\[virtual board\] boot \d+: .*\(pid \d+\)$", timeout=10, start=mark)   # main.py boot
     assert (flash / "data" / "device.key").read_bytes() == key
 
 
+@pytest.mark.slow
 def test_one_changed_module_copies_that_module_and_the_manifest(board, build_dir, tmp_path):
     fw = tmp_path / "fw"
     shutil.copytree(FIRMWARE, fw, ignore=shutil.ignore_patterns("__pycache__"))  # this test edits it
@@ -255,6 +260,7 @@ def test_one_changed_module_copies_that_module_and_the_manifest(board, build_dir
     assert (board.flash / "data" / "core.pub").read_bytes() == b"\x07" * 32
 
 
+@pytest.mark.slow
 def test_file_damaged_on_the_board_is_copied_again(board, build_dir, fw):
     """The plan compares the board's real file hashes, not a manifest that could be stale."""
     sim = boards.load("sim")
@@ -264,6 +270,7 @@ def test_file_damaged_on_the_board_is_copied_again(board, build_dir, fw):
                          out=lambda s: None) == ["lib/satellite/wire/frame.mpy", deploy.MANIFEST]
 
 
+@pytest.mark.slow
 def test_mip_install_of_package_json_then_deploy_replaces_the_sources(board, build_dir, fw):
     """`mpremote mip install firmware/package.json` installs the package as source; a deploy then swaps
     every .py for its .mpy (a leftover .py would shadow the .mpy: MicroPython tries .py first)."""

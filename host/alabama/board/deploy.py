@@ -430,15 +430,22 @@ def deploy(board, port=None, root=FIRMWARE, build_dir=None, reset=True, dry_run=
     march = choose_march(board, info, port, tool)
     local, hashes = stage(board, march, root, build_dir, out)
     copy, remove = plan(hashes, info.get("files") or {})
+    # The probe's soft reset stopped main.py: every way out below restarts it when reset is set.
     if not copy and not remove:
         out("up to date: %d files on the board match the build, nothing copied" % len(hashes))
+        if reset:
+            soft_reset(port, out=out)
         return []
-    for p in remove:
-        out("remove %s (no longer in the firmware)" % p)
     if dry_run:
+        for p in remove:
+            out("would remove %s (no longer in the firmware)" % p)
         for p in copy:
             out("would copy %s (%d bytes)" % (p, pathlib.Path(local[p]).stat().st_size))
+        if reset:
+            soft_reset(port, out=out)
         return copy
+    for p in remove:
+        out("remove %s (no longer in the firmware)" % p)
     prepare = PREPARE % {"remove": remove + [MANIFEST],
                          "rmdirs": sorted((d for d in _dirs_for(remove) if d.startswith(OWNED_DIR + "/")),
                                          key=lambda d: -d.count("/")),
