@@ -302,3 +302,17 @@ def test_wrong_board_file_for_the_device_is_refused(board, build_dir):
     with pytest.raises(deploy.DeployError, match=r"\.mpy arch x64\), not the xtensawin of board devkitc1-inmp441"):
         deploy.deploy(boards.load("devkitc1-inmp441"), board.pty_path, build_dir=build_dir, out=lambda s: None)
     assert not (board.flash / "lib").exists()
+
+
+def test_flash_hands_over_to_deploy(board, tmp_path):
+    """`alabama flash` (esptool faked) ends by calling deploy on the same port, which checks the device
+    before writing anything: here the virtual board's unix port is refused for an ESP32-S3 board file."""
+    from alabama.board import flash
+    image = tmp_path / "custom.bin"
+    image.write_bytes(b"\xe9" + b"\x00" * 255)
+    ran = []
+    with pytest.raises(deploy.DeployError, match=r"arch x64\), not the xtensawin of board devkitc1-inmp441"):
+        flash.flash(boards.load("devkitc1-inmp441"), port=board.pty_path, firmware=str(image),
+                    runner=lambda args: (ran.append(args[-1]) or (0, "")), out=lambda s: None)
+    assert ran == ["erase_flash", str(image)]
+    assert not (board.flash / "lib").exists()
