@@ -39,6 +39,8 @@ MEASUREMENTS = {
                           "from the core's StreamCancel to the board's speaker going silent (its serial log; else "
                           "its PlaybackDone, which it sends after stopping)"),
     "handshake_ms": ("handshake", "ms", "lower", "TCP connect to HelloResponse{Accepted} sent: Noise + Hello"),
+    "liveness_detect_ms": ("silent core detected", "ms", "lower",
+                           "from the core going silent (TCP open, nothing flows) to the board closing the connection"),
     "reconnect_ms": ("reconnect", "ms", "lower", "connection lost (cut, silence, core restart) to the next Accepted"),
     "heap_free_bytes": ("free heap", "B", "higher", "gc.mem_free() read from the board during the scenario"),
     "heap_drift_bytes": ("heap drift", "B", "lower", "free heap at the start minus at the end of a long run"),
