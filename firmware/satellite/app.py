@@ -39,6 +39,4 @@ def main(board=None, hal=None):
     rt = Runtime(board, hal, ks, options=getattr(hal, "options", None))
     hal.log("sat: alabama satellite on %s (%s)" % (board.get("id"), sys.implementation.name))
     asyncio.run(rt.run())
-    if getattr(hal, "reset_requested", False):
-        sys.exit(3)
     return rt

@@ -105,10 +105,10 @@ class LinkError(Exception):
 class Link:
     """Framing and encryption of one established connection; `write(buf, n)` moves bytes out."""
 
-    def __init__(self, conn, max_frame_bytes, on_frame, write):
+    def __init__(self, conn, max_frame_bytes, on_frame, write, frame_buf=None):
         self.conn = conn
         conn.on_plaintext = self._on_plain
-        self.reader = F.FrameReader(max_frame_bytes)
+        self.reader = F.FrameReader(max_frame_bytes, buf=frame_buf)
         self.writer = F.FrameWriter()
         self.env = pb.Envelope()               # reused receive Envelope
         self.on_frame = on_frame               # on_frame(env, buf, tail_start, tail_end)
@@ -198,9 +198,10 @@ class Satellite:
         self.half = rt.duplex == "half"
         self.nframes = self.mic_rate * FRAME_MS // 1000            # samples per capture chunk
         self.pframes = self.spk_rate * FRAME_MS // 1000            # samples per playout step
-        self.play_buf = bytearray(2 * self.pframes)
+        self.play_buf = rt.play_buf
         buffer_ms = rt.buffer_ms
-        self.ring = audio.JitterRing(2 * self.spk_rate * buffer_ms // 1000 + 2 * rt.max_frame_bytes)
+        self.ring = rt.ring
+        self.ring.clear()
         self.prefill = 2 * self.spk_rate * (buffer_ms // 2) // 1000
         # capture state
         self.capture_id = 0          # our mic stream that takes chunks (0: mic off)
@@ -441,9 +442,7 @@ class Satellite:
                     continue
             n = ring.read(buf, 0, step)
             if n:
-                await hal.spk_write(buf, 0, n >> 1)
-                if self.render_id == rid and not self.render_muted:
-                    self.frames_played += n >> 1
+                self.frames_played += await hal.spk_write(buf, 0, n >> 1)   # frames that reached the speaker
                 continue
             if self.render_ended:
                 await hal.spk_drain()
@@ -688,6 +687,13 @@ class Runtime:
         self.sock = None
         self._pend = None
         self.rxbuf = bytearray(RX_CHUNK)
+        # The big buffers live as long as the runtime: reconnecting allocates none of them again (a fresh
+        # 64 KiB block after hours of uptime is exactly what a fragmented heap cannot give).
+        self.noise_rx = bytearray(65535)
+        self.frame_buf = bytearray(self.max_frame_bytes + F.PREFIX_MAX_BYTES)
+        self.ring = audio.JitterRing(2 * self.spk_rate * self.buffer_ms // 1000 + 2 * self.max_frame_bytes)
+        self.play_buf = bytearray(2 * (self.spk_rate * FRAME_MS // 1000))
+        self.conn = None
         self.last_rx = 0
         self.t_boot = ticks_ms()
         self.conn_t0 = 0
@@ -933,8 +939,10 @@ class Runtime:
         self.log("connecting to %s:%d with Noise %s (device key %s)" % (rec.core_host, rec.core_port, pattern,
                                                                         hexs(pub[:8])))
         self.sock = await self._connect(rec.core_host, rec.core_port)
+        self.conn = None
+        gc.collect()
         conn = NoiseConnection(True, priv, pattern=pattern, remote_static=core_key, rng=self.rng,
-                               tx_capacity=TX_CAPACITY)
+                               tx_capacity=TX_CAPACITY, rx_buf=self.noise_rx)
         self.conn = conn
         try:
             out = conn.start()
@@ -959,7 +967,7 @@ class Runtime:
         self.core_key_in_use = conn.remote_static
         self.log("handshake done (%s), core key %s" % (pattern, hexs(conn.remote_static[:8])))
         sess = S.Session(self.surface(self.token(rec)))
-        link = Link(conn, self.max_frame_bytes, None, self._write)
+        link = Link(conn, self.max_frame_bytes, None, self._write, self.frame_buf)
         sat = Satellite(self, sess, link)
         self.sat = sat
         end = [None]
@@ -982,8 +990,8 @@ class Runtime:
                 self.state = "connected"
                 self.attempts = 0
                 self.connections += 1
-                self.log("accepted: core max_frame_bytes %d max_concurrent_streams %d" % (
-                    ev.max_frame_bytes, ev.max_concurrent_streams))
+                self.log("accepted: core max_frame_bytes %d max_concurrent_streams %d heap_free=%d" % (
+                    ev.max_frame_bytes, ev.max_concurrent_streams, gc.mem_free()))
                 sat.started()
             elif t is S.Rejected:
                 self.log("REJECTED by the core (reason %d, %s): it is in closed mode and does not know this "
@@ -1088,9 +1096,15 @@ class Runtime:
                 self.log("connection lost (%s): %s" % (e.code, e))
             except (OSError, NoiseError, F.FrameError, ValueError) as e:
                 self.log("connection failed (%s): %s" % (type(e).__name__, e))
+            except Exception as e:  # a bug must not end the device: log it loudly, reconnect
+                self.log("INTERNAL ERROR (%s): %s - reconnecting" % (type(e).__name__, e))
+                if hasattr(sys, "print_exception"):
+                    sys.print_exception(e)
             finally:
                 self._close_sock()
+                self.conn = None
                 self.state = "disconnected"
+                gc.collect()
             if end == END_STOP or self.stopped:
                 break
             if end in (END_CLOSED, END_VERSION):

@@ -11,7 +11,6 @@
 #   state                             "ok {json}": connection, pattern, capture/render ids, settings, ...
 #   knob KEY VALUE                    a setting changed on the device (spontaneous SettingState)
 #   mute on|off                       the speaker's hardware mute (renders and set_volume: UNAVAILABLE)
-#   reset                             exit the interpreter (the supervisor restarts it, like a reset)
 # Environment: ALABAMA_SIM_CTL_PORT, ALABAMA_SIM_MIC, ALABAMA_SIM_SPEAKER, ALABAMA_SIM_DUPLEX (full|half),
 # ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs).
 import gc
@@ -113,7 +112,6 @@ class SimHal:
         self.brightness = 50
         self._gest = []
         self.muted = False           # the speaker's hardware mute
-        self.reset_requested = False
         self.rt = None
         # mic
         self._mic = None
@@ -130,7 +128,7 @@ class SimHal:
         self._spk_rate = 16000
         self._spk_due = 0
         self._spk_frames = 0
-        self._spk_dirty = False
+        self._spk_stopped = False
         self.led_phase = 0
 
     def log(self, line):
@@ -229,18 +227,21 @@ class SimHal:
         self._spk_due = ticks_us()
 
     async def spk_write(self, buf, pos, nframes):
-        """Play nframes of s16 mono from buf[pos:] in real time (the WAV gets what was played)."""
+        """Play nframes of s16 mono from buf[pos:] in real time (the WAV gets what was played); return
+        the frames played (0 when spk_stop() came while this frame waited for its slot)."""
+        self._spk_stopped = False
         d = ticks_diff(self._spk_due, ticks_us())
         if d > 0:
             await asyncio.sleep_ms((d + 999) // 1000)
         elif d < -200000:
             self._spk_due = ticks_us()
-        if self._spk is None:
-            return
+        if self._spk is None or self._spk_stopped:
+            return 0
         audio.s16_to_spk(self._spk_out, buf, pos, nframes, self._spk_fmt, self.vol)
         self._spk.write(self._spk_out, 2 * nframes)
         self._spk_frames += nframes
         self._spk_due = ticks_add(self._spk_due, nframes * 1000000 // self._spk_rate)
+        return nframes
 
     async def spk_drain(self):
         d = ticks_diff(self._spk_due, ticks_us())
@@ -248,7 +249,7 @@ class SimHal:
             await asyncio.sleep_ms((d + 999) // 1000)
 
     def spk_stop(self):
-        pass          # nothing is queued past the frame being written: the next write does not happen
+        self._spk_stopped = True      # the frame waiting for its slot is not played
 
     def spk_close(self):
         f = self._spk
@@ -342,11 +343,6 @@ class SimHal:
                 on = len(parts) > 1 and parts[1] == "on"
                 self.muted = on
                 self.log("sim: speaker %s" % ("muted" if on else "unmuted"))
-            elif cmd == "reset":
-                self.log("sim: reset")
-                self.reset_requested = True
-                if rt:
-                    rt.stopped = True
             else:
                 return "err unknown command %s" % cmd
         except ValueError as e:

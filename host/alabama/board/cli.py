@@ -28,6 +28,13 @@ def register(sub):
     bv.set_defaults(func=cmd_validate)
     b.set_defaults(func=cmd_list)
 
+    # `alabama board sim` (the virtual board; registered by alabama.board.sim, owned by the runtime work)
+    vb = sub.add_parser("board", help="the virtual board: `alabama board sim --dir DIR --core HOST:PORT`")
+    vbsub = vb.add_subparsers(dest="board_command", metavar="ACTION")
+    from . import sim
+    sim.register(vbsub)
+    vb.set_defaults(func=lambda args: vb.print_help() or 2)
+
     from . import deploy, repl  # `alabama deploy`, `alabama repl`, `alabama logs`
     deploy.register(sub)
     repl.register(sub)

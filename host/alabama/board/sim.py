@@ -453,11 +453,18 @@ class VirtualBoard:
         self.command("mute %s" % ("on" if on else "off"))
 
     def reset(self):
-        """Reboot the firmware (a hard reset: main.py runs again)."""
-        try:
-            self.command("reset", timeout=2.0)
-        except SimError:
-            pass
+        """Hard reset: the interpreter is killed and booted again (boot.py, main.py), flash kept."""
+        self._raw_mode = False
+        p = self.proc
+        if p is not None and p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(5)
+        deadline = time.monotonic() + 5
+        while self.proc is p and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 # ---------------------------------------------------------------------------------- CLI
@@ -491,6 +498,10 @@ def cmd_sim(args):
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     vb = VirtualBoard(args.dir, board=args.board, mic=args.mic, speaker=args.speaker, ctl_port=args.ctl_port,
                       duplex=args.duplex, echo=lambda line: print(line, flush=True))
+    def _term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
     vb.start()
     print("virtual board %s: REPL on %s (mpremote connect %s), control on 127.0.0.1:%d"
           % (vb.board.id, vb.pty_path, vb.pty_path, vb.ctl_port), flush=True)
