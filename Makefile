@@ -7,7 +7,7 @@ BOARD ?= devkitc1-inmp441
 PORT ?=
 FIRMWARE ?=
 
-.PHONY: help install test codegen codegen-check demo flash deploy repl hil bench clean
+.PHONY: help install test codegen codegen-check demo flash deploy repl logs hil bench clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -17,6 +17,7 @@ help:
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
 	@echo "make repl PORT=         serial REPL"
+	@echo "make logs PORT=         serial output with host timestamps"
 	@echo "make hil                HIL scenario suite against the virtual board"
 	@echo "make bench              benchmarks under tools/bench"
 
@@ -42,6 +43,15 @@ bench: install
 
 flash: install
 	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE))
+
+deploy: install
+	$(ALABAMA) deploy --board $(BOARD) $(if $(PORT),--port $(PORT))
+
+repl: install
+	$(ALABAMA) repl $(if $(PORT),--port $(PORT))
+
+logs: install
+	$(ALABAMA) logs $(if $(PORT),--port $(PORT))
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

@@ -196,9 +196,9 @@ def test_deploy_step_runs_when_the_module_exists(cache, monkeypatch):
     img = _pin(monkeypatch, "ESP32_GENERIC_S3", body)
     _fake_image(cache / img.file, body)
     seen = []
-    monkeypatch.setattr(flash, "_deploy_module", lambda: types.SimpleNamespace(deploy=lambda b, p: seen.append((b.id, p))))
+    monkeypatch.setattr(flash, "_deploy_module", lambda: types.SimpleNamespace(deploy=lambda b, p, wait=0: seen.append((b.id, p, wait))))
     flash.flash(boards.load("devkitc1-inmp441"), port="/dev/null", runner=lambda a: (0, ""), out=lambda s: None)
-    assert seen == [("devkitc1-inmp441", "/dev/null")]
+    assert seen == [("devkitc1-inmp441", "/dev/null", 15)]
     lines = []
     monkeypatch.setattr(flash, "_deploy_module", lambda: None)
     flash.flash(boards.load("devkitc1-inmp441"), port="/dev/null", runner=lambda a: (0, ""), out=lines.append)

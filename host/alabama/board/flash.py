@@ -227,5 +227,5 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
     if mod is None or not hasattr(mod, "deploy"):
         out("next: alabama deploy --board %s --port %s   (copies the firmware package)" % (board.id, port))
     else:
-        mod.deploy(board, port)
+        mod.deploy(board, port, wait=15)  # native USB re-enumerates after esptool resets the chip
     return steps
