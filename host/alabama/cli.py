@@ -16,7 +16,9 @@ COMMANDS = [
     "alabama.codegen.cli",
     "alabama.conformance.cli",
     "alabama.board.cli",
+    "alabama.demo",
     "alabama.core.cli",
+    "alabama.provision.cli",
     "alabama.hil.cli",
 ]
 

@@ -1,0 +1,211 @@
+"""`alabama demo`: one voice exchange, reference core <-> virtual board, shown as a frame timeline.
+
+Responsible for orchestration only: start the reference core in-process on 127.0.0.1, mint a pairing
+token, provision a fresh virtual board (core address + key + token), start it, push its button, play an
+utterance into its microphone (espeak-ng when installed, else a synthesized signal), release, let the
+core's echo brain answer, print the frames in the style of the spec's §4 listings, write the reply WAV,
+and exit 0 only when the exchange completed with an empty conformance report.
+"""
+import asyncio
+import logging
+import math
+import pathlib
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+
+from .errors import AlabamaError
+
+UTTERANCE = "Hello Alabama. What is the weather like today?"
+
+
+class DemoError(AlabamaError):
+    pass
+
+
+class FrameTap(logging.Handler):
+    """Collects the core's per-frame debug log (alabama.core.frames) as timeline rows."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.rows = []
+        self.t0 = time.monotonic()
+
+    def emit(self, record):
+        try:
+            direction = record.msg.split()[1]
+            _dev, op, id_, header, tail = record.args
+        except (ValueError, TypeError, IndexError, AttributeError):
+            return
+        self.rows.append((time.monotonic() - self.t0, direction, op, id_, header, tail))
+
+
+def timeline(rows, max_chunks=3):
+    """Rows -> text lines like spec §4: 'Sat → Core  CaptureOpen  {id 1}' with chunk runs collapsed."""
+    out = []
+    seq = {}
+    run = None          # (direction, id, count) of the chunk run being collapsed
+
+    def flush_run():
+        if run and run[2] > max_chunks:
+            out.append("   ⋯        (%d more StreamChunk frames on id %d)" % (run[2] - max_chunks, run[1]))
+
+    for t, d, op, id_, header, tail in rows:
+        who = "Sat → Core " if d == "IN" else "Core → Sat "
+        name = "".join(p.capitalize() for p in (op or "unknown").split("_"))
+        if op == "stream_chunk":
+            k = (d, id_)
+            s = seq.get(k, 0)
+            seq[k] = s + 1
+            if run and run[:2] == (d, id_):
+                run = (d, id_, run[2] + 1)
+                if run[2] > max_chunks:
+                    continue
+            else:
+                flush_run()
+                run = (d, id_, 1)
+            out.append("%7.3fs  %s %-16s {id %d, seq %d}  %d B header + %d B %s"
+                       % (t, who, name, id_, s, header, tail, "audio" if d == "IN" else "tts"))
+            continue
+        flush_run()
+        run = None
+        out.append("%7.3fs  %s %-16s {id %d}  %d B" % (t, who, name, id_, header))
+    flush_run()
+    return out
+
+
+def synth_utterance(seconds=1.6, rate=16000):
+    """A speech-like signal: voiced syllables (a 140 Hz buzz through two formants) with pauses."""
+    out = []
+    n = int(seconds * rate)
+    for i in range(n):
+        t = i / rate
+        syl = (t * 4.0) % 1.0
+        env = math.sin(math.pi * syl / 0.7) if syl < 0.7 else 0.0
+        f0 = 140 + 20 * math.sin(2 * math.pi * 1.3 * t)
+        v = sum(math.sin(2 * math.pi * k * f0 * t) / k for k in range(1, 12))
+        v *= 0.6 + 0.4 * math.sin(2 * math.pi * 700 * t)
+        out.append(int(max(-32767, min(32767, 6000 * env * v))))
+    return out
+
+
+def make_utterance(path, text=UTTERANCE):
+    """Write a 16 kHz mono WAV: espeak-ng's voice when installed, else a synthesized signal."""
+    from alabama.core.pipeline import resample, _parse_wav
+    exe = shutil.which("espeak-ng") or shutil.which("espeak")
+    source = "synthesized signal (install espeak-ng for a spoken utterance)"
+    pcm = None
+    if exe:
+        try:
+            raw = subprocess.run([exe, "--stdout", text], capture_output=True, timeout=30, check=True).stdout
+            rate, ch, data = _parse_wav(raw)
+            pcm = resample(data, rate, ch, 16000, 1)
+            source = "espeak-ng: %r" % text
+        except (subprocess.SubprocessError, OSError, ValueError):
+            pcm = None
+    if pcm is None:
+        s = synth_utterance()
+        pcm = struct.pack("<%dh" % len(s), *s)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(pcm)
+    return len(pcm) / 32000.0, source
+
+
+async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, verbose=False):
+    from alabama.board import sim
+    from alabama.core.server import CoreServer
+    work = pathlib.Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    tap = FrameTap()
+    flog = logging.getLogger("alabama.core.frames")
+    old_level = flog.level
+    flog.setLevel(logging.DEBUG)
+    flog.addHandler(tap)
+    flog.propagate = verbose
+    core = CoreServer(work / "core", host="127.0.0.1", port=0, brain="echo", control=False)
+    await core.start()
+    vb = None
+    loop = asyncio.get_running_loop()
+    try:
+        echo("core      : reference core on 127.0.0.1:%d, static key %s…" % (core.port, core.public_key_hex[:16]))
+        token, expires = core.mint_token(600)
+        flash = work / "flash"
+        if flash.exists():
+            shutil.rmtree(flash)
+        sim.provision(flash, "127.0.0.1", core.port, core.public_key, token, int(expires))
+        echo("provision : fresh virtual board at %s (core address + key + pairing token)" % flash)
+        utt = work / "utterance.wav"
+        seconds, source = make_utterance(utt, text)
+        echo("utterance : %.2f s, %s" % (seconds, source))
+        vb = sim.VirtualBoard(flash, board=board, speaker=work / "speaker.wav")
+        vb.start()
+        echo("board     : %s under micropython (heap %s), REPL on %s" % (vb.board.id, vb.heap_limit, vb.pty_path))
+        await loop.run_in_executor(None, vb.wait_log, r"accepted", 30)
+        echo("session   : %s" % vb.wait_log(r"handshake done \((\w+)\)", 1).group(0))
+        vb.set_mic(utt)
+        tap.rows.clear()
+        tap.t0 = time.monotonic()
+        m = vb.mark()
+        echo("button    : press")
+        await loop.run_in_executor(None, vb.press)
+        await asyncio.sleep(seconds + 0.3)
+        echo("button    : release")
+        await loop.run_in_executor(None, vb.release)
+        try:
+            await loop.run_in_executor(None, vb.wait_log, r"capture \d+ done: Response", 30 + seconds, m)
+        except sim.SimError as e:
+            raise DemoError("the exchange did not complete: %s" % str(e).splitlines()[0])
+        played = await loop.run_in_executor(None, vb.wait_log, r"playback done \d+ frames (\d+)", 1, m)
+        await asyncio.sleep(0.3)
+        echo("")
+        echo("frame timeline (as the core saw it):")
+        for line in timeline(tap.rows):
+            echo("  " + line)
+        echo("")
+        frames = int(played.group(1))
+        shutil.copyfile(work / "speaker.wav", out_wav)
+        echo("reply     : %d frames (%.2f s) played by the board -> %s" % (frames, frames / 16000.0, out_wav))
+    finally:
+        if vb is not None:
+            vb.stop()
+        await core.stop()
+        flog.removeHandler(tap)
+        flog.setLevel(old_level)
+        flog.propagate = True
+    bad = [v.as_dict() for r in core.reports for v in r.violations]
+    if bad:
+        raise DemoError("the core's conformance report is not empty: %s" % bad[:3])
+    echo("conformance: %d session(s), no violations" % len(core.reports))
+    return 0
+
+
+def register(sub):
+    p = sub.add_parser("demo", help="reference core + virtual board + one voice exchange, as a frame timeline",
+                       description="Start the reference core, provision and start a virtual board, push its button, "
+                                   "speak into its microphone, and show the exchange frame by frame.")
+    p.add_argument("--dir", metavar="DIR", help="work directory (default: a temporary one, removed after)")
+    p.add_argument("--out", metavar="WAV", default="demo-reply.wav", help="where the reply lands (default %(default)s)")
+    p.add_argument("--say", metavar="TEXT", default=UTTERANCE, help="what espeak-ng says into the microphone")
+    p.add_argument("--board", default="sim", metavar="NAME", help="board file to simulate (default: sim)")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args):
+    tmp = None
+    work = args.dir
+    if not work:
+        tmp = tempfile.mkdtemp(prefix="alabama-demo-")
+        work = tmp
+    try:
+        return asyncio.run(run_demo(work, args.out, board=args.board, text=args.say,
+                                    echo=lambda s: print(s, flush=True), verbose=args.verbose > 1))
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
