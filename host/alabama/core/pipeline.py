@@ -9,6 +9,7 @@ wire only through the CoreSession API and the connection's ``flush``/``wait_term
 """
 import asyncio
 import logging
+import math
 import shutil
 import subprocess
 import time
@@ -55,8 +56,12 @@ def resample(pcm, src_rate, src_channels, dst_rate, dst_channels):
 
 
 def rms(pcm):
-    x = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2").astype(np.float32)
-    return float(np.sqrt(np.mean(x * x))) if len(x) else 0.0
+    """RMS of s16le samples: one exact float64 dot product (runs per chunk: no temporaries beyond one)."""
+    n = len(pcm) // 2
+    if not n:
+        return 0.0
+    x = np.frombuffer(pcm, dtype="<i2", count=n).astype(np.float64)
+    return math.sqrt(x.dot(x) / n)
 
 
 class EnergyEndpointer:

@@ -118,6 +118,120 @@ class Connection:
             await self._teardown()
 
     async def _read_loop(self):
+        """Feed the session until the connection ends. After the handshake the transport's bytes go
+        straight from ``data_received`` through Noise, the session and the pipeline (``_FastRead``):
+        no StreamReader buffer and no task wake-up per read. Falls back to the StreamReader loop if
+        this Python's StreamReader does not look as expected."""
+        reader, transport = self.reader, self.writer.transport
+        inner = transport.get_protocol() if transport is not None else None
+        if (not isinstance(getattr(reader, "_buffer", None), bytearray) or not hasattr(transport, "set_protocol")
+                or not isinstance(inner, asyncio.StreamReaderProtocol)):
+            return await self._read_loop_streams()
+        srv = self.server
+        self._read_done = done = asyncio.get_running_loop().create_future()
+        # What the handshake read past its last message: decrypted already, or still in the reader.
+        leftover = bytes(reader._buffer)
+        reader._buffer.clear()
+        eof = reader.at_eof() or getattr(reader, "_eof", False)
+        transport.set_protocol(_FastRead(self, inner))
+        if getattr(reader, "_paused", False):
+            reader._paused = False
+            transport.resume_reading()
+        try:
+            data = self.stream.conn.read_plaintext()
+        except NoiseError as e:
+            self._noise_failed(e)
+            data = b""
+        if data:
+            self._on_plaintext(data)
+        if leftover:
+            self._on_bytes(leftover)
+        if eof:
+            self._on_eof()
+        if self.session.phase == "HELLO" and not done.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(done), srv.hello_timeout)
+            except asyncio.TimeoutError:
+                if self.session.phase == "HELLO" and not done.done():
+                    self.session.report.add("R6.1-a", "hello_timeout",
+                                            "no Hello within %.0fs of the handshake" % srv.hello_timeout)
+                    self.session.close("no Hello")
+                    self._finish_read()
+        await done
+
+    # -- the protocol-driven read path (called from _FastRead) ------------------------------------
+    def _finish_read(self, exc=None):
+        done = self._read_done
+        if not done.done():
+            if exc is None:
+                done.set_result(None)
+            else:
+                done.set_exception(exc)
+
+    def _noise_failed(self, e):
+        self.session.report.add("R5-a", "decrypt", "a Noise transport message failed: %s" % e)
+        self.session.close("Noise error %s" % e.code)
+        self._finish_read()
+
+    def _on_bytes(self, raw):
+        if self._read_done.done():
+            return
+        conn = self.stream.conn
+        try:
+            conn.receive(raw)
+            data = conn.read_plaintext()
+        except NoiseError as e:
+            self._noise_failed(e)
+            return
+        except Exception as e:  # noqa: BLE001 — surfaces in run(): reported, this connection only
+            self._finish_read(e)
+            return
+        if data:
+            self._on_plaintext(data)
+
+    def _on_plaintext(self, data):
+        if self._closing:
+            self._finish_read()
+            return
+        try:
+            s = self.session
+            events = s.receive_data(data)
+            if self.server.frame_observer is not None:
+                self.server.frame_observer(self, data)
+            for ev in events:
+                if type(ev) is cs.ChunkReceived:
+                    self.pipeline._on_ChunkReceived(ev)
+                else:
+                    self._dispatch(ev)
+            if s._control or s._bulk or self._closing:
+                self.flush()
+        except Exception as e:  # noqa: BLE001
+            self._finish_read(e)
+            return
+        if self._closing:
+            self._finish_read()
+
+    def _on_eof(self):
+        if self._read_done.done():
+            return
+        try:
+            self.stream.conn.receive_eof()
+        except NoiseError as e:
+            self._noise_failed(e)
+            return
+        self.session.close("peer closed")
+        self._finish_read()
+
+    def _on_lost(self, exc):
+        if self._read_done.done():
+            return
+        if exc is None:
+            self._on_eof()
+        else:
+            self.session.close("connection reset")
+            self._finish_read()
+
+    async def _read_loop_streams(self):
         srv = self.server
         conn, reader = self.stream.conn, self.reader   # the Noise binding, driven directly (one hop less per frame)
         while not self._closing:
@@ -326,6 +440,32 @@ class Connection:
                 del srv.connections[self.device_id]
             log.info("%s session %s ended: %s (%d violations)", self.device_id, self.session_id,
                      rep.close_reason, len(rep.violations))
+
+
+class _FastRead(asyncio.Protocol):
+    """The transport's protocol once the Noise handshake is done: received bytes go straight to the
+    Connection; flow control and connection loss are forwarded to the original StreamReaderProtocol,
+    so the StreamWriter (write, drain, close, wait_closed) works exactly as before."""
+
+    def __init__(self, conn, inner):
+        self.conn, self.inner = conn, inner
+
+    def data_received(self, data):
+        self.conn._on_bytes(data)
+
+    def eof_received(self):
+        self.conn._on_eof()
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc):
+        self.conn._on_lost(exc)
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self):
+        self.inner.pause_writing()
+
+    def resume_writing(self):
+        self.inner.resume_writing()
 
 
 class CoreServer:

@@ -79,7 +79,9 @@ class Event:
 class HelloAccepted(Event): pass          # surface, admission
 class HelloRefused(Event): pass           # why: "version" | "closed"
 class CaptureOpened(Event): pass          # id, open (CaptureOpen), request_id (RequestCapture R or None)
-class ChunkReceived(Event): pass          # id, seq, data, capture_ts, kind
+class ChunkReceived(Event):               # id, seq, data, capture_ts, kind
+    def __init__(self, id, seq, data, capture_ts, kind):   # noqa: A002 — the per-frame event: no **kw
+        self.id, self.seq, self.data, self.capture_ts, self.kind = id, seq, data, capture_ts, kind
 class StreamEnded(Event): pass            # id, reason, kind
 class StreamCancelled(Event): pass        # id, reason, kind, by
 class UploadCompleted(Event): pass        # id, mime, data
@@ -133,6 +135,7 @@ class CoreSession:
         self._uploads = {}              # id -> (mime, bytes) completed, unconsumed
         self._pipeline_phase = None
         self._frame_index = 0
+        self._slow_framing = False      # True once the decoder saw an oversize frame (fast path off)
         self.clock_offset_us = None     # satellite clock - core clock, from the last Ping round
         self.rtt_us = None
 
@@ -141,10 +144,16 @@ class CoreSession:
         """Plaintext bytes of the Noise stream (any split). Returns the events they caused."""
         if self.phase == "CLOSED":
             return self._take()
+        if self.phase == "OPEN" and not self._slow_framing and not self.decoder.buffered() \
+                and not flog.isEnabledFor(logging.DEBUG):
+            data = self._fast_frames(data if type(data) is bytes else bytes(data))
+            if data is None or self.phase == "CLOSED":
+                return self._take()
         try:
             self.decoder.feed(data)
             for ev in self.decoder:
                 if isinstance(ev, wire.Oversize):
+                    self._slow_framing = True     # the decoder may now be discarding a remainder
                     self._oversize(ev)
                 else:
                     self._frame(ev.header, ev.tail)
@@ -160,6 +169,51 @@ class CoreSession:
                 self._violate("R6-a", "framing", "%s: %s" % (e.code, e.message))
             self.close("framing error %s" % e.code)
         return self._take()
+
+    def _fast_frames(self, data):
+        """The per-frame fast path (performance only; behaviour identical to the decoder + pb2 path).
+
+        Consumes the complete, well-formed frames at the front of ``data`` whose prefix varints are
+        short (total_len <= 2 bytes, header_len 1 byte) and within the limit; a canonical StreamChunk
+        Envelope (``id``, ``stream_chunk{seq, capture_ts}``, nothing else) is read without pb2, any
+        other Envelope goes through ``_frame``. Returns the unconsumed rest (b"" / a memoryview) for
+        the frame decoder, which handles partial frames, long varints, oversize frames and errors
+        exactly as before; None when everything was consumed."""
+        n = len(data)
+        pos = 0
+        limit = self.decoder.limit
+        report = self.report
+        while pos < n:
+            b = data[pos]
+            if b < 0x80:
+                total, p = b, pos + 1
+            elif pos + 1 < n and data[pos + 1] < 0x80:
+                total, p = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                break
+            end = p + total
+            if total > limit or end > n:
+                break
+            hl = data[p]
+            if hl >= 0x80 or hl > total - 1:
+                break
+            hend = p + 1 + hl
+            header = data[p + 1:hend]
+            tail = data[hend:end]
+            pos = end
+            c = _parse_chunk(header)
+            if c is None:
+                self._frame(header, tail)
+            else:
+                report.frames_in += 1
+                report.bytes_in += hl + len(tail)
+                self._frame_index += 1
+                self._chunk(c[0], c[1], c[2], tail)
+            if self.phase == "CLOSED":
+                return None
+        if pos >= n:
+            return None
+        return memoryview(data)[pos:] if pos else data
 
     def receive_frame(self, header, tail=b""):
         """One decoded frame (Envelope bytes + raw tail). Returns the events it caused."""
@@ -315,47 +369,49 @@ class CoreSession:
 
     # ---------------------------------------------------------------------------- Tier 1
     def _on_stream_chunk(self, env, chunk, tail):
-        slot = self.slots.get(env.id)
+        self._chunk(env.id, chunk.seq, chunk.capture_ts, tail)
+
+    def _chunk(self, id_, seq, capture_ts, tail):
+        slot = self.slots.get(id_)
         if slot is None or S.STREAM_OPENER.get(slot.kind) != S.SAT:
             if slot is not None:   # a chunk on one of the core's streams
-                self._stray_frame(env.id, "stream_chunk", "a chunk on the core's %s id %d" % (slot.kind, env.id),
+                self._stray_frame(id_, "stream_chunk", "a chunk on the core's %s id %d" % (slot.kind, id_),
                                   "R6.3-b", _E.UNKNOWN_STREAM)
                 return
-            self._stray_on_retired_or_unknown(env.id, "stream_chunk")
+            self._stray_on_retired_or_unknown(id_, "stream_chunk")
             return
-        now = self.clock()
         if slot.state == S.OPEN:
-            seq = chunk.seq
             if seq != slot.next_seq:
                 if seq < slot.next_seq or slot.reliable:
                     self._violate("R10.10-c", "seq", "chunk seq %d on id %d, expected %d (%s stream)"
-                                  % (seq, env.id, slot.next_seq, "RELIABLE" if slot.reliable else "LOSSY_OK"),
-                                  env.id, "stream_chunk")
+                                  % (seq, id_, slot.next_seq, "RELIABLE" if slot.reliable else "LOSSY_OK"),
+                                  id_, "stream_chunk")
             slot.next_seq = seq + 1 if seq >= slot.next_seq else slot.next_seq
             if slot.kind == S.UPLOAD:
                 buf = slot.meta["buf"]
                 if len(buf) + len(tail) > slot.meta["total"]:
-                    self._error(env.id, _E.INVALID_REQUEST, "upload runs past its declared total_bytes")
+                    self._error(id_, _E.INVALID_REQUEST, "upload runs past its declared total_bytes")
                     self._violate("R10.10-d", "upload_overrun", "upload id %d runs past total_bytes %d"
-                                  % (env.id, slot.meta["total"]), env.id, "stream_chunk")
+                                  % (id_, slot.meta["total"]), id_, "stream_chunk")
                     self._retire(slot, "voided")
                     return
                 buf += tail
-            self._emit(ChunkReceived(id=env.id, seq=seq, data=tail, capture_ts=chunk.capture_ts, kind=slot.kind))
+            self._events.append(ChunkReceived(id_, seq, tail, capture_ts, slot.kind))
             return
         # ENDED: the stream ended but the id lives on until its terminal.
+        now = self.clock()
         if slot.ended_by == S.CORE and now - slot.ended_at <= self.late_grace:
             return   # in flight when the core's END_DETECTED left
         slot.late_frames += 1
         if slot.late_frames == 1:
             self._violate("R10.10-d", "chunk_after_end", "chunk seq %d on id %d after its StreamEnd (%s)"
-                          % (chunk.seq, env.id, "sent by the satellite" if slot.ended_by == S.SAT
+                          % (seq, id_, "sent by the satellite" if slot.ended_by == S.SAT
                              else "END_DETECTED sent by the core %.2fs earlier" % (now - slot.ended_at)),
-                          env.id, "stream_chunk")
+                          id_, "stream_chunk")
         self._stray += 1
-        if self._err_count[env.id] < MAX_ERRORS_PER_ID:
-            self._err_count[env.id] += 1
-            self._error(env.id, _E.STREAM_CLOSED, "stream %d already ended; no chunks after StreamEnd" % env.id,
+        if self._err_count[id_] < MAX_ERRORS_PER_ID:
+            self._err_count[id_] += 1
+            self._error(id_, _E.STREAM_CLOSED, "stream %d already ended; no chunks after StreamEnd" % id_,
                         terminal=False)
         self._check_stray()
 
@@ -993,6 +1049,53 @@ class CoreSession:
         self.device_id = device_id
         self.report.device_id = device_id
         self.report.pattern = pattern
+
+
+def _varint(b, pos, n, max_bytes):
+    """(value, next) of a varint of at most max_bytes in b[pos:n], or (None, 0)."""
+    v = 0
+    shift = 0
+    for i in range(max_bytes):
+        if pos >= n:
+            return None, 0
+        c = b[pos]
+        pos += 1
+        v |= (c & 0x7F) << shift
+        if c < 0x80:
+            return v, pos
+        shift += 7
+    return None, 0
+
+
+def _parse_chunk(h):
+    """(id, seq, capture_ts) when ``h`` is exactly a canonical ``Envelope{id, stream_chunk{seq,
+    capture_ts}}`` (fields in order, each at most once, nothing else); None for anything else (the
+    caller then decodes it with pb2, so every other shape keeps protobuf's own semantics)."""
+    n = len(h)
+    pos = 0
+    id_ = 0
+    if n and h[0] == 0x08:
+        id_, pos = _varint(h, 1, n, 5)
+        if id_ is None or id_ > UINT32_MAX:
+            return None
+    if pos + 2 > n or h[pos] != 0x42:
+        return None
+    ln = h[pos + 1]
+    pos += 2
+    if ln >= 0x80 or pos + ln != n:
+        return None
+    seq = ts = 0
+    if pos < n and h[pos] == 0x08:
+        seq, pos = _varint(h, pos + 1, n, 5)
+        if seq is None or seq > UINT32_MAX:
+            return None
+    if pos < n and h[pos] == 0x10:
+        ts, pos = _varint(h, pos + 1, n, 10)
+        if ts is None or ts > 0xFFFFFFFFFFFFFFFF:
+            return None
+    if pos != n:
+        return None
+    return id_, seq, ts
 
 
 def _ename(code):
