@@ -232,7 +232,7 @@ def test_noise_never_yields_a_record_and_listening_allocates_nothing():
 
 
 class FakeHal:
-    """mic_open / mic_wait / mic_take / mic_close over a byte string; led(phase, level) recorded."""
+    """mic_open / mic_wait_ms / mic_take / mic_close over a byte string; led(phase, level) recorded."""
 
     def __init__(self, data):
         self.data = data
@@ -240,12 +240,14 @@ class FakeHal:
         self.opened = None
         self.closed = False
         self.leds = []
+        self.waits = 0
 
     def mic_open(self, rate, n):
         self.opened = (rate, n)
 
-    async def mic_wait(self):
-        pass
+    def mic_wait_ms(self):
+        self.waits += 1
+        return 1 if self.waits % 4 == 0 else 0             # now and then: not yet due
 
     def mic_take(self, dst, pos, n):
         chunk = self.data[self.pos:self.pos + 2 * n]
@@ -262,6 +264,15 @@ class FakeHal:
             self.leds.append((phase, level))
 
 
+class OldHal(FakeHal):
+    """A HAL with the coroutine interface (await mic_wait())."""
+
+    mic_wait_ms = None
+
+    async def mic_wait(self):
+        self.waits += 1
+
+
 def test_run_drives_the_hal_until_the_record_is_stored():
     try:
         import asyncio
@@ -276,6 +287,9 @@ def test_run_drives_the_hal_until_the_record_is_stored():
     assert hal.leds[0] == (1, 20) and hal.leds[-1] == (0, 100)             # listening dim ... stored
     assert (2, 20) in hal.leds and (2, 92) in hal.leds                       # receiving, brighter with progress
     assert lines[0].startswith("provision: listening mode")
+    old = OldHal(read_audio())
+    rec2 = asyncio.run(L.run(old, fresh()))
+    assert rec2 is not None and rec2.pairing_token == rec.pairing_token and old.waits > 400
     # stop() ends listening mode without a record; a 44.1 kHz microphone is refused with what to do
     hal2 = FakeHal(bytes(64000))
     calls = [0]

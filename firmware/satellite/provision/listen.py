@@ -140,8 +140,8 @@ def store(ks, data, rec):
 
 
 async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None):
-    """Listening mode over a HAL (mic_open/mic_wait/mic_take/mic_close): returns the stored record, or
-    None when stop() turns true. The LED goes through on_led, else hal.led(phase, brightness)."""
+    """Listening mode over a HAL (mic_open, mic_wait_ms or async mic_wait, mic_take, mic_close): returns the
+    stored record, or None when stop() turns true. The LED goes through on_led, else hal.led(phase, level)."""
     if rate != G.RATE:
         raise ListenError("RATE", "sound provisioning needs the microphone at %d Hz (board mic rate %d): "
                           "provision this board by QR code or serial" % (G.RATE, rate))
@@ -153,12 +153,25 @@ async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None)
     if log is not None:
         log("provision: listening mode: play `alabama provision sound` near the microphone")
     try:
+        import asyncio
+    except ImportError:
+        import uasyncio as asyncio
+    sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
+    wait_ms = getattr(hal, "mic_wait_ms", None)     # HAL: ms until the next block (else async mic_wait)
+    try:
         while stop is None or not stop():
-            await hal.mic_wait()
+            if wait_ms is not None:
+                d = wait_ms()
+                if d > 0:
+                    await sleep_ms(d)
+                    continue
+            else:
+                await hal.mic_wait()
             hal.mic_take(buf, 0, block)
             rec = li.feed(buf, block)
             if rec is not None:
                 return rec
+            await sleep_ms(0)
     finally:
         hal.mic_close()
     return None
