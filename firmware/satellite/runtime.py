@@ -334,22 +334,26 @@ class Satellite:
         self.log("capture %d cancelled by us (%s)" % (cid, reason_name(reason)))
 
     async def _capture_loop(self, cid):
+        # Per frame: no coroutine is created (an `await hal.x()` would allocate a generator each time);
+        # the HAL says how long to wait and asyncio.sleep_ms (allocation-free) waits.
         hal = self.hal
         n = self.nframes
         while self.capture_id == cid and not self.closed:
             if self.mic_paused or not self.mic_open:
                 await asyncio.sleep_ms(FRAME_MS)
                 continue
-            await hal.mic_wait()
-            if self.capture_id != cid or self.mic_paused or self.closed:
+            d = hal.mic_wait_ms()
+            if d > 0:
+                await asyncio.sleep_ms(d)
                 continue
             if self.rt.pending_bytes():
                 hal.mic_skip()            # the socket is backed up: this LOSSY_OK frame is not sent
-                continue
-            self.send_chunk(cid, n)
+            else:
+                self.send_chunk(cid, n)
             if not self.capture_ambient and ticks_diff(ticks_ms(), self.capture_t0) > MAX_CAPTURE_MS:
                 self.log("capture %d ran %d ms: ending it" % (cid, MAX_CAPTURE_MS))
                 self.end_capture(pb.StreamReason.TIMEOUT)
+            await asyncio.sleep_ms(0)
 
     def send_chunk(self, cid, n):
         """One capture frame: header into the frame buffer, mic samples straight into its tail."""
@@ -430,8 +434,6 @@ class Satellite:
     async def _play_loop(self, rid):
         hal = self.hal
         ring = self.ring
-        buf = self.play_buf
-        step = 2 * self.pframes
         started = False
         while self.render_id == rid and not self.closed:
             if not started:
@@ -440,15 +442,28 @@ class Satellite:
                 else:
                     await asyncio.sleep_ms(FRAME_MS // 2)
                     continue
-            n = ring.read(buf, 0, step)
-            if n:
-                self.frames_played += await hal.spk_write(buf, 0, n >> 1)   # frames that reached the speaker
+            d = hal.spk_wait_ms()
+            if d > 0:
+                await asyncio.sleep_ms(d)
+                continue
+            if self.play_step():
+                await asyncio.sleep_ms(0)
                 continue
             if self.render_ended:
-                await hal.spk_drain()
+                d = hal.spk_drain_ms()
+                if d > 0:
+                    await asyncio.sleep_ms(d)
                 self._render_done(rid)
                 return
             await asyncio.sleep_ms(FRAME_MS // 2)      # underrun: wait for the core's next chunk
+
+    def play_step(self):
+        """One playout step: a frame from the jitter ring to the speaker; False when the ring is empty."""
+        n = self.ring.read(self.play_buf, 0, 2 * self.pframes)
+        if not n:
+            return False
+        self.frames_played += self.hal.spk_write(self.play_buf, 0, n >> 1)   # frames that reached the speaker
+        return True
 
     # -- events from the session ----------------------------------------------------------------------
     def on_event(self, ev, buf, start, end):

@@ -128,7 +128,6 @@ class SimHal:
         self._spk_rate = 16000
         self._spk_due = 0
         self._spk_frames = 0
-        self._spk_stopped = False
         self.led_phase = 0
 
     def log(self, line):
@@ -184,11 +183,12 @@ class SimHal:
     def mic_close(self):
         self._mic_on = False
 
-    async def mic_wait(self):
-        """Return when the next mic frame is due (real-time pacing on the runtime clock)."""
+    def mic_wait_ms(self):
+        """Milliseconds until the next mic frame is due (0: take it now). Real-time pacing."""
         d = ticks_diff(self._mic_due, ticks_us())
-        if d > 0:
-            await asyncio.sleep_ms((d + 999) // 1000)
+        return (d + 999) // 1000 if d > 0 else 0
+
+    def _mic_next(self):
         self._mic_due = ticks_add(self._mic_due, self._mic_frame_us)
         if ticks_diff(ticks_us(), self._mic_due) > 200000:   # we fell far behind: resynchronise
             self._mic_due = ticks_us()
@@ -210,10 +210,12 @@ class SimHal:
             i += 1
 
     def mic_take(self, dst, pos, nframes):
+        self._mic_next()
         self._mic_fill()
         audio.mic_to_s16(dst, pos, self._mic_raw, nframes, self._mic_fmt, self.gain)
 
     def mic_skip(self):
+        self._mic_next()
         self._mic_fill()
 
     # -- speaker --------------------------------------------------------------------------------------------
@@ -226,16 +228,17 @@ class SimHal:
         self._spk_frames = 0
         self._spk_due = ticks_us()
 
-    async def spk_write(self, buf, pos, nframes):
-        """Play nframes of s16 mono from buf[pos:] in real time (the WAV gets what was played); return
-        the frames played (0 when spk_stop() came while this frame waited for its slot)."""
-        self._spk_stopped = False
+    def spk_wait_ms(self):
+        """Milliseconds until the speaker takes the next frame (real-time playout)."""
         d = ticks_diff(self._spk_due, ticks_us())
-        if d > 0:
-            await asyncio.sleep_ms((d + 999) // 1000)
-        elif d < -200000:
-            self._spk_due = ticks_us()
-        if self._spk is None or self._spk_stopped:
+        if d < -200000:
+            self._spk_due = ticks_us()              # an underrun: the next frame plays now
+            return 0
+        return (d + 999) // 1000 if d > 1000 else 0
+
+    def spk_write(self, buf, pos, nframes):
+        """Play nframes of s16 mono from buf[pos:] (the WAV gets exactly what was played); return them."""
+        if self._spk is None:
             return 0
         audio.s16_to_spk(self._spk_out, buf, pos, nframes, self._spk_fmt, self.vol)
         self._spk.write(self._spk_out, 2 * nframes)
@@ -243,13 +246,12 @@ class SimHal:
         self._spk_due = ticks_add(self._spk_due, nframes * 1000000 // self._spk_rate)
         return nframes
 
-    async def spk_drain(self):
+    def spk_drain_ms(self):
         d = ticks_diff(self._spk_due, ticks_us())
-        if d > 0:
-            await asyncio.sleep_ms((d + 999) // 1000)
+        return (d + 999) // 1000 if d > 0 else 0
 
     def spk_stop(self):
-        self._spk_stopped = True      # the frame waiting for its slot is not played
+        self._spk_due = ticks_us()    # nothing is queued past the last frame written: silence now
 
     def spk_close(self):
         f = self._spk

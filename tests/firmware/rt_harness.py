@@ -1,0 +1,203 @@
+# Test support: the runtime's Satellite + Link on an in-memory Noise pair (firmware initiator and
+# responder, no socket, no asyncio), for allocation measurements and sans-socket runtime tests.
+# Used by tests/firmware/test_runtime_*.py and tools/bench/bench_audio_alloc.py.
+import os
+
+from satellite import audio
+from satellite import runtime as RT
+from satellite import session as S
+from satellite.noise.transport import NoiseConnection
+from satellite.noise import x25519
+from satellite.wire import alabama_v1 as pb
+from satellite.wire import pb as codec
+from satellite.wire import frame as F
+
+BOARD = {"id": "sim", "duplex": "full", "audio": {"mic": {"rates": [16000]}, "speaker": {"rates": [16000]}},
+         "limits": {"max_frame_bytes": 4096, "max_concurrent_streams": 4, "buffer_ms": 300}}
+
+
+class FakeHal:
+    """A HAL with no clock: a mic frame is always ready (a ramp), the speaker always takes a frame."""
+
+    def __init__(self):
+        self.muted = False
+        self.vol = 16384
+        self.gain = 256
+        self.played = 0
+        self.mic_frames = 0
+        self.lines = []
+        self.raw = None
+        self.out = None
+
+    def log(self, line):
+        self.lines.append(line)
+
+    def set_volume(self, q):
+        self.vol = q
+
+    def set_mic_gain(self, q):
+        self.gain = q
+
+    def set_led_brightness(self, b):
+        pass
+
+    def led(self, phase, b):
+        pass
+
+    def gesture(self):
+        return 0
+
+    def mic_open(self, rate, n):
+        self.raw = bytearray(2 * n)
+        i = 0
+        while i < n:
+            self.raw[2 * i] = i & 0xFF
+            i += 1
+
+    def mic_close(self):
+        pass
+
+    def mic_wait_ms(self):
+        return 0
+
+    def mic_take(self, dst, pos, n):
+        audio.mic_to_s16(dst, pos, self.raw, n, 2 | (8 << 8), self.gain)
+        self.mic_frames += 1
+
+    def mic_skip(self):
+        pass
+
+    def spk_open(self, rate, n):
+        self.out = bytearray(2 * n)
+
+    def spk_wait_ms(self):
+        return 0
+
+    def spk_write(self, buf, pos, n):
+        audio.s16_to_spk(self.out, buf, pos, n, 2 | (14 << 8), self.vol)
+        self.played += n
+        return n
+
+    def spk_drain_ms(self):
+        return 0
+
+    def spk_stop(self):
+        pass
+
+    def spk_close(self):
+        pass
+
+
+class MemStore:
+    def __init__(self):
+        self.files = {}
+        self.key = os.urandom(32)
+
+    def read(self, name):
+        return self.files.get(name)
+
+    def write(self, name, data):
+        self.files[name] = bytes(data)
+
+    def device_key(self):
+        return self.key, x25519.public_key(self.key)
+
+    def pinned_core_key(self):
+        return None
+
+
+class Sink:
+    """The socket: counts bytes; optionally hands them to the core-side Noise responder."""
+
+    def __init__(self):
+        self.n = 0
+        self.frames = 0
+        self.core = None
+
+    def write(self, buf, n):
+        self.n += n
+        self.frames += 1
+        if self.core is not None:
+            self.core.receive_into(buf, 0, n)
+
+
+def _no_task(coro):
+    coro.close()            # the loops are driven by hand here (play_step, send_chunk), not by asyncio
+
+
+def make(accept=True, record_output=False):
+    """(rt, sat, core_conn, sink, hal): an established session, handshake done in memory (XX)."""
+    hal = FakeHal()
+    rt = RT.Runtime(BOARD, hal, MemStore(), log=hal.log, options={"duplex": "full"})
+    core_priv = os.urandom(32)
+    got = []
+    core = NoiseConnection(False, core_priv, rng=os.urandom)
+    sat_conn = NoiseConnection(True, rt.ks.key, pattern="XX", rng=os.urandom, tx_capacity=RT.TX_CAPACITY,
+                               rx_buf=rt.noise_rx)
+    out = sat_conn.start()
+    while not sat_conn.handshake_done:
+        core.receive(out)
+        back = core.data_to_send()
+        sat_conn.receive(back)
+        out = sat_conn.data_to_send()
+    if out:
+        core.receive(out)
+    rt.conn = sat_conn
+    sink = Sink()
+    if record_output:
+        sink.core = core
+    sess = S.Session(rt.surface(""))
+    link = RT.Link(sat_conn, rt.max_frame_bytes, None, sink.write, rt.frame_buf)
+    sat = RT.Satellite(rt, sess, link)
+    sat.spawn = _no_task
+    rt.sat = sat
+
+    def on_frame(env, buf, ts, te):
+        ev = sess.receive(env, 0)
+        o = sess.outgoing()
+        while o is not None:
+            link.send(o)
+            o = sess.outgoing()
+        if ev is not None and type(ev) is not S.Accepted:
+            sat.on_event(ev, buf, ts, te)
+        elif ev is not None:
+            link.negotiated(rt.max_frame_bytes, ev.max_frame_bytes)
+    link.on_frame = on_frame
+    link.send(sess.hello())
+    if accept:
+        feed(link, core, pb.Envelope(id=1, hello_response=pb.HelloResponse(accepted=pb.Accepted(
+            max_frame_bytes=4096, max_concurrent_streams=8, wire_version=1))))
+    return rt, sat, core, sink, hal
+
+
+def core_message(core, env, tail=b""):
+    """One Noise transport message from the core carrying one frame (allocates: setup only)."""
+    return core.encrypt(F.encode_frame(codec.encode(env), tail))
+
+
+def feed(link, core, env, tail=b""):
+    m = core_message(core, env, tail)
+    link.feed(m, 0, len(m))
+
+
+def capture_output(sink, core):
+    """From now on, frames the satellite writes are decrypted by the core side; sent() decodes them."""
+    sink.core = core
+
+
+def sent(core):
+    """Envelopes (with tails) the satellite sent since the last call (decoded with the firmware codec)."""
+    data = core.read_plaintext()
+    r = F.FrameReader(65516)
+    out = []
+    pos = 0
+    while True:
+        if pos < len(data):
+            pos += r.feed(data, pos, len(data))
+        k = r.next()
+        if k == F.NEED_MORE:
+            if pos >= len(data):
+                return out
+            continue
+        env = codec.decode(pb.Envelope, r.buf, r.header_start, r.header_end)
+        out.append((env, bytes(r.buf[r.tail_start:r.tail_end])))
