@@ -1,0 +1,91 @@
+"""End to end on the virtual board (real micropython, compiled firmware, real Noise, 127.0.0.1): an
+unprovisioned board listens; `alabama provision sound` (the real ggwave) is what its microphone hears;
+the board stores the record, connects, sends the token, is Paired, pins the core key, and after a
+reset reconnects over IK (spec §7.3 token path, R7.3-b, R7.3-d, R7.3-e).
+
+The runtime does not enter listening mode by itself yet, so the board's main.py here is the boot hook
+the runtime needs (BOOT_HOOK below): listen while no record is stored, then start the satellite as the
+stock main.py does. When runtime.py calls satellite.provision.listen itself, drop BOOT_HOOK."""
+import os
+import shutil
+
+import pytest
+
+from alabama import cli
+from alabama.board import sim
+from alabama.core import registry as reg
+from alabama.provision import record
+
+from vb_support import CoreThread
+
+pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
+    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
+ggwave = pytest.importorskip("ggwave")
+
+BOOT_HOOK = """\
+# main.py of the test board: listening mode while no record is stored, then the satellite.
+import asyncio
+import os
+from satellite import app, keystore
+from satellite.noise import x25519
+from satellite.provision import listen
+
+board = app.load_board()
+hal = app.make_hal(board)
+ks = keystore.KeyStore(app.DATA_DIR, os.urandom, x25519.public_key)
+ks.recover()
+if ks.read(keystore.RECORD) is None:
+    asyncio.run(listen.run(hal, ks, log=hal.log))
+app.main(board, hal)
+"""
+
+
+class ListeningBoard(sim.VirtualBoard):
+    def install(self):
+        super().install()
+        (self.flash / "main.py").write_text(BOOT_HOOK)
+
+
+@pytest.fixture
+def core(tmp_path):
+    c = CoreThread(tmp_path / "core").start()
+    yield c
+    c.close()
+
+
+def test_r7_3_b_r7_3_e_sound_provisioning_token_paired_then_ik(core, tmp_path, capsys):
+    wav = tmp_path / "provision.wav"
+    assert cli.main(["provision", "sound", "--data", str(core.data_dir), "--host", "127.0.0.1",
+                     "--port", str(core.port), "--no-key", "--wav", str(wav), "--rate", "16000"]) == 0
+    out = capsys.readouterr().out
+    sent = bytes.fromhex(next(ln for ln in out.splitlines() if ln.startswith("record ")).split()[1])
+    token = record.decode(sent).pairing_token
+    flash = tmp_path / "flash"
+    vb = ListeningBoard(flash, mic=wav, speaker=tmp_path / "speaker.wav",
+                        env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
+    vb.start()
+    try:
+        vb.wait_log(r"provision: listening mode", 30)
+        vb.wait_log(r"provision: transmission heard", 20)
+        vb.wait_log(r"provision: record stored: core 127\.0\.0\.1:%d, no core key \(XX\), pairing token"
+                    % core.port, 30)
+        assert (flash / "data" / "provision.bin").exists()
+        vb.wait_log(r"connecting to 127\.0\.0\.1:%d with Noise XX" % core.port, 20)
+        vb.wait_log(r"accepted", 20)
+        vb.wait_log(r"paired: core key", 20)                         # token path: Paired on the session
+        assert (flash / "data" / "core.pub").read_bytes() == core.key    # R7.3-e: pinned on Paired
+        rec = record.decode((flash / "data" / "provision.bin").read_bytes())
+        assert rec.core_host == "127.0.0.1" and rec.core_port == core.port and rec.pairing_token == ""
+        m = vb.mark()
+        vb.reset()                                                   # reconnect: IK with the pinned key
+        vb.wait_log(r"connecting to .* with Noise IK", 30, m)
+        vb.wait_log(r"accepted", 20, m)
+        assert not any("provision:" in ln for ln in vb.lines()[m:])  # a stored record: no listening
+        assert not any("paired" in ln for ln in vb.lines()[m:])
+    finally:
+        vb.stop()
+    dev = reg.Registry(core.data_dir).lookup(reg.fingerprint(sim.device_public_key(flash)))
+    assert dev is not None and dev.trust == reg.PAIRED
+    assert not reg.Registry(core.data_dir).consume_token(token, "someone-else")   # the token was used
+    assert [r.as_dict()["noise_pattern"] for r in core.reports()] == ["XX", "IK"]
+    assert core.violations() == []
