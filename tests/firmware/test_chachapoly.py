@@ -168,6 +168,29 @@ def test_viper_unaligned_and_in_place_buffers():
             assert bytes(buf) == want
 
 
+def test_viper_mixed_alignment_of_src_dst_and_ad():
+    # The fast path picks 32-bit, 16-bit or byte access per buffer; every pairing must agree with pure.
+    rng = Rng(4321)
+    key = rng.bytes(32, True)
+    data = rng.bytes(200, True)
+    ad0 = rng.bytes(37, True)
+    for impl in chachapoly.IMPLS:
+        cp = ChaChaPoly(impl)
+        cp.set_key(key)
+        for sa in (0, 1, 2, 3):
+            for da in (0, 2, 3):
+                for n in (64, 131, 200):
+                    ad = memoryview(bytearray(sa) + ad0)[sa:]
+                    want = chachapoly.aead_encrypt(key, noise_nonce(5), ad0, data[:n], "pure")
+                    src = memoryview(bytearray(sa) + data[:n])[sa:]
+                    dst = memoryview(bytearray(da + n + 16))[da:]
+                    assert cp.encrypt_into(5, ad, src, n, dst) == n + 16
+                    assert bytes(dst) == want, (impl, sa, da, n)
+                    back = memoryview(bytearray(sa + n))[sa:]
+                    assert cp.decrypt_into(5, ad, dst, n + 16, back) == n
+                    assert bytes(back) == data[:n], (impl, sa, da, n)
+
+
 def test_chacha20_counter_is_32_bits_and_never_wraps():
     key, nonce = Rng(3).bytes(32, True), Rng(4).bytes(12, True)
     for impl in chachapoly.IMPLS:

@@ -14,15 +14,20 @@ FRAME_OPEN = 960  # one 20 ms frame received (core -> satellite)
 AD = b"\x5a" * 32
 
 
-def _mp_setup(impl, size):
+def _mp_setup(impl, size, shift=0):
+    """A keyed cipher, plaintext, sealed message and output buffer; shift > 0 places plaintext and
+    message at that byte offset (the transport seals tx_buf in place at offset 2)."""
     from satellite.noise.chachapoly import ChaChaPoly
     cp = ChaChaPoly(impl)
     cp.set_key(bytes(range(32)))
-    src = bytearray(size)
+    src = bytearray(size + shift)
     for i in range(size):
-        src[i] = (i * 7 + 3) & 0xFF
-    msg = bytearray(size + 16)
+        src[shift + i] = (i * 7 + 3) & 0xFF
+    msg = bytearray(size + 16 + shift)
     out = bytearray(size)
+    if shift:
+        src = memoryview(src)[shift:]
+        msg = memoryview(msg)[shift:]
     cp.encrypt_into(1, AD, src, size, msg)
     return cp, src, msg, out
 
@@ -39,8 +44,16 @@ def mp_main(argv):
         impl = argv[argv.index("--impl") + 1] if "--impl" in argv else chachapoly.IMPLS[0]
         seal_len = int(argv[argv.index("--seal") + 1]) if "--seal" in argv else FRAME_SEAL
         open_len = int(argv[argv.index("--open") + 1]) if "--open" in argv else FRAME_OPEN
-        cps, src, msg, _ = _mp_setup(impl, seal_len)
+        shift = int(argv[argv.index("--shift") + 1]) if "--shift" in argv else 0
+        cps, src, msg, _ = _mp_setup(impl, seal_len, shift)
         cpo, _, omsg, oout = _mp_setup(impl, open_len)
+        if "--stub" in argv:  # the bytecode glue alone: the native call does nothing
+            import micropython
+
+            @micropython.viper
+            def stub(T: uint, Q: uint, ctx, ad, adl: int, src, dst, n: int, mode: int) -> int:
+                return 0
+            cps._fast = cpo._fast = stub
         for i in range(k):
             cps.encrypt_into(1, AD, src, seal_len, msg)
             cpo.decrypt_into(1, AD, omsg, open_len + 16, oout)

@@ -1,6 +1,7 @@
 # ChaCha20-Poly1305 AEAD (RFC 8439) for the Noise transport; owns its scratch buffers, does no I/O.
-# Picks the viper fast path (_chacha_viper/_poly1305_viper) when the interpreter has one, else the
-# pure twins. It must not allocate in encrypt_into/decrypt_into (viper path, n < 2**30).
+# Picks the viper fast path (_chacha_viper: the whole message in ONE native call) when the interpreter
+# has one, else the pure twins (_chacha_pure/_poly1305_pure). It must not allocate in
+# encrypt_into/decrypt_into (viper path, n < 2**30).
 import array
 
 try:
@@ -11,10 +12,10 @@ except ImportError:
 from satellite.noise import _chacha_pure, _poly1305_pure
 
 try:
-    from satellite.noise import _chacha_viper, _poly1305_viper
+    from satellite.noise import _chacha_viper
     IMPLS = ("viper", "pure")
 except (ImportError, SyntaxError):  # CPython, or a MicroPython built without the native emitter
-    _chacha_viper = _poly1305_viper = None
+    _chacha_viper = None
     IMPLS = ("pure",)
 
 _KEY_LEN = const(32)
@@ -28,6 +29,13 @@ _MAX_AD = const(65535)
 # Largest Noise nonce that keeps the fast path allocation-free on a 31-bit-small-int board.
 _SMALL_N = const(0x3FFFFFFF)
 _SIGMA = b"expand 32-byte k"
+# _chacha_viper.run modes and context size (the same constants as in that module).
+_XOR = const(0)
+_SEAL = const(1)
+_OPEN = const(2)
+_POLY = const(3)
+_NONCE_IN_Q = const(4)
+_CTX_WORDS = const(48)
 
 
 class AuthError(ValueError):
@@ -46,12 +54,13 @@ class BadKeyError(ValueError):
 
 
 def _modules(impl):
+    """(impl, viper run function or None, pure ChaCha module, pure Poly1305 module)."""
     if impl is None:
         impl = IMPLS[0]
     if impl == "viper" and _chacha_viper is not None:
-        return impl, _chacha_viper, _poly1305_viper
+        return impl, _chacha_viper.run, None, None
     if impl == "pure":
-        return impl, _chacha_pure, _poly1305_pure
+        return impl, None, _chacha_pure, _poly1305_pure
     raise LimitError("unknown or unavailable ChaChaPoly impl %r (available: %r)" % (impl, IMPLS))
 
 
@@ -66,11 +75,14 @@ class ChaChaPoly:
     """One AEAD key with every scratch buffer preallocated; Noise nonces (64-bit counters)."""
 
     def __init__(self, impl=None):
-        self.impl, self._c, self._p = _modules(impl)
-        self._st = array.array("I", [0] * 16)  # ChaCha state words
-        self._ks = bytearray(64)  # keystream block / Poly1305 one-time key
-        self._acc = self._p.new_acc()  # Poly1305 accumulators
-        self._tag = bytearray(_TAG_LEN)  # computed tag on decrypt
+        self.impl, self._v, self._c, self._p = _modules(impl)
+        # ChaCha state words (viper: the whole context of _chacha_viper.run)
+        self._st = array.array("I", [0] * (_CTX_WORDS if self._v else 16))
+        self._fast = None  # the viper run function once keyed (one test on the hot path)
+        if self._c is not None:
+            self._ks = bytearray(64)  # keystream block / Poly1305 one-time key
+            self._acc = self._p.new_acc()  # Poly1305 accumulators
+            self._tag = bytearray(_TAG_LEN)  # computed tag on decrypt
         self._nonce = bytearray(_NONCE_LEN)  # raw 12-byte nonce (vector API)
         self._keyed = False
         _load_words(self._st, 0, _SIGMA, 4)
@@ -80,6 +92,7 @@ class ChaChaPoly:
             raise BadKeyError("ChaChaPoly key must be %d bytes, got %d" % (_KEY_LEN, len(key)))
         _load_words(self._st, 4, key, 8)
         self._keyed = True
+        self._fast = self._v
 
     def _set_n(self, n):
         """Nonce words for Noise counter n: 32 zero bits then n as 64-bit little-endian."""
@@ -101,7 +114,6 @@ class ChaChaPoly:
         _load_words(self._st, 13, self._nonce, 3)
 
     def _seal(self, ad, src, src_len, dst):
-        # The hot path: every check is one comparison, then six calls into the cipher modules.
         if not self._keyed:
             raise BadKeyError("ChaChaPoly used before set_key")
         if src_len < 0 or src_len > _MAX_PLAINTEXT or src_len > len(src):
@@ -112,6 +124,9 @@ class ChaChaPoly:
         if adl > _MAX_AD:
             raise LimitError("associated data of %d bytes exceeds %d" % (adl, _MAX_AD))
         st = self._st
+        if self._v is not None:
+            self._v(0, 0, st, ad, adl, src, dst, src_len, _SEAL)
+            return src_len + _TAG_LEN
         c = self._c
         p = self._p
         ks = self._ks
@@ -140,6 +155,10 @@ class ChaChaPoly:
         if adl > _MAX_AD:
             raise LimitError("associated data of %d bytes exceeds %d" % (adl, _MAX_AD))
         st = self._st
+        if self._v is not None:
+            if self._v(0, 0, st, ad, adl, src, dst, ct_len, _OPEN):
+                raise AuthError("ChaChaPoly tag mismatch: message forged or corrupted, or wrong key/nonce")
+            return ct_len
         c = self._c
         p = self._p
         ks = self._ks
@@ -163,25 +182,31 @@ class ChaChaPoly:
     def encrypt_into(self, n, ad, src, src_len, dst):
         """Seal src[0:src_len] under Noise nonce n: ciphertext to dst[0:src_len], tag to
         dst[src_len:src_len+16]; dst may be src. Returns src_len + 16."""
-        if 0 <= n <= _SMALL_N:
-            st = self._st
-            st[13] = 0
-            st[14] = n
-            st[15] = 0
-        else:
-            self._set_n(n)
-        return self._seal(ad, src, src_len, dst)
+        run = self._fast
+        # The hot path: one test for the impl/key, the length checks, then ONE native call for the
+        # whole message (it also writes the nonce words); anything unusual takes the checked path.
+        if run is not None and 0 <= n <= _SMALL_N and 0 <= src_len <= _MAX_PLAINTEXT \
+                and src_len <= len(src) and src_len + _TAG_LEN <= len(dst):
+            adl = len(ad)
+            if adl <= _MAX_AD:
+                run(0, n, self._st, ad, adl, src, dst, src_len, _SEAL | _NONCE_IN_Q)
+                return src_len + _TAG_LEN
+        self._set_n(n)
+        return self._seal(ad, src, src_len, dst)  # pure path, or raises the precise error
 
     def decrypt_into(self, n, ad, src, src_len, dst):
         """Open src[0:src_len] (ciphertext || tag) under Noise nonce n into dst[0:src_len-16];
         dst may be src. Returns src_len - 16; raises AuthError (dst untouched) on a bad tag."""
-        if 0 <= n <= _SMALL_N:
-            st = self._st
-            st[13] = 0
-            st[14] = n
-            st[15] = 0
-        else:
-            self._set_n(n)
+        run = self._fast
+        ct_len = src_len - _TAG_LEN
+        if run is not None and 0 <= n <= _SMALL_N and 0 <= ct_len and src_len <= _MAX_MESSAGE \
+                and src_len <= len(src) and ct_len <= len(dst):
+            adl = len(ad)
+            if adl <= _MAX_AD:
+                if run(0, n, self._st, ad, adl, src, dst, ct_len, _OPEN | _NONCE_IN_Q):
+                    raise AuthError("ChaChaPoly tag mismatch: message forged or corrupted, or wrong key/nonce")
+                return ct_len
+        self._set_n(n)
         return self._open(ad, src, src_len, dst)
 
 
@@ -205,6 +230,10 @@ def chacha20_block(key, counter, nonce12, impl=None):
     cp = _keyed(key, impl)
     cp._set_nonce12(nonce12)
     cp._st[12] = counter
+    if cp._v is not None:
+        out = bytearray(64)
+        cp._v(0, 0, cp._st, b"", 0, out, out, 64, _XOR)  # keystream = 0 ^ keystream
+        return bytes(out)
     cp._c.block(cp._st, cp._ks)
     return bytes(cp._ks)
 
@@ -218,7 +247,10 @@ def chacha20_xor(key, counter, nonce12, data, impl=None):
     cp._set_nonce12(nonce12)
     cp._st[12] = counter
     out = bytearray(n)
-    cp._c.xor(cp._st, cp._ks, data, out, n)
+    if cp._v is not None:
+        cp._v(0, 0, cp._st, b"", 0, data, out, n, _XOR)
+    else:
+        cp._c.xor(cp._st, cp._ks, data, out, n)
     return bytes(out)
 
 
@@ -226,7 +258,13 @@ def poly1305(key32, msg, impl=None):
     """The 16-byte Poly1305 tag of msg under one-time key r||s (RFC 8439 §2.5)."""
     if len(key32) != 32:
         raise LimitError("Poly1305 key must be 32 bytes, got %d" % len(key32))
-    _, _, p = _modules(impl)
+    _, v, _, p = _modules(impl)
+    if v is not None:
+        ctx = array.array("I", [0] * _CTX_WORDS)
+        _load_words(ctx, 16, key32, 8)
+        tag = bytearray(16)
+        v(0, 0, ctx, b"", 0, msg, tag, len(msg), _POLY)
+        return bytes(tag)
     acc = p.new_acc()
     key = bytearray(key32)
     p.init(acc, key)
