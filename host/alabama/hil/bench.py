@@ -21,6 +21,8 @@ from .timeline import CORE_TO_SAT, NOTE, SAT_TO_CORE, Timeline
 ADMIT_TIMEOUT_S = 30.0
 #: Rows of the timeline quoted in a failed expectation.
 QUOTE_ROWS = 12
+#: Frames left out of a failure's quote (liveness chatter and audio would push the story off screen).
+QUIET_OPS = ("stream_chunk", "ping", "ping_response")
 
 
 class ScenarioFailed(AssertionError):
@@ -148,7 +150,7 @@ class Bench:
             self.fail("unexpected %s at t=%.3f s: %s" % (what or _what(dir_, op, id_), ev.t, ev.summary))
 
     def fail(self, msg):
-        rows = [e for e in self.tl.snapshot() if e.op != "stream_chunk"][-QUOTE_ROWS:]
+        rows = [e for e in self.tl.snapshot() if e.op not in QUIET_OPS][-QUOTE_ROWS:]
         quoted = "\n".join("  %8.3f %-9s %-18s id=%-4s %s" % (e.t, e.dir, e.op, e.id or "-", e.summary) for e in rows)
         log = self.target.log_text().splitlines()[-8:]
         raise ScenarioFailed("%s\nlast frames:\n%s\nboard log tail:\n  %s" % (msg, quoted, "\n  ".join(log)))

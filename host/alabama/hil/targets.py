@@ -112,100 +112,10 @@ def make_target(board, board_type=None, firmware=None, workdir=None, loopback=Fa
 
 
 # ------------------------------------------------------------------------------------------ virtual
-def micropython_cmd():
-    exe = pathlib.Path(sys.executable).parent / "micropython"
-    if exe.exists():
-        return str(exe)
-    found = shutil.which("micropython")
-    if not found:
-        raise BenchError("no `micropython` command: run `make install` (it installs the unix port)")
-    return found
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class _Interpreter:
-    """One run of the firmware under the unix port: ``micropython main.py`` in the flash dir, the simulated
-    HAL's control channel on a loopback port, stdout captured as the serial log (with host timestamps)."""
-
-    def __init__(self, flash, firmware, board_file, ctl_port, env, heap, t0):
-        self.flash, self.firmware = pathlib.Path(flash), pathlib.Path(firmware)
-        self.ctl_port = ctl_port
-        self.lines = []
-        self.t0 = t0
-        shutil.copyfile(board_file, self.flash / "board.json")
-        e = dict(os.environ)
-        e.update(env)
-        e["MICROPYPATH"] = os.pathsep.join([str(self.firmware), ".frozen"])
-        e["ALABAMA_SIM_CTL_PORT"] = str(ctl_port)
-        cmd = [micropython_cmd(), "-X", "heapsize=%s" % heap, str(self.firmware / "main.py")]
-        self.proc = subprocess.Popen(cmd, cwd=str(self.flash), env=e, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        self.reader = threading.Thread(target=self._pump, name="hil-sim-log", daemon=True)
-        self.reader.start()
-        self._sock = None
-        self._lock = threading.Lock()
-
-    def _pump(self):
-        for raw in iter(self.proc.stdout.readline, b""):
-            self.lines.append("%9.3f %s\n" % (time.monotonic() - self.t0, raw.decode("utf-8", "replace").rstrip()))
-        self.lines.append("%9.3f [interpreter exited with %s]\n" % (time.monotonic() - self.t0, self.proc.wait()))
-
-    def command(self, line, timeout=5.0):
-        import socket
-        with self._lock:
-            deadline = time.monotonic() + timeout
-            while self._sock is None:
-                try:
-                    self._sock = socket.create_connection(("127.0.0.1", self.ctl_port), timeout=1)
-                except OSError:
-                    if time.monotonic() > deadline or self.proc.poll() is not None:
-                        raise BenchError("the virtual board's control channel is not answering (%s)" % line)
-                    time.sleep(0.05)
-            self._sock.settimeout(timeout)
-            self._sock.sendall((line + "\n").encode())
-            buf = b""
-            while not buf.endswith(b"\n"):
-                d = self._sock.recv(4096)
-                if not d:
-                    self._sock = None
-                    raise BenchError("the virtual board closed its control channel")
-                buf += d
-        reply = buf.decode().strip()
-        if not reply.startswith("ok"):
-            raise BenchError("virtual board: %s -> %s" % (line, reply))
-        return reply[2:].strip()
-
-    def stop(self):
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            self._sock = None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.reader.join(5)
-
-    def log_text(self):
-        return "".join(self.lines)
-
-
 class SimTarget(Target):
-    """The virtual board: the unmodified firmware (or a mutant copy) under the real ``micropython`` unix port,
-    one fresh flash directory per scenario, driven through the simulated HAL's control channel."""
+    """The virtual board (``alabama.board.sim.VirtualBoard``): the firmware (or a mutant copy) compiled and
+    run under the real ``micropython`` unix port, one fresh flash directory per scenario, driven through the
+    simulated HAL's control channel; its serial log lines are stamped with the scenario's timeline clock."""
 
     virtual = True
     features = frozenset({"button", "mic", "speaker", "heap", "restart"})
@@ -224,17 +134,18 @@ class SimTarget(Target):
         self.mic_path = None
         self.speaker_path = None
         self._logs = []
+        self._lines = []
         self.env = dict(self.SIM_ENV)
         self.t0 = time.monotonic()
 
     def setup(self):
-        from alabama.board import boards
+        from alabama.board import boards, sim
         self.board = boards.load(self.board_type)
         if not self.board.is_virtual:
             raise BenchError("board type %s is not a virtual board: use --board PORT for it" % self.board_type)
         if not (self.firmware / "satellite").is_dir() or not (self.firmware / "main.py").exists():
             raise BenchError("%s holds no firmware (satellite/ and main.py)" % self.firmware)
-        micropython_cmd()
+        sim.find_micropython()
 
     def begin_scenario(self, workdir, t0=None):
         self.stop()
@@ -277,14 +188,18 @@ class SimTarget(Target):
         return record_codec.decode(p.read_bytes()) if p.exists() else None
 
     def start(self):
+        from alabama.board import sim
         if self.proc is not None:
             self.stop()
-        env = dict(self.env)
-        env["ALABAMA_SIM_SPEAKER"] = self.speaker_path
-        if self.mic_path:
-            env["ALABAMA_SIM_MIC"] = self.mic_path
-        self.proc = _Interpreter(self.flash, self.firmware, self.board.path, free_port(), env,
-                                 os.environ.get("ALABAMA_HIL_HEAP") or self.board.data.get("heap") or "256k", self.t0)
+        lines = self._lines = []
+        t0 = self.t0
+
+        def echo(line):
+            lines.append("%9.3f %s\n" % (time.monotonic() - t0, line))
+        self.proc = sim.VirtualBoard(self.flash, board=self.board, firmware=self.firmware, mic=self.mic_path,
+                                     speaker=self.speaker_path, env=self.env, echo=echo, pty=False,
+                                     heap=os.environ.get("ALABAMA_HIL_HEAP") or None)
+        self.proc.start()
 
     def restart(self):
         self.stop()
@@ -294,7 +209,8 @@ class SimTarget(Target):
         p, self.proc = self.proc, None
         if p is not None:
             p.stop()
-            self._logs.append(p.log_text())
+            self._logs.append("".join(self._lines))
+            self._lines = []
 
     def _need(self):
         if self.proc is None:
@@ -321,17 +237,18 @@ class SimTarget(Target):
     def set_mic(self, path):
         self.mic_path = str(path) if path else None
         if self.proc is not None:
-            self.proc.command("mic %s" % (self.mic_path or "silence"))
+            self.proc.set_mic(self.mic_path)
 
     def heap(self):
-        if self.proc is None or self.proc.proc.poll() is not None:
+        if self.proc is None or not self.proc.running:
             return None
-        m = re.search(r"free=(\d+)", self.proc.command("heap"))
-        return int(m.group(1)) if m else None
+        try:
+            return self.proc.heap()
+        except Exception:  # noqa: BLE001 — a board that stopped answering has no heap to report
+            return None
 
     def log_text(self):
-        cur = self.proc.log_text() if self.proc is not None else ""
-        return "".join(self._logs) + cur
+        return "".join(self._logs) + "".join(self._lines)
 
     def silence_after(self, t_cancel, done_row):
         """From the StreamCancel to the board's log line saying the render stopped (it silences the speaker
