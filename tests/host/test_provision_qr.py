@@ -239,3 +239,9 @@ def test_too_long_record_for_qr_names_the_field_without_suggesting_qr(capsys):
     assert rc == 1 and len(err) == 1
     assert err[0] == ("alabama: error: the provisioning record is 182 bytes, over the 140 bytes a board reads on "
                       "any carrier: shorten wifi_passphrase (60 bytes)")
+
+
+def test_provision_without_a_carrier_prints_help(capsys):
+    assert cli.main(["provision"]) == 2
+    out = capsys.readouterr().out
+    assert "usage: alabama provision" in out and "qr" in out and "sound" in out and "serial" in out
