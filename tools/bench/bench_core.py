@@ -329,7 +329,7 @@ def main():
     print("largest N with p99 <= %.0f ms (simulator at pace, nothing dropped): %s (goal >= 200)" % (args.budget_ms, best))
     print("CPU%%/strm = core process CPU / N / duration (%% of one core per stream); core %% and sim %% are %% of one core;"
           " load avg now %.2f" % os.getloadavg()[0])
-    print("core wait%% = time the core was runnable but waiting for a CPU (/proc schedstat), %% of the run: "
+    print("core wait% = time the core was runnable but waiting for a CPU (/proc schedstat), % of the run: "
           "other processes on this machine, not the core's own work")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -176,10 +176,8 @@ class Connection:
     def _on_bytes(self, raw):
         if self._read_done.done():
             return
-        conn = self.stream.conn
         try:
-            conn.receive(raw)
-            data = conn.read_plaintext()
+            data = noise_aio.receive_plaintext(self.stream.conn, raw)
         except NoiseError as e:
             self._noise_failed(e)
             return

@@ -1051,47 +1051,59 @@ class CoreSession:
         self.report.pattern = pattern
 
 
-def _varint(b, pos, n, max_bytes):
-    """(value, next) of a varint of at most max_bytes in b[pos:n], or (None, 0)."""
-    v = 0
-    shift = 0
-    for i in range(max_bytes):
-        if pos >= n:
-            return None, 0
-        c = b[pos]
-        pos += 1
-        v |= (c & 0x7F) << shift
-        if c < 0x80:
-            return v, pos
-        shift += 7
-    return None, 0
-
-
 def _parse_chunk(h):
     """(id, seq, capture_ts) when ``h`` is exactly a canonical ``Envelope{id, stream_chunk{seq,
-    capture_ts}}`` (fields in order, each at most once, nothing else); None for anything else (the
-    caller then decodes it with pb2, so every other shape keeps protobuf's own semantics)."""
+    capture_ts}}`` (fields in that order, each at most once, nothing else, id/seq below 2**32); None
+    for anything else (the caller then decodes it with pb2, so every other shape keeps protobuf's
+    own semantics). Varints are read inline: this runs once per audio frame."""
     n = len(h)
     pos = 0
     id_ = 0
-    if n and h[0] == 0x08:
-        id_, pos = _varint(h, 1, n, 5)
-        if id_ is None or id_ > UINT32_MAX:
+    if n and h[0] == 0x08:                      # id (uint32)
+        pos = 1
+        shift = 0
+        while True:
+            if pos >= n or shift > 28:
+                return None
+            c = h[pos]
+            pos += 1
+            id_ |= (c & 0x7F) << shift
+            if c < 0x80:
+                break
+            shift += 7
+        if id_ > UINT32_MAX:
             return None
-    if pos + 2 > n or h[pos] != 0x42:
-        return None
-    ln = h[pos + 1]
+    if pos + 2 > n or h[pos] != 0x42 or h[pos + 1] >= 0x80 or pos + 2 + h[pos + 1] != n:
+        return None                             # stream_chunk (field 8, one-byte length) ends the header
     pos += 2
-    if ln >= 0x80 or pos + ln != n:
-        return None
     seq = ts = 0
-    if pos < n and h[pos] == 0x08:
-        seq, pos = _varint(h, pos + 1, n, 5)
-        if seq is None or seq > UINT32_MAX:
+    if pos < n and h[pos] == 0x08:              # seq (uint32)
+        pos += 1
+        shift = 0
+        while True:
+            if pos >= n or shift > 28:
+                return None
+            c = h[pos]
+            pos += 1
+            seq |= (c & 0x7F) << shift
+            if c < 0x80:
+                break
+            shift += 7
+        if seq > UINT32_MAX:
             return None
-    if pos < n and h[pos] == 0x10:
-        ts, pos = _varint(h, pos + 1, n, 10)
-        if ts is None or ts > 0xFFFFFFFFFFFFFFFF:
+    if pos < n and h[pos] == 0x10:              # capture_ts (uint64)
+        pos += 1
+        shift = 0
+        while True:
+            if pos >= n or shift > 63:
+                return None
+            c = h[pos]
+            pos += 1
+            ts |= (c & 0x7F) << shift
+            if c < 0x80:
+                break
+            shift += 7
+        if ts > 0xFFFFFFFFFFFFFFFF:
             return None
     if pos != n:
         return None
