@@ -248,7 +248,14 @@ class Satellite:
         return t
 
     # -- session start / end -------------------------------------------------------------------------
-    def started(self):
+    def started(self, peer_max=0):
+        # R6.1-b: never a frame over the core's max_frame_bytes: a capture chunk (header <= 24 bytes)
+        # shrinks below 20 ms of audio when the core advertises a smaller limit than one frame needs.
+        if peer_max:
+            fit = (peer_max - 24) // 2
+            if fit < self.nframes:
+                self.nframes = fit if fit > 0 else 1
+                self.log("core max_frame_bytes %d: capture chunks of %d samples" % (peer_max, self.nframes))
         if self.settings["capture_mode"] == "ambient":
             self.open_ambient()
 
@@ -731,7 +738,7 @@ class Runtime:
             self._log("sat: settings file unreadable (%s): defaults used" % e)
 
     def save_settings(self):
-        self.ks.write(K.SETTINGS, json.dumps(self.settings))
+        self.ks.write(K.SETTINGS, json.dumps(self.settings).encode())
 
     def apply_settings(self):
         st = self.settings
@@ -1007,7 +1014,7 @@ class Runtime:
                 self.connections += 1
                 self.log("accepted: core max_frame_bytes %d max_concurrent_streams %d heap_free=%d" % (
                     ev.max_frame_bytes, ev.max_concurrent_streams, gc.mem_free()))
-                sat.started()
+                sat.started(ev.max_frame_bytes)
             elif t is S.Rejected:
                 self.log("REJECTED by the core (reason %d, %s): it is in closed mode and does not know this "
                          "device; not retrying - re-provision or have the admin register it" % (ev.reason, ev.message))

@@ -125,7 +125,7 @@ def _no_task(coro):
     coro.close()            # the loops are driven by hand here (play_step, send_chunk), not by asyncio
 
 
-def make(accept=True, record_output=False):
+def make(accept=True, record_output=False, core_max=4096):
     """(rt, sat, core_conn, sink, hal): an established session, handshake done in memory (XX)."""
     hal = FakeHal()
     rt = RT.Runtime(BOARD, hal, MemStore(), log=hal.log, options={"duplex": "full"})
@@ -162,11 +162,12 @@ def make(accept=True, record_output=False):
             sat.on_event(ev, buf, ts, te)
         elif ev is not None:
             link.negotiated(rt.max_frame_bytes, ev.max_frame_bytes)
+            sat.started(ev.max_frame_bytes)
     link.on_frame = on_frame
     link.send(sess.hello())
     if accept:
         feed(link, core, pb.Envelope(id=1, hello_response=pb.HelloResponse(accepted=pb.Accepted(
-            max_frame_bytes=4096, max_concurrent_streams=8, wire_version=1))))
+            max_frame_bytes=core_max, max_concurrent_streams=8, wire_version=1))))
     return rt, sat, core, sink, hal
 
 
