@@ -323,3 +323,53 @@ def test_core_restart_mid_exchange_board_comes_back(tmp_path):
         _clean(c)
     finally:
         c.close()
+
+
+class Blackhole:
+    """A TCP relay in front of the core that can silently stop forwarding (a half-open link)."""
+
+    def __init__(self, core):
+        self.core = core
+        self.dead = False
+        self.server = None
+        self.port = None
+
+    async def _pipe(self, r, w):
+        try:
+            while True:
+                d = await r.read(65536)
+                if not d:
+                    break
+                if not self.dead:
+                    w.write(d)
+                    await w.drain()
+        except (ConnectionError, OSError):
+            pass
+
+    async def _client(self, r, w):
+        cr, cw = await asyncio.open_connection("127.0.0.1", self.core.port)
+        await asyncio.gather(self._pipe(r, cw), self._pipe(cr, w))
+
+    async def start(self):
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+
+def test_r10_1_b_half_open_link_detected_within_bound(core, tmp_path):
+    bh = Blackhole(core)
+    core.call(bh.start())
+    flash = tmp_path / "flash"
+    sim.provision(flash, "127.0.0.1", bh.port)
+    vb = sim.VirtualBoard(flash, speaker=tmp_path / "s.wav", env={"ALABAMA_SIM_PING_MS": "500",
+                                                                  "ALABAMA_SIM_BACKOFF_CAP_MS": "1000"})
+    with vb:
+        vb.wait_log(r"accepted", 20)
+        m = vb.mark()
+        bh.dead = True
+        t0 = time.monotonic()
+        vb.wait_log(r"connection lost \(SILENT\)", 10, m)
+        took = time.monotonic() - t0
+        # bound: 3 ping intervals (1.5 s) + 1 s + one 4096-byte frame at ~100 kbit/s (0.34 s)
+        assert 1.4 < took < 3.6, took
+        bh.dead = False
+        vb.wait_log(r"accepted", 10, m)                          # and it comes back by itself
