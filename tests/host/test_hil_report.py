@@ -1,0 +1,166 @@
+"""The HIL bench's pure parts: timeline rows, measurements, and the report (HTML, JUnit, history, browser)."""
+import json
+import math
+import pathlib
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from alabama.core import testsat as T
+from alabama.hil import measures, report
+from alabama.hil.timeline import CORE_TO_SAT, NOTE, SAT_TO_CORE, FrameEvent, Timeline, collapse, describe
+from alabama.v1 import envelope_pb2, operations_pb2 as ops
+from alabama.wire import frame as wire
+
+
+def _rows(spec):
+    return [FrameEvent(t, d, op, i, seq, 4, tail, summary).as_dict() for t, d, op, i, seq, tail, summary in spec]
+
+
+# ------------------------------------------------------------------------------------------ timeline
+def test_describe_names_fields_like_the_spec_listing():
+    op, id_, seq, summary, _ = describe(T.capture_open(1, trigger=ops.WAKEWORD).SerializeToString(), 0)
+    assert (op, id_, seq) == ("capture_open", 1, None)
+    assert "AUDIO" in summary and "WAKEWORD" in summary and "LIVE" in summary   # LIVE is proto3's zero
+    e = envelope_pb2.Envelope(id=2)
+    e.pipeline_state.SetInParent()
+    assert describe(e.SerializeToString(), 0)[3] == "IDLE"
+    op, id_, seq, summary, _ = describe(T.env(1, "stream_chunk", seq=7).SerializeToString(), 640)
+    assert (op, id_, seq, summary) == ("stream_chunk", 1, 7, "seq 7 +640 B")
+
+
+def test_describe_flags_unknown_arms_and_fields():
+    hdr = wire.varint(1 << 3) + wire.varint(4) + wire.varint(117 << 3 | 2) + b"\x02hi"
+    op, id_, _, summary, _ = describe(hdr, 0)
+    assert (op, id_) == ("unknown_arm", 4) and "117" in summary
+    ping = T.env(6, "ping", t1=5).SerializeToString() + wire.varint(2000 << 3) + b"\x01"
+    op, _, _, summary, _ = describe(ping, 0)
+    assert op == "ping" and summary.endswith("(+unknown fields)")
+    assert describe(b"\xff\xff", 0)[0] == "undecodable"
+
+
+def test_timeline_wait_and_recorder_reframe_any_split():
+    from alabama.hil.timeline import StreamRecorder
+    tl = Timeline()
+    rec = StreamRecorder(tl, SAT_TO_CORE, "s1")
+    data = b"".join(T.frame(T.env(1, "stream_chunk", seq=i), b"\x00" * 100) for i in range(5))
+    for k in range(0, len(data), 7):      # 7-byte pieces: frames split everywhere
+        rec.feed(data[k:k + 7])
+    assert [e.seq for e in tl.find(SAT_TO_CORE, "stream_chunk")] == [0, 1, 2, 3, 4]
+    assert tl.wait(SAT_TO_CORE, "stream_chunk", pred=lambda e: e.seq == 4, timeout=0.1).tail == 100
+    assert tl.wait(CORE_TO_SAT, "ping", timeout=0.05) is None
+
+
+def test_collapse_keeps_first_last_and_counts_the_middle():
+    rows = _rows([(0.0, SAT_TO_CORE, "capture_open", 1, None, 0, "")]
+                 + [(0.02 * i, SAT_TO_CORE, "stream_chunk", 1, i, 640, "") for i in range(50)]
+                 + [(1.0, CORE_TO_SAT, "stream_end", 1, None, 0, "END_DETECTED")])
+    out = collapse(rows)
+    assert [r["op"] for r in out] == ["capture_open", "stream_chunk", "stream_chunk", "...", "stream_chunk",
+                                      "stream_end"]
+    assert "47 more chunks, seq 2-48, 30080 B" in out[3]["summary"]
+
+
+# ------------------------------------------------------------------------------------------ measures
+def test_measures_on_a_synthetic_exchange():
+    rows = _rows([
+        (0.10, NOTE, "note", 0, None, 0, "board connects (TCP #1)"),
+        (0.16, CORE_TO_SAT, "hello_response", 1, None, 0, "accepted {...}"),
+        (1.00, SAT_TO_CORE, "capture_open", 3, None, 0, ""),
+        (1.02, SAT_TO_CORE, "stream_chunk", 3, 0, 640, ""),
+        (1.04, SAT_TO_CORE, "stream_chunk", 3, 1, 640, ""),
+        (1.06, SAT_TO_CORE, "stream_chunk", 3, 3, 640, ""),     # seq 2 missing
+        (1.08, SAT_TO_CORE, "stream_chunk", 3, 4, 640, ""),
+        (1.10, SAT_TO_CORE, "stream_chunk", 3, 5, 640, ""),
+        (1.50, SAT_TO_CORE, "stream_chunk", 3, 6, 640, ""),     # 400 ms after the previous: late
+        (1.60, CORE_TO_SAT, "stream_end", 3, None, 0, "END_DETECTED"),
+        (1.85, CORE_TO_SAT, "media_render_open", 2, None, 0, ""),
+        (1.86, CORE_TO_SAT, "stream_chunk", 2, 0, 640, ""),
+        (2.00, CORE_TO_SAT, "stream_cancel", 2, None, 0, "BARGE_IN"),
+        (2.03, SAT_TO_CORE, "playback_done", 2, None, 0, "frames 320"),
+        (2.10, CORE_TO_SAT, "response", 3, None, 0, ""),
+    ])
+    assert measures.handshakes(rows) == pytest.approx([0.06])
+    assert measures.reply_latency(rows, 3) == pytest.approx(0.26)
+    assert measures.reply_latency(rows, 3, board_play_t=1.95) == pytest.approx(0.35)
+    assert measures.cancel_to_done(rows, 2) == pytest.approx(0.03)
+    assert measures.capture_stats(rows) == (1, 1)
+    assert measures.exchanges(rows) == [(3, pytest.approx(1.1))]
+
+
+# ------------------------------------------------------------------------------------------ report
+def _wav(path, seconds=1.0, rate=16000):
+    from alabama.hil import steps
+    t = np.arange(int(rate * seconds)) / rate
+    return steps.write_wav(path, 12000 * np.sin(2 * math.pi * 220 * t))
+
+
+def test_wave_svg_draws_the_envelope():
+    x, rate = report.read_wav(_wav(pathlib.Path(__import__("tempfile").mkdtemp()) / "a.wav", 0.5))
+    assert len(x) == 8000 and rate == 16000 and abs(x.max() - 12000 / 32768) < 1e-3
+    svg = report.wave_svg(x, rate)
+    assert svg.startswith("<svg") and "<polygon" in svg and "0.50 s, peak 37%" in svg
+    assert "no samples" in report.wave_svg([], 16000)
+
+
+def _run(run_id, tmp, outcome="failed", latency=120.0):
+    rows = _rows([(0.0, NOTE, "note", 0, None, 0, "board connects (TCP #1)"),
+                  (0.05, SAT_TO_CORE, "hello", 1, None, 0, "wire_version 1"),
+                  (0.06, CORE_TO_SAT, "hello_response", 1, None, 0, "accepted {}")]
+                 + [(0.1 + 0.02 * i, SAT_TO_CORE, "stream_chunk", 3, i, 640, "seq %d +640 B" % i) for i in range(30)])
+    viol = {"session": "s1", "noise_pattern": "IK", "admission": "known_paired", "frames_in": 40, "frames_out": 9,
+            "close_reason": "peer closed", "violations": [{"rule": "R6.3-a", "check": "id_parity",
+                                                            "detail": "even id <4>", "frame": 3}]}
+    return {"run_id": run_id, "started": 1764676000.0, "duration": 12.5, "board": "sim", "board_type": "sim",
+            "core_address": "127.0.0.1:1234", "firmware": "abc123", "host": "test",
+            "scenarios": [
+                {"nodeid": "s::test_a", "name": "test_a_voice", "module": "test_s4_examples", "doc": "A voice <exchange>.",
+                 "requirements": ["§4.1"], "outcome": "passed", "duration": 2.0, "message": "",
+                 "timeline": rows, "conformance": [], "measurements": {"reply_latency_ms": [latency, latency + 10]},
+                 "heap": [[0.0, 200000], [1.0, 199000]], "waves": [{"title": "heard", "path": _wav(tmp / "m.wav")}],
+                 "serial_log": "sat: hello\nsat: <accepted>\n", "notes": []},
+                {"nodeid": "s::test_b", "name": "test_b_limits", "module": "test_limits", "doc": "", "requirements": [],
+                 "outcome": outcome, "duration": 1.0, "message": "AssertionError: frame too large",
+                 "timeline": [], "conformance": [viol], "measurements": {"handshake_ms": 40.0}, "heap": [],
+                 "waves": [], "serial_log": "", "notes": []}]}
+
+
+def test_report_html_junit_and_history(tmp_path):
+    p1 = report.write(_run("run-1", tmp_path, latency=120.0), tmp_path / "rep")
+    p2 = report.write(_run("run-2", tmp_path, latency=150.0), tmp_path / "rep")
+    hist = json.loads((tmp_path / "rep" / "history.json").read_text())["runs"]
+    assert [r["run_id"] for r in hist] == ["run-1", "run-2"]
+    assert hist[1]["measurements"]["reply_latency_ms"] == 155.0 and hist[1]["counts"]["failed"] == 1
+    page = p2["html"].read_text()
+    assert p2["latest_html"].read_text() == page and p1["html"].exists()
+    for needle in ("test_a_voice", "test_b_limits", "A voice &lt;exchange&gt;.", "badge failed", "<polygon",
+                   "R6.3-a id_parity", "27 more chunks, seq 2-28", "sat: &lt;accepted&gt;",
+                   "capture end \u2192 first reply sample", "(+30.0)", "Sat \u2192 Core"):
+        assert needle in page, needle
+    assert "<script" not in page and "http" not in page.split("</style>")[0]     # self-contained, no fetches
+    suite = ET.parse(p2["junit"]).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["test_b_limits"].find("failure").get("message") == "AssertionError: frame too large"
+    assert cases["test_a_voice"].find("failure") is None
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["median.reply_latency_ms"] == "155"
+
+
+def test_history_survives_a_corrupt_file(tmp_path):
+    (tmp_path / "history.json").write_text("{not json")
+    report.write(_run("r", tmp_path), tmp_path)
+    assert len(report.load_history(tmp_path)) == 1
+
+
+@pytest.mark.skipif(report.find_chromium() is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_report_renders_in_headless_chromium(tmp_path):
+    paths = report.write(_run("render", tmp_path), tmp_path / "rep")
+    png = paths["html"].with_name("report.png")
+    r = report.screenshot(paths["html"], png, height=1600)
+    assert r.returncode == 0, r.stderr[-500:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    dom = report.dump_dom(paths["html"])
+    assert "test_b_limits" in dom and "<svg" in dom

@@ -1,0 +1,70 @@
+"""`alabama hil --board sim`: the whole scenario suite against the virtual board, its report, and the report
+rendered in headless Chromium (the screenshot is kept next to the report: build/hil-ci/report.png)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from alabama.hil import report
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPORT_DIR = ROOT / "build" / "hil-ci"
+
+pytestmark = pytest.mark.slow
+
+
+def run_hil(*args, timeout=1500):
+    cmd = [sys.executable, "-m", "alabama.cli", "hil", "--board", "sim"] + list(args)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT),
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def suite():
+    before = len(report.load_history(REPORT_DIR))
+    r = run_hil("--report", str(REPORT_DIR), "--long-runs", "6")
+    return r, before
+
+
+def test_whole_suite_passes_on_the_virtual_board(suite):
+    r, _ = suite
+    tail = "\n".join((r.stdout + r.stderr).splitlines()[-60:])
+    assert r.returncode == 0, "alabama hil --board sim failed:\n" + tail
+
+
+def test_report_lists_every_scenario(suite):
+    r, before = suite
+    listed = run_hil("--list")
+    names = {line.split("::")[-1] for line in listed.stdout.splitlines() if "::" in line}
+    assert len(names) >= 20, listed.stdout[-2000:]
+    suite_el = ET.parse(REPORT_DIR / "junit.xml").getroot().find("testsuite")
+    cases = {c.get("name") for c in suite_el.findall("testcase")}
+    assert cases == names
+    page = (REPORT_DIR / "report.html").read_text()
+    for n in names:
+        assert n in page
+    for section in ("Frame timeline", "Core conformance report", "Serial log", "<polygon", "handshake"):
+        assert section in page, section
+    runs = report.load_history(REPORT_DIR)
+    assert len(runs) == before + 1
+    last = runs[-1]["measurements"]
+    for m in ("handshake_ms", "reply_latency_ms", "cancel_silence_ms", "reconnect_ms", "heap_free_bytes",
+              "frames_dropped", "frames_late"):
+        assert m in last, m
+
+
+@pytest.mark.skipif(report.find_chromium() is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_report_screenshot_in_headless_chromium(suite):
+    png = REPORT_DIR / "report.png"
+    if png.exists():
+        png.unlink()
+    r = report.screenshot(REPORT_DIR / "report.html", png, height=3000)
+    assert r.returncode == 0, r.stderr[-800:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    dom = report.dump_dom(REPORT_DIR / "report.html")
+    assert "Alabama HIL run" in dom and dom.count("<details") >= 20
