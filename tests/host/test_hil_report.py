@@ -164,3 +164,15 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     dom = report.dump_dom(paths["html"])
     assert "test_b_limits" in dom and "<svg" in dom
+
+
+def test_band_ratio_tells_a_heard_probe_from_noise():
+    from alabama.hil import steps
+    rng = np.random.default_rng(3)
+    noise = (3000 * rng.standard_normal(16000)).astype("<i2").tobytes()
+    probe = np.frombuffer(steps.tone(1000, 1000.0, amp=6000), dtype="<i2").astype(np.float64)
+    mixed = np.clip(probe + np.frombuffer(noise, dtype="<i2")[: len(probe)] * 0.3, -32768, 32767).astype("<i2")
+    assert steps.band_ratio(noise) < 0.1
+    assert steps.band_ratio(mixed.tobytes()) > 0.5
+    assert steps.band_ratio(steps.tone(1000, 1500.0)) < 0.01
+    assert steps.band_ratio(b"\x00\x00" * 100) == 0.0

@@ -68,3 +68,45 @@ def test_report_screenshot_in_headless_chromium(suite):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     dom = report.dump_dom(REPORT_DIR / "report.html")
     assert "Alabama HIL run" in dom and dom.count("<details") >= 20
+
+
+def _processes_under(path):
+    """pids whose working directory lies under ``path`` (the virtual board runs in its flash dir)."""
+    out = []
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cwd = os.readlink(d / "cwd")
+            except OSError:
+                continue
+            if cwd.startswith(str(path)):
+                out.append(int(d.name))
+    return out
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/cwd").exists(), reason="needs /proc to find leftover processes")
+def test_ctrl_c_tears_everything_down_and_still_reports(tmp_path):
+    import signal
+    import time
+    rep = tmp_path / "rep"
+    cmd = [sys.executable, "-m", "alabama.cli", "hil", "--board", "sim", "-k", "long_run", "--long-runs", "50",
+           "--report", str(rep)]
+    p = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _processes_under(rep):
+            time.sleep(0.2)
+        assert _processes_under(rep), "the virtual board never started"
+        time.sleep(3)                      # mid-scenario: exchanges under way
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 2, out.decode(errors="replace")[-2000:]
+    time.sleep(0.5)
+    assert _processes_under(rep) == [], "processes left running after Ctrl-C"
+    assert (rep / "report.html").exists() and (rep / "junit.xml").exists()
+    run = json.loads(next(rep.glob("*/run.json")).read_text())
+    assert [s["name"] for s in run["scenarios"]] == ["test_long_run_back_to_back"]

@@ -54,6 +54,18 @@ def tone(ms, freq=440.0, amp=8000, rate=RATE):
     return (amp * np.sin(2 * np.pi * freq * np.arange(n) / rate)).astype("<i2").tobytes()
 
 
+def band_ratio(pcm, rate=RATE, f=1000.0):
+    """Share of the energy between 200 Hz and 4 kHz that lies within +-50 Hz of ``f`` (s16le mono)."""
+    x = np.frombuffer(bytes(pcm[: len(pcm) - len(pcm) % 2]), dtype="<i2").astype(np.float64)
+    if len(x) < rate // 4:
+        return 0.0
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x)))) ** 2
+    freqs = np.fft.rfftfreq(len(x), 1.0 / rate)
+    band = spec[(freqs > f - 50) & (freqs < f + 50)].sum()
+    total = spec[(freqs > 200) & (freqs < 4000)].sum()
+    return float(band / total) if total else 0.0
+
+
 # ------------------------------------------------------------------------------------------ brains
 class ToneBrain:
     """Answers every turn with ``ms`` of a tone (a reply of known length, independent of what was heard)."""

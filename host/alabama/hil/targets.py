@@ -7,9 +7,11 @@ under the real ``micropython``); ``SerialTarget`` drives a real board with ``ala
 serial port. It knows nothing of scenarios or of the wire.
 
 Features a scenario can ask for (``@pytest.mark.needs(...)``): ``button`` (press/release/long press
-from the bench), ``mic`` (the bench chooses what the microphone hears), ``speaker`` (the bench reads
-what was played), ``heap`` (free heap readable), ``restart`` (the bench can reboot the firmware),
-``loopback`` (a real board's speaker is acoustically looped into its microphone).
+from the bench: virtual board only), ``mic`` (a microphone to capture with: the virtual board hears
+the WAV the bench picks, a real board hears the room, whose silence the core's endpointer closes after
+5 s), ``speaker`` (renders are played; the virtual board also hands the bench what it played),
+``heap`` (free heap readable: control channel, or the ``heap_free=`` a real board logs), ``restart``,
+``loopback`` (a real board's speaker acoustically looped into its own microphone: docs/hil.md).
 """
 import os
 import pathlib
@@ -289,52 +291,45 @@ class SerialTarget(Target):
         self.name = "%s on %s" % (board_type, port)
         self.workdir = pathlib.Path(workdir) if workdir else None
         self.deploy = deploy
-        self.features = frozenset({"heap", "restart"} | ({"loopback"} if loopback else set()))
+        self.features = frozenset({"heap", "restart", "mic", "speaker"} | ({"loopback"} if loopback else set()))
         self._log = []
         self._reader = None
         self._stop = threading.Event()
         self.wifi = (os.environ.get("ALABAMA_WIFI_SSID", ""), os.environ.get("ALABAMA_WIFI_PASSPHRASE", ""))
 
-    def _alabama(self, *args, timeout=600):
-        cmd = [sys.executable, "-m", "alabama.cli"] + list(args)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise BenchError("`alabama %s` failed: %s" % (" ".join(args), (r.stderr or r.stdout).strip()[-400:]))
-        return r.stdout
-
-    def _mpremote(self, *args, timeout=60):
-        cmd = [sys.executable, "-m", "mpremote", "connect", self.port] + list(args)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise BenchError("mpremote %s failed: %s" % (" ".join(args), (r.stderr or r.stdout).strip()[-400:]))
-        return r.stdout
-
     def setup(self):
         if not self.wifi[0]:
             raise BenchError("a real board needs Wi-Fi credentials: set ALABAMA_WIFI_SSID and ALABAMA_WIFI_PASSPHRASE")
         if self.deploy:
-            self._alabama("deploy", "--board", self.board_type, "--port", self.port)
+            from alabama.board import boards, deploy
+            deploy.deploy(boards.load(self.board_type), port=self.port, reset=False)
 
     def provision(self, rec, fresh_identity=True):
+        """Serial provisioning (alabama.provision.serial): the record (+ Wi-Fi) into /data; with
+        ``fresh_identity`` a new device key too, so the bench knows it before the board connects."""
+        from alabama.board import deploy
         from alabama.noise.state import public_key
-        rec.wifi_ssid, rec.wifi_passphrase = self.wifi
+        from alabama.provision import serial as serial_prov
         self._close_log()
+        rec.wifi_ssid, rec.wifi_passphrase = self.wifi
+        serial_prov.write_record(self.port, record_codec.encode(rec), core_key=rec.core_key)
+        if not fresh_identity:
+            return None
         key = os.urandom(32)
-        data = record_codec.encode(rec)
-        script = ("import os\n"
-                  "try: os.mkdir('/data')\nexcept OSError: pass\n"
-                  "for n in ('core.pub',%s):\n"
-                  "    try: os.remove('/data/'+n)\n    except OSError: pass\n"
-                  "open('/data/provision.bin','wb').write(%r)\n%s"
-                  % ("'device.key'," if fresh_identity else "", data,
-                     ("open('/data/device.key','wb').write(%r)\n" % key) if fresh_identity else ""))
-        self._mpremote("exec", script)
-        return public_key(key) if fresh_identity else None
+        deploy.run_mpremote(self.port, ["exec", "import os\nfor n in ('settings.json',):\n    try: os.remove('data/'+n)\n"
+                                                "    except OSError: pass\nf=open('data/device.key','wb')\n"
+                                                "f.write(%r)\nf.close()\nprint('ok')" % key])
+        return public_key(key)
 
     def start(self):
+        from alabama.board import deploy
         self._close_log()
-        self._mpremote("soft-reset", timeout=30)
+        deploy.soft_reset(self.port, out=lambda *a: None)
         self._open_log()
+
+    def set_mic(self, path):
+        """A real board hears the room (or, with an acoustic loopback, its own speaker): nothing to set."""
+        self.mic_path = None
 
     def restart(self):
         self.start()
