@@ -138,17 +138,33 @@ def hil(request, hil_target):
 
 
 # ---------------------------------------------------------------------------------------- results
+_CURRENT_KEY = pytest.StashKey()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.config.stash[_CURRENT_KEY] = item
+    outcome = yield
+    if outcome.excinfo is None:      # interrupted (Ctrl-C): leave it for sessionfinish to record
+        item.config.stash[_CURRENT_KEY] = None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     phases = item.stash.setdefault(_PHASES_KEY, {})
     phases[rep.when] = rep
-    if rep.when != "teardown" or _RUN_KEY not in item.config.stash:
-        return
+    if rep.when == "teardown" and _RUN_KEY in item.config.stash:
+        _record(item, phases)
+
+
+def _record(item, phases, interrupted=False):
     run = item.config.stash[_RUN_KEY]
-    setup, callr = phases.get("setup"), phases.get("call")
-    if setup is not None and setup.skipped:
+    setup, callr, tear = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    if interrupted:
+        outcome_s = "error"
+    elif setup is not None and setup.skipped:
         outcome_s = "skipped"
     elif setup is not None and setup.failed:
         outcome_s = "error"
@@ -156,13 +172,13 @@ def pytest_runtest_makereport(item, call):
         outcome_s = "failed"
     elif callr is not None and callr.skipped:
         outcome_s = "skipped"
-    elif rep.failed:
+    elif tear is not None and tear.failed:
         outcome_s = "error"
     else:
         outcome_s = "passed"
-    msg = ""
-    for r in (setup, callr, rep):
-        if r is not None and (r.failed or r.skipped):
+    msg = "interrupted (Ctrl-C): the bench was torn down mid-scenario" if interrupted else ""
+    for r in (setup, callr, tear):
+        if not interrupted and r is not None and (r.failed or r.skipped):
             if r.skipped and isinstance(r.longrepr, tuple):
                 msg = str(r.longrepr[2])
             else:
@@ -187,6 +203,10 @@ def pytest_sessionfinish(session, exitstatus):
     if _RUN_KEY not in cfg.stash:
         return
     run = cfg.stash[_RUN_KEY]
+    item = cfg.stash.get(_CURRENT_KEY, None)
+    if item is not None:          # interrupted mid-scenario: its fixtures were torn down, record what ran
+        _record(item, item.stash.get(_PHASES_KEY, {}), interrupted=True)
+        cfg.stash[_CURRENT_KEY] = None
     run["duration"] = round(time.time() - run["started"], 3)
     run["argv"] = list(cfg.invocation_params.args)
     out = cfg.getoption("--report")
