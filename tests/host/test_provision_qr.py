@@ -60,7 +60,7 @@ def test_uri_accepts_what_scanners_hand_back():
     ("alabama://provision?r=a&r=b", "PARAM"),
     ("alabama://provision?r=AQo+aBABA7ShTQ", "BASE64"),
     ("alabama://provision?r=AQoBa", "BASE64"),                          # 5 chars: not a whole byte
-    ("alabama://provision?r=" + "A" * 188, "LENGTH"),
+    ("alabama://provision?r=" + "A" * 385, "LENGTH"),
     ("alabama://provision?r=" + "A" * 600, "LENGTH"),
     ("alabama://provision?r=AQoBaBABA7ShTQ\u00e9", "BASE64"),
 ])
@@ -68,7 +68,7 @@ def test_uri_refusals(text, code):
     with pytest.raises(uri.UriError) as e:
         uri.from_uri(text)
     assert e.value.code == code and "\n" not in str(e.value)
-    assert len(uri.from_uri("alabama://provision?r=" + "A" * 187)) == 140   # the longest accepted
+    assert len(uri.from_uri("alabama://provision?r=" + "A" * 384)) == 288   # the longest accepted
 
 
 def test_uri_with_a_damaged_record_fails_the_crc():
@@ -145,11 +145,16 @@ def test_symbol_parameters_and_matrix_reencode_identically():
     a, b = qr.make(text), qr.make(text)
     assert qr.matrix(a) == qr.matrix(b)
     assert a.mode == "byte" and not a.is_micro and a.error in ("M", "Q", "H")
-    # the largest record still fits an 80-column terminal in compact mode (version <= 17)
+    # a sound-sized record still fits an 80-column terminal in compact mode (version <= 17)
     big = record.encode(_rec(core_host="h" * 50, wifi_ssid="s" * 14))
     assert len(big) == 140
     sym = qr.make(uri.to_uri(big))
     assert sym.version <= 17
+    # and the largest record any board reads still makes a QR code
+    biggest = record.encode(_rec(core_host="h" * 64, pairing_token="t" * 64, token_expires=2 ** 64 - 1,
+                                 wifi_ssid="s" * 32, wifi_passphrase="p" * 64))
+    assert len(biggest) <= record.MAX_RECORD_BYTES
+    assert qr.make(uri.to_uri(biggest)).version <= 40
 
 
 def test_cli_qr_prints_uri_symbol_and_writes_png(tmp_path, capsys):
@@ -216,7 +221,7 @@ def test_expired_token_warns(capsys):
 
 @pytest.mark.parametrize("argv,msg", [
     (["--record", "zz"], "--record is hex"),
-    (["--record", "0102"], "a provisioning record is 5..140 bytes"),
+    (["--record", "0102"], "a provisioning record is 5..288 bytes"),
     (["--record", record.encode(_rec()).hex(), "--ttl", "60"], "--ttl mints a token: use it with --data"),
     (["--record", record.encode(_rec()).hex(), "--port", "70000"], "the core port is 1..65535"),
 ])
@@ -232,13 +237,15 @@ def test_record_source_is_required(capsys):
     assert "one of the arguments --data --record is required" in capsys.readouterr().err
 
 
-def test_too_long_record_for_qr_names_the_field_without_suggesting_qr(capsys):
-    rc = cli.main(["provision", "qr", "--record", record.encode(_rec()).hex(), "--wifi-ssid", "S" * 32,
-                   "--wifi-passphrase", "P" * 60])
+def test_long_wifi_credentials_go_by_qr_but_not_by_sound(capsys, tmp_path):
+    argv = ["--record", record.encode(_rec()).hex(), "--wifi-ssid", "S" * 32, "--wifi-passphrase", "P" * 60]
+    assert cli.main(["provision", "qr", "--no-terminal", "--png", str(tmp_path / "q.png")] + argv) == 0
+    capsys.readouterr()
+    rc = cli.main(["provision", "sound", "--wav", str(tmp_path / "s.wav")] + argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1
-    assert err[0] == ("alabama: error: the provisioning record is 182 bytes, over the 140 bytes a board reads on "
-                      "any carrier: shorten wifi_passphrase (60 bytes)")
+    assert err[0] == ("alabama: error: the provisioning record is 182 bytes, over the 140-byte sound limit: "
+                      "shorten wifi_passphrase (60 bytes), or provision by QR code or serial instead")
 
 
 def test_provision_without_a_carrier_prints_help(capsys):

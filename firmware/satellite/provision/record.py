@@ -13,7 +13,7 @@ from satellite.wire import alabama_v1 as pb
 from satellite.wire import pb as codec
 
 VERSION = const(1)
-MAX_RECORD = const(140)     # ggwave's payload limit; QR and serial carry the same record
+MAX_RECORD = const(288)     # every record within the field bounds fits (QR, serial); sound carries <= 140
 _MIN_RECORD = const(5)      # version + CRC
 
 
@@ -27,7 +27,7 @@ def decode(data):
     """bytes -> ProvisioningRecord, or RecordError (LENGTH, VERSION, CRC, FORMAT, FIELD)."""
     n = len(data)
     if n < _MIN_RECORD or n > MAX_RECORD:
-        raise RecordError("LENGTH", "a provisioning record is 5..140 bytes, got %d" % n)
+        raise RecordError("LENGTH", "a provisioning record is 5..%d bytes, got %d" % (MAX_RECORD, n))
     if data[0] != VERSION:
         raise RecordError("VERSION", "record version %d is not supported (want %d): update the firmware"
                           % (data[0], VERSION))

@@ -128,19 +128,8 @@ def build_record(args, out=print, now=time.time):
 
 
 def _encode(rec, carrier):
-    try:
-        return record.encode(rec)
-    except record.RecordError as e:
-        if e.code != "RECORD_TOO_LONG" or carrier == "sound":
-            raise
-    # QR and serial: the codec's message suggests them; but the board reads at most 140 bytes whatever
-    # the carrier (firmware/satellite/provision/record.py), so say that instead.
-    sizes = {k: len(v.encode() if isinstance(v, str) else v) for k, v in ((k, getattr(rec, k)) for k in record.BOUNDS)}
-    longest = max(sizes, key=lambda k: sizes[k])
-    n = 1 + len(rec.SerializeToString()) + record.CRC_BYTES
-    raise record.RecordError("RECORD_TOO_LONG", "the provisioning record is %d bytes, over the %d bytes a board "
-                             "reads on any carrier: shorten %s (%d bytes)"
-                             % (n, record.MAX_RECORD_BYTES, longest, sizes[longest]))
+    # Sound carries at most 140 bytes (ggwave); QR and serial carry any record within the field bounds.
+    return record.encode(rec, record.SOUND_MAX_BYTES if carrier == "sound" else record.MAX_RECORD_BYTES)
 
 
 def cmd_qr(args):

@@ -10,8 +10,11 @@ from alabama.v1 import provisioning_pb2
 from ..errors import AlabamaError
 
 VERSION = 0x01
-#: The whole record on every carrier: ggwave's payload limit (sound provisioning).
-MAX_RECORD_BYTES = 140
+#: The largest record a board reads (QR, serial): every record within the field bounds below fits
+#: (1 + 66 + 4 + 34 + 66 + 11 + 34 + 66 + 4 = 286 bytes).
+MAX_RECORD_BYTES = 288
+#: What sound provisioning carries: ggwave's variable-length payload limit (kMaxLengthVariable).
+SOUND_MAX_BYTES = 140
 CRC_BYTES = 4
 MIN_RECORD_BYTES = 1 + CRC_BYTES
 #: Field bounds (proto/alabama/v1/alabama.options).
@@ -40,17 +43,18 @@ def check(rec):
         raise RecordError("BAD_PORT", "core_port %d is outside 1..65535" % rec.core_port)
 
 
-def encode(rec):
-    """The record's bytes; refuses more than 140 bytes, naming the longest field to shorten."""
+def encode(rec, limit=MAX_RECORD_BYTES):
+    """The record's bytes. ``limit=SOUND_MAX_BYTES`` for sound: a longer record is refused naming the
+    longest field to shorten and suggesting QR or serial, which carry up to MAX_RECORD_BYTES."""
     check(rec)
     body = bytes([VERSION]) + rec.SerializeToString()
     out = body + zlib.crc32(body).to_bytes(CRC_BYTES, "little")
-    if len(out) > MAX_RECORD_BYTES:
+    if len(out) > limit:
         sizes = _field_sizes(rec)
         longest = max(sizes, key=lambda k: sizes[k])
         raise RecordError("RECORD_TOO_LONG", "the provisioning record is %d bytes, over the %d-byte sound limit: "
                           "shorten %s (%d bytes), or provision by QR code or serial instead"
-                          % (len(out), MAX_RECORD_BYTES, longest, sizes[longest]))
+                          % (len(out), limit, longest, sizes[longest]))
     return out
 
 

@@ -19,7 +19,7 @@ PROTOCOL_ID = 8                  # GGWAVE_PROTOCOL_DT_FASTEST: 3 frames per byte
 SAMPLE_RATE = 48000              # ggwave's own output rate
 MIC_RATE = 16000                 # the rate the firmware receiver listens at
 RATES = (SAMPLE_RATE, MIC_RATE)
-MAX_PAYLOAD = record.MAX_RECORD_BYTES   # ggwave's variable-length limit (kMaxLengthVariable = 140)
+MAX_PAYLOAD = record.SOUND_MAX_BYTES   # ggwave's variable-length limit (kMaxLengthVariable = 140)
 DEFAULT_VOLUME = 50              # ggwave volume 0..100 (50: peak at half of full scale)
 #: Players tried by --play, in order: (command, arguments before the file).
 PLAYERS = (("paplay", ()), ("pw-play", ()), ("aplay", ("-q",)), ("play", ("-q",)), ("afplay", ()))

@@ -95,7 +95,7 @@ def test_record_round_trip_and_layout():
     (lambda d: bytes([2]) + d[1:], "VERSION"),
     (lambda d: d[:5] + bytes([d[5] ^ 1]) + d[6:], "CRC"),
     (lambda d: d[:3], "LENGTH"),
-    (lambda d: d + bytes(200), "LENGTH"),
+    (lambda d: d + bytes(300), "LENGTH"),
 ])
 def test_record_decode_checks_version_crc_length(mutate, code):
     with pytest.raises(record.RecordError) as ei:
@@ -103,10 +103,11 @@ def test_record_decode_checks_version_crc_length(mutate, code):
     assert ei.value.code == code
 
 
-def test_record_encode_refuses_over_140_naming_longest_field():
+def test_record_encode_refuses_over_140_for_sound_naming_longest_field():
     rec = _rec(wifi_ssid="s" * 20, wifi_passphrase="p" * 64)
+    assert len(record.encode(rec)) > record.SOUND_MAX_BYTES   # QR and serial carry it
     with pytest.raises(record.RecordError) as ei:
-        record.encode(rec)
+        record.encode(rec, record.SOUND_MAX_BYTES)
     msg = str(ei.value)
     assert ei.value.code == "RECORD_TOO_LONG" and "wifi_passphrase" in msg and "QR" in msg and "serial" in msg
 
