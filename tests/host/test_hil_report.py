@@ -60,6 +60,11 @@ def test_collapse_keeps_first_last_and_counts_the_middle():
     assert [r["op"] for r in out] == ["capture_open", "stream_chunk", "stream_chunk", "...", "stream_chunk",
                                       "stream_end"]
     assert "47 more chunks, seq 2-48, 30080 B" in out[3]["summary"]
+    pings = _rows([(0.5 * i, SAT_TO_CORE if i % 2 else CORE_TO_SAT, "ping" if i % 4 < 2 else "ping_response",
+                    i + 1, None, 0, "") for i in range(12)] + [(9.0, CORE_TO_SAT, "response", 3, None, 0, "")])
+    out = collapse(pings)
+    assert [r["op"] for r in out][2] == "..." and len(out) == 6 and out[-1]["op"] == "response"
+    assert out[2]["summary"] == "8 Ping/PingResponse frames over 3.5 s"
 
 
 # ------------------------------------------------------------------------------------------ measures

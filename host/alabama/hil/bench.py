@@ -58,6 +58,9 @@ class Bench:
         self.core = CoreHost(str(self.workdir / "core"), self.tl, bind=self.bind, relay_port=self.relay_port, **opts)
         self.core.start()
         self.note("core up: key %s..., relay %s:%d" % (self.core.public_key_hex[:16], *self.core.address))
+        if self.bind != "127.0.0.1":
+            self.log("alabama hil: core for the board at %s:%d (key %s)" % (*self.core.address,
+                                                                          self.core.public_key_hex))
         return self.core
 
     def restart_core(self, down_s=0.0, **changes):

@@ -127,8 +127,6 @@ def hil(request, hil_target):
             _LIVE.remove(bench)
         if bench.core is not None and run["core_address"] is None:
             run["core_address"] = "%s:%d" % bench.core.address
-            if bind != "127.0.0.1":
-                print("\nalabama hil: the board connects to %s:%d" % bench.core.address)
         try:
             rec = bench.artifacts(work / "artifacts")
         except Exception as e:  # noqa: BLE001 — a lost artifact must not hide the scenario's outcome
@@ -210,7 +208,7 @@ def pytest_sessionfinish(session, exitstatus):
     run["duration"] = round(time.time() - run["started"], 3)
     run["argv"] = list(cfg.invocation_params.args)
     out = cfg.getoption("--report")
-    if not out:
+    if not out or cfg.option.collectonly:
         return
     paths = report_mod.write(run, out)
     tr = cfg.pluginmanager.get_plugin("terminalreporter")

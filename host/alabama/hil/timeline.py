@@ -257,13 +257,33 @@ class StreamRecorder:
             self.timeline.note("unparseable %s stream: %s" % (self.dir, e), self.session)
 
 
+LIVENESS_OPS = ("ping", "ping_response")
+
+
 def collapse(rows, keep=2):
     """Rows for display: runs of StreamChunks on one id in one direction shortened to their first
-    ``keep`` chunks, a ``⋯`` row (count, seq range, bytes, duration) and the last chunk."""
+    ``keep`` chunks, a ``⋯`` row (count, seq range, bytes, duration) and the last chunk; long runs of
+    Ping/PingResponse (liveness chatter) shortened the same way."""
     out = []
     i, n = 0, len(rows)
     while i < n:
         r = rows[i]
+        if r["op"] in LIVENESS_OPS:
+            j = i
+            while j < n and rows[j]["op"] in LIVENESS_OPS:
+                j += 1
+            if j - i > 2 * keep:
+                run = rows[i:j]
+                out.extend(run[:keep])
+                out.append({"t": run[keep]["t"], "dir": "note", "op": "...", "title": "\u22ef", "id": 0, "seq": None,
+                            "header": 0, "tail": 0, "session": r.get("session", ""),
+                            "summary": "%d Ping/PingResponse frames over %.1f s" % (j - i - 2 * keep,
+                                                                                  run[-keep - 1]["t"] - run[keep]["t"])})
+                out.extend(run[-keep:])
+            else:
+                out.extend(rows[i:j])
+            i = j
+            continue
         if r["op"] != "stream_chunk":
             out.append(r)
             i += 1
