@@ -18,7 +18,7 @@ help:
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
 	@echo "make repl PORT=         serial REPL"
 	@echo "make logs PORT=         serial output with host timestamps"
-	@echo "make hil                HIL scenario suite against the virtual board"
+	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
 	@echo "make bench              benchmarks under tools/bench"
 
 $(BIN)/alabama: pyproject.toml
@@ -34,6 +34,12 @@ test: install
 
 codegen: install
 	$(ALABAMA) codegen
+
+demo: install
+	$(ALABAMA) demo
+
+hil: install
+	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD),sim) --report build/hil
 
 codegen-check: install
 	$(ALABAMA) codegen --check
