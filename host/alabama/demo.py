@@ -170,6 +170,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             echo("  " + line)
         echo("")
         frames = int(played.group(1))
+        pathlib.Path(out_wav).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(work / "speaker.wav", out_wav)
         echo("reply     : %d frames (%.2f s) played by the board -> %s" % (frames, frames / 16000.0, out_wav))
     finally:
@@ -191,7 +192,7 @@ def register(sub):
                        description="Start the reference core, provision and start a virtual board, push its button, "
                                    "speak into its microphone, and show the exchange frame by frame.")
     p.add_argument("--dir", metavar="DIR", help="work directory (default: a temporary one, removed after)")
-    p.add_argument("--out", metavar="WAV", default="demo-reply.wav", help="where the reply lands (default %(default)s)")
+    p.add_argument("--out", metavar="WAV", default="build/demo-reply.wav", help="where the reply lands (default %(default)s)")
     p.add_argument("--say", metavar="TEXT", default=UTTERANCE, help="what espeak-ng says into the microphone")
     p.add_argument("--board", default="sim", metavar="NAME", help="board file to simulate (default: sim)")
     p.set_defaults(func=cmd_demo)
