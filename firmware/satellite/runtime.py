@@ -82,6 +82,7 @@ END_IK_MISMATCH = const(1)  # the core did not prove the pinned key: never XX; r
 END_CLOSED = const(2)      # REJECTED_CLOSED: no automatic retry, wait for re-provisioning
 END_VERSION = const(3)     # VersionMismatch: no retry loop, wait for a firmware update
 END_STOP = const(4)        # asked to stop (tests, reset)
+END_PROVISION = const(5)   # the user asked for listening mode (button gesture): sound provisioning
 
 SETTINGS_DEFAULT = {"volume": 60, "mic_gain": 0, "led_brightness": 50, "capture_mode": "ptt"}
 
@@ -703,6 +704,7 @@ class Runtime:
         self.state = "starting"
         self.pattern = None
         self.stopped = False
+        self._gesture = None
         self.attempts = 0
         self.connections = 0
         self.core_key_in_use = None
@@ -1086,6 +1088,9 @@ class Runtime:
             while g:
                 if self.sat is not None and sess.state == S.ACTIVE:
                     self.sat.gesture(g)
+                if g == PRESS and self._provision_gesture(now):
+                    self.log("provision: button gesture: leaving the core for listening mode")
+                    return END_PROVISION
                 g = self.hal.gesture()
             await asyncio.sleep_ms(POLL_MS if n is None else 0)
 
@@ -1129,9 +1134,10 @@ class Runtime:
                 gc.collect()
             if end == END_STOP or self.stopped:
                 break
-            if end in (END_CLOSED, END_VERSION):
-                self.state = "halted"
-                self.log("halted: waiting for re-provisioning (no automatic retry)")
+            if end in (END_CLOSED, END_VERSION, END_PROVISION):
+                if end != END_PROVISION:
+                    self.state = "halted"
+                    self.log("halted: waiting for re-provisioning (no automatic retry)")
                 await self._wait_reprovision()
                 self.attempts = 0
                 continue
@@ -1147,10 +1153,35 @@ class Runtime:
         while ticks_diff(ticks_ms(), t0) < ms and not self.stopped:
             await asyncio.sleep_ms(min(50, ms))
 
+    def _provision_gesture(self, now):
+        """Five short presses within 3 s enter listening mode (listen.Gesture, made on the first press so
+        the receiver's tables are imported only on a board that is being provisioned)."""
+        if self._gesture is None:
+            from satellite.provision import listen
+            self._gesture = listen.Gesture()
+        return self._gesture.feed(PRESS, now)
+
     async def _wait_reprovision(self):
+        """Listening mode until a new record is stored: by sound (listen.run), or by serial/QR tools writing
+        the record file, which the stop() check notices. A mic that cannot run at 16 kHz only polls."""
         old = self.ks.read(K.RECORD)
-        while not self.stopped:
-            await asyncio.sleep_ms(500)
-            if self.ks.read(K.RECORD) != old:
-                self.log("new provisioning record: connecting again")
-                return
+        calls = [0]
+
+        def stop():
+            calls[0] += 1
+            if self.stopped:
+                return True
+            return calls[0] % 25 == 0 and self.ks.read(K.RECORD) != old
+
+        from satellite.provision import listen
+        if self.state != "halted":          # a halted board listens too, but stays "halted" (no retry)
+            self.state = "listening"
+        try:
+            rec = await listen.run(self.hal, self.ks, rate=self.mic_rate, log=self.log, stop=stop)
+        except listen.ListenError as e:
+            self.log("provision: %s" % e)
+            rec = None
+            while not self.stopped and self.ks.read(K.RECORD) == old:
+                await asyncio.sleep_ms(500)
+        if rec is not None or self.ks.read(K.RECORD) != old:
+            self.log("new provisioning record: connecting again")

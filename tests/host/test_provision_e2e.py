@@ -3,9 +3,7 @@ unprovisioned board listens; `alabama provision sound` (the real ggwave) is what
 the board stores the record, connects, sends the token, is Paired, pins the core key, and after a
 reset reconnects over IK (spec §7.3 token path, R7.3-b, R7.3-d, R7.3-e).
 
-The runtime does not enter listening mode by itself yet, so the board's main.py here is the boot hook
-the runtime needs (BOOT_HOOK below): listen while no record is stored, then start the satellite as the
-stock main.py does. When runtime.py calls satellite.provision.listen itself, drop BOOT_HOOK."""
+The stock firmware enters listening mode by itself when it holds no record (runtime._wait_reprovision)."""
 import os
 import shutil
 
@@ -22,30 +20,6 @@ pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.p
     os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
 ggwave = pytest.importorskip("ggwave")
 
-BOOT_HOOK = """\
-# main.py of the test board: listening mode while no record is stored, then the satellite.
-import asyncio
-import os
-from satellite import app, keystore
-from satellite.noise import x25519
-from satellite.provision import listen
-
-board = app.load_board()
-hal = app.make_hal(board)
-ks = keystore.KeyStore(app.DATA_DIR, os.urandom, x25519.public_key)
-ks.recover()
-if ks.read(keystore.RECORD) is None:
-    asyncio.run(listen.run(hal, ks, log=hal.log))
-app.main(board, hal)
-"""
-
-
-class ListeningBoard(sim.VirtualBoard):
-    def install(self):
-        super().install()
-        (self.flash / "main.py").write_text(BOOT_HOOK)
-
-
 @pytest.fixture
 def core(tmp_path):
     c = CoreThread(tmp_path / "core").start()
@@ -61,7 +35,7 @@ def test_r7_3_b_r7_3_e_sound_provisioning_token_paired_then_ik(core, tmp_path, c
     sent = bytes.fromhex(next(ln for ln in out.splitlines() if ln.startswith("record ")).split()[1])
     token = record.decode(sent).pairing_token
     flash = tmp_path / "flash"
-    vb = ListeningBoard(flash, mic=wav, speaker=tmp_path / "speaker.wav",
+    vb = sim.VirtualBoard(flash, mic=wav, speaker=tmp_path / "speaker.wav",
                         env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
     vb.start()
     try:
@@ -89,3 +63,26 @@ def test_r7_3_b_r7_3_e_sound_provisioning_token_paired_then_ik(core, tmp_path, c
     assert not reg.Registry(core.data_dir).consume_token(token, "someone-else")   # the token was used
     assert [r.as_dict()["noise_pattern"] for r in core.reports()] == ["XX", "IK"]
     assert core.violations() == []
+
+
+def test_button_gesture_enters_listening_mode_and_a_new_record_reconnects(core, tmp_path):
+    """Five short presses leave the core for listening mode (sound provisioning on demand); a record
+    written by another carrier (serial) while listening is picked up and the board connects again."""
+    flash = tmp_path / "flash"
+    sim.provision(flash, "127.0.0.1", core.port, core_key=core.key)
+    vb = sim.VirtualBoard(flash, speaker=tmp_path / "speaker.wav")
+    vb.start()
+    try:
+        vb.wait_log(r"accepted", 30)
+        m = vb.mark()
+        for _ in range(5):
+            vb.press()
+            vb.release()
+        vb.wait_log(r"provision: button gesture: leaving the core for listening mode", 10, m)
+        vb.wait_log(r"provision: listening mode", 10, m)
+        m = vb.mark()
+        sim.provision(flash, "127.0.0.1", core.port, core_key=core.key, token="again")   # as serial would
+        vb.wait_log(r"new provisioning record: connecting again", 15, m)
+        vb.wait_log(r"accepted", 30, m)
+    finally:
+        vb.stop()

@@ -107,8 +107,8 @@ class GgwaveReceiver:
         self._load = k.load
         self._gblock = k.gblock
         self._csum = k.csum
-        self._coef = array("h", [0] * _NT)
-        self._cw = array("h", [0] * (16 * _NT * 4))
+        self._coef = array("h", bytes(2 * _NT))
+        self._cw = array("h", bytes(2 * (16 * _NT * 4)))
         for t in range(_NT):
             w = 2.0 * math.pi * (24 + t) * 3.0 / 1024.0
             self._coef[t] = int(round(2.0 * math.cos(w) * 2048))
@@ -120,13 +120,13 @@ class GgwaveReceiver:
                 self._cw[j + 1] = _q(math.sin(pa), 8192)
                 self._cw[j + 2] = _q(math.cos(pb), 8192)
                 self._cw[j + 3] = _q(math.sin(pb), 8192)
-        self._cand = array("h", [0] * (_NCAND * 2 * _NT))
+        self._cand = array("h", bytes(2 * (_NCAND * 2 * _NT)))
         for c in range(_NCAND):
             _fill_rot(self._cand, c * 2 * _NT, 1.0 + (c - 6) / 285.0)
-        self._rot = array("h", [0] * (2 * _NT))
-        self._stage = array("h", [0] * _SUB)
-        self._ring = array("h", [0] * (_RING * 2 * _NT))
-        self._out = array("i", [0] * 36)
+        self._rot = array("h", bytes(2 * (2 * _NT)))
+        self._stage = array("h", bytes(2 * _SUB))
+        self._ring = array("h", bytes(2 * (_RING * 2 * _NT)))
+        self._out = array("i", bytes(4 * 36))
         self._data = bytearray(_MAX_SYM)
         self._rs = _rs.RS()
         self.reset()
