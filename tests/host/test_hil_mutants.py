@@ -1,6 +1,8 @@
 """Each scenario can fail: a deliberately broken firmware build (alabama.hil.mutants) makes the scenario
 that guards the broken behaviour FAIL — while the same scenarios pass on the real firmware."""
+import hashlib
 import pathlib
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -53,7 +55,11 @@ def test_guarded_scenarios_pass_on_the_real_firmware(tmp_path):
 @pytest.mark.parametrize("mutant", mutants.MUTANTS, ids=[m.name for m in mutants.MUTANTS])
 def test_mutant_makes_its_scenario_fail(mutant, tmp_path):
     fw = mutants.apply(mutant, default_firmware(), tmp_path / "firmware")
-    r, outcomes = run_hil(fw, mutant.scenario, tmp_path / "rep")
+    try:
+        r, outcomes = run_hil(fw, mutant.scenario, tmp_path / "rep")
+    finally:   # the virtual board caches a compiled tree per firmware path: drop this throwaway one
+        key = hashlib.sha256(str(fw.resolve()).encode()).hexdigest()[:12]
+        shutil.rmtree(ROOT / "build" / "sim" / key, ignore_errors=True)
     assert outcomes, r.stdout[-2000:]
     assert r.returncode == 1, "exit %d\n%s" % (r.returncode, r.stdout[-3000:])
     failed = [n for n, o in outcomes.items() if o == "failed"]
