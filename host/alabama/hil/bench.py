@@ -228,8 +228,29 @@ class Bench:
                     shutil.copyfile(src, dst)
                 waves.append({"title": title, "path": str(dst)})
         waves.extend(self.waves)
+        waves.extend(self._stream_waves(dest))
         return {"serial_log": log, "waves": waves, "heap": self.heap, "timeline": self.tl.rows(),
                 "conformance": self.reports(), "measurements": self.measurements, "notes": self.notes}
+
+
+    def _stream_waves(self, dest, per_dir=3):
+        """WAVs of the audio on the wire, from the recorded chunk tails: each capture as the core received
+        it (what the board's microphone path produced) and each reply as the core sent it."""
+        from .steps import write_wav
+        import numpy as np
+        out = []
+        rows = self.tl.snapshot()
+        for dir_, open_op, what in ((SAT_TO_CORE, "capture_open", "capture %d as the core received it"),
+                                    (CORE_TO_SAT, "media_render_open", "reply %d as the core sent it")):
+            ids = [e.id for e in rows if e.dir == dir_ and e.op == open_op][:per_dir]
+            for i in ids:
+                pcm = b"".join(e.data for e in rows if e.dir == dir_ and e.op == "stream_chunk" and e.id == i and e.data)
+                if len(pcm) < 320:
+                    continue
+                x = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2")
+                path = write_wav(dest / ("%s-%d.wav" % ("capture" if dir_ == SAT_TO_CORE else "reply", i)), x)
+                out.append({"title": what % i, "path": path})
+        return out
 
 
 def _what(dir_, op, id_):

@@ -301,7 +301,7 @@ def scenario_html(sc, idx):
     parts = []
     outcome = sc.get("outcome", "error")
     parts.append('<details id="sc%d"%s><summary>%s %s <span class="req">%.1f s</span></summary>'
-                 % (idx, " open" if outcome in ("failed", "error") else "", _badge(outcome), _e(sc.get("name")),
+                 % (idx, " open" if outcome in ("failed", "error") or idx == 0 else "", _badge(outcome), _e(sc.get("name")),
                     sc.get("duration") or 0.0))
     if sc.get("doc"):
         parts.append('<p class="doc">%s</p>' % _e(sc["doc"]))
