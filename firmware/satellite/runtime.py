@@ -91,6 +91,11 @@ def reason_name(r):
     return _REASONS[r] if 0 <= r < len(_REASONS) else str(r)
 
 
+def candidates(core_host):
+    """The record's core_host may list several candidate addresses, comma-separated (R7.3-g)."""
+    return [h.strip() for h in core_host.split(",") if h.strip()]
+
+
 def hexs(b):
     return "".join("%02x" % x for x in b)
 
@@ -948,21 +953,11 @@ class Runtime:
         self._pend = None
 
     # -- one connection -------------------------------------------------------------------------------------
-    async def connect_once(self):
-        """Connect, handshake, Hello, serve until the connection ends; return an END_* code."""
-        rec = self.load_record()
-        self.record = rec
-        if rec is None:
-            self.log("no provisioning record: provision this board (alabama provision) and reset it")
-            return END_CLOSED
-        core_key = rec.core_key or self.ks.pinned_core_key()
-        pattern = "IK" if core_key else "XX"
-        priv, pub = self.ks.device_key()
-        self.pattern = pattern
-        self.state = "connecting"
-        self.log("connecting to %s:%d with Noise %s (device key %s)" % (rec.core_host, rec.core_port, pattern,
-                                                                        hexs(pub[:8])))
-        self.sock = await self._connect(rec.core_host, rec.core_port)
+    async def _handshake(self, host, port, pattern, core_key, priv):
+        """Connect and run the Noise handshake; the NoiseConnection, or None when the core did not prove
+        the pinned key under IK (the caller tries the next candidate or gives up: never XX)."""
+        self._close_sock()
+        self.sock = await self._connect(host, port)
         self.conn = None
         gc.collect()
         conn = NoiseConnection(True, priv, pattern=pattern, remote_static=core_key, rng=self.rng,
@@ -979,15 +974,49 @@ class Runtime:
                     self._write(out, len(out))
         except NoiseError as e:
             if e.code == "IK_KEY_MISMATCH":
-                self.log("IK FAILED: %s" % e)
-                return END_IK_MISMATCH
+                self.log("IK FAILED at %s: %s" % (host, e))
+                return None
             raise LinkError("HANDSHAKE", "Noise handshake failed (%s): %s" % (e.code, e))
         except LinkError as e:
             if pattern == "IK" and e.code in ("EOF", "READ"):
-                self.log("IK FAILED: the core closed the connection during the IK handshake: its static key is "
-                         "not the pinned one (or it is not an Alabama core); not falling back to XX")
-                return END_IK_MISMATCH
+                self.log("IK FAILED at %s: the core closed the connection during the IK handshake: its static key "
+                         "is not the pinned one (or it is not an Alabama core); not falling back to XX" % host)
+                return None
             raise
+        return conn
+
+    async def connect_once(self):
+        """Connect, handshake, Hello, serve until the connection ends; return an END_* code."""
+        rec = self.load_record()
+        self.record = rec
+        if rec is None:
+            self.log("no provisioning record: provision this board (alabama provision) and reset it")
+            return END_CLOSED
+        core_key = rec.core_key or self.ks.pinned_core_key()
+        pattern = "IK" if core_key else "XX"
+        priv, pub = self.ks.device_key()
+        self.pattern = pattern
+        self.state = "connecting"
+        hosts = candidates(rec.core_host)
+        if pattern == "XX":
+            hosts = hosts[:1]           # trust on first use needs one address: XX never shops around
+        conn = None
+        for host in hosts:
+            # R7.3-g: several candidates (a dev and a production core on one network) -> IK against each in
+            # turn; the first whose key matches the pin wins. A mismatch is never answered with XX.
+            self.log("connecting to %s:%d with Noise %s (device key %s)" % (host, rec.core_port, pattern,
+                                                                            hexs(pub[:8])))
+            try:
+                conn = await self._handshake(host, rec.core_port, pattern, core_key, priv)
+            except (OSError, LinkError) as e:
+                if host is hosts[-1]:
+                    raise
+                self.log("candidate %s unreachable (%s): trying the next" % (host, e))
+                continue
+            if conn is not None:
+                break
+        if conn is None:
+            return END_IK_MISMATCH
         self.core_key_in_use = conn.remote_static
         self.log("handshake done (%s), core key %s" % (pattern, hexs(conn.remote_static[:8])))
         sess = S.Session(self.surface(self.token(rec)))

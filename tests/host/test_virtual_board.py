@@ -106,6 +106,27 @@ def test_r7_3_c_r7_3_f_ik_mismatch_aborts_never_xx(core, tmp_path):
     _clean(core)
 
 
+def test_r7_3_g_ik_tried_against_each_candidate_first_match_wins(tmp_path):
+    """A dev and a production core answer on two addresses; the record lists both, the pin is the second
+    one's key: the board tries IK at the first (mismatch), then connects over IK to the second, never XX."""
+    port = sim.free_port()
+    dev = CoreThread(tmp_path / "dev", host="127.0.0.1", port=port).start()
+    prod = CoreThread(tmp_path / "prod", host="127.0.0.2", port=port).start()
+    try:
+        flash = tmp_path / "flash"
+        sim.provision(flash, "127.0.0.1,127.0.0.2", port, prod.key)
+        with sim.VirtualBoard(flash, speaker=tmp_path / "speaker.wav") as vb:
+            vb.wait_log(r"IK FAILED at 127\.0\.0\.1", 20)
+            vb.wait_log(r"connecting to 127\.0\.0\.2:%d with Noise IK" % port, 10)
+            vb.wait_log(r"accepted", 20)
+            assert not any("Noise XX" in ln for ln in vb.lines())
+        assert [r.as_dict()["noise_pattern"] for r in prod.reports()] == ["IK"]
+        assert prod.violations() == []
+    finally:
+        dev.close()
+        prod.close()
+
+
 def test_r7_3_j_closed_mode_no_retry(tmp_path):
     c = CoreThread(tmp_path / "core", closed=True).start()
     try:
