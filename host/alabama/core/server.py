@@ -32,7 +32,8 @@ from ..noise import aio as noise_aio
 from ..noise.state import NoiseError, public_key
 from . import registry as reg
 from . import session as cs
-from .errors import CoreError, NotConnected, RequestFailed
+from . import images
+from .errors import CoreError, LocalProtocolError, NotConnected, RequestFailed
 from .pipeline import VoicePipeline, make_brain
 
 log = logging.getLogger("alabama.core.server")
@@ -54,6 +55,9 @@ WRITE_HIGH_WATER = 64 * 1024
 #: the kernel cannot queue bulk bytes ahead of a waiting Ping).
 SEND_BUFFER_BYTES = 64 * 1024
 READ_CHUNK = 65536
+#: An image stream keeps at most this many chunk frames queued ahead of the writer (RELIABLE: it waits,
+#: never drops; control frames still overtake them, and the slow-reader count stays meaningful).
+IMAGE_WINDOW_FRAMES = 64
 CONTROL_FILE = "control.json"
 REPORTS_DIR = "reports"
 
@@ -74,6 +78,7 @@ class Connection:
         self.tasks = set()
         self.waiters = {}          # id -> Future of TerminalReceived
         self._wake = asyncio.Event()
+        self._drained = asyncio.Event()     # set by the writer each time its queue runs dry
         self._closing = False
         self.ping_rounds = []
         self.hello_done = asyncio.Event()
@@ -374,10 +379,12 @@ class Connection:
                         break
                     f = s.next_frame()
                     if f is None:
+                        self._drained.set()
                         break
                     self.writer.write(stream.conn.encrypt(f))
                     if self.writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                         await asyncio.wait_for(self.writer.drain(), self.server.write_timeout)
+                        self._drained.set()
                 if s.phase == "CLOSED" or self._closing:
                     # Everything queued before the close (e.g. HelloResponse{rejected}) has been written.
                     self._closing = True
@@ -395,6 +402,12 @@ class Connection:
         finally:
             self._closing = True
             self.writer.close()
+
+    async def wait_bulk_below(self, n):
+        """Until fewer than ``n`` bulk frames wait for the writer (or the connection is closing)."""
+        while self.session.bulk_pending() >= n and not self._closing and self.session.phase == "OPEN":
+            self._drained.clear()
+            await asyncio.wait_for(self._drained.wait(), self.server.write_timeout)
 
     def wait_terminal(self, id_):
         fut = asyncio.get_running_loop().create_future()
@@ -667,6 +680,71 @@ class CoreServer:
         conn.flush()
         return id_
 
+    async def show_image(self, device_id, data, mime, to="", lane=""):
+        """Put an image on the device's IMAGE_DISPLAY, never leaving it blank (spec §10.5, R10.5-a).
+
+        The image is fitted first (``images.fit_image``, in a worker thread): kept as is when it already
+        fits, else scaled to the panel, converted to a MIME type the device accepts and recompressed /
+        downscaled until it fits the larger of the inline Render capacity and the device's
+        ``max_image_bytes``. Then it goes inline in one Render when it fits one frame, else over
+        ImageRenderOpen{mime, total_bytes} with chunks under the device's max_frame_bytes (at most
+        IMAGE_WINDOW_FRAMES queued at a time: control frames interleave) and StreamEnd. Returns an
+        ImageShown. Raises LocalProtocolError (CAPABILITY_MISSING without IMAGE_DISPLAY; ImageError when
+        the image cannot be decoded or converted), RequestFailed when the device answers the stream
+        with an Error, NotConnected when the device leaves."""
+        conn = self._conn(device_id)
+        s = conn.session
+        p = s.surface.image_display_params() if s.surface.declared(surface_pb2.CAPABILITY_IMAGE_DISPLAY) else None
+        inline, stream = s.image_budget(None, to, lane)
+        fitted = await asyncio.to_thread(images.fit_image, bytes(data), mime, max(inline, stream), list(p.accepts),
+                                         p.width, p.height)
+        if self._conn(device_id) is not conn:
+            raise NotConnected("device %s reconnected while its image was prepared: show it again" % device_id)
+        path = s.image_path(len(fitted.data), fitted.mime, to, lane)
+        if path == "stream":
+            id_ = await self._stream_image(conn, fitted, to, lane)
+        else:   # inline; or None (a stream slot was taken meanwhile): push_image says why
+            id_, path = s.push_image(fitted.data, fitted.mime, to, lane)
+            conn.flush()
+        return ImageShown(id_, path, fitted)
+
+    async def _stream_image(self, conn, fitted, to, lane):
+        s = conn.session
+        data = fitted.data
+        id_ = s.open_image_render(fitted.mime, len(data), to, lane)
+        answer = conn.wait_terminal(id_)          # an Error on the id is the device's only answer (§10.5)
+        conn.flush()
+        step = s.chunk_capacity(id_) * (IMAGE_WINDOW_FRAMES // 2)
+        done = False
+        try:
+            for pos in range(0, len(data), step):
+                await conn.wait_bulk_below(IMAGE_WINDOW_FRAMES // 2)
+                if answer.done() or id_ not in s.slots or s.phase != "OPEN":
+                    break
+                s.send_stream_data(id_, data[pos:pos + step])
+                conn.flush()
+            else:
+                if not answer.done() and id_ in s.slots and s.phase == "OPEN":
+                    s.end_stream(id_)
+                    conn.flush()
+                    done = True
+        finally:
+            conn.waiters.pop(id_, None)
+        if done:
+            return id_
+        if answer.done():
+            if answer.exception() is not None:
+                raise answer.exception()
+            err = answer.result().error
+            if err is not None:
+                from alabama.v1 import operations_pb2 as ops
+                raise RequestFailed("the device answered image stream %d with Error %s: %s"
+                                    % (id_, ops.ErrorCode.Name(err.code), err.message), ops.ErrorCode.Name(err.code),
+                                    err.message)
+        if s.phase != "OPEN":
+            raise NotConnected("the connection ended while image stream %d was sent" % id_)
+        raise RequestFailed("the device cancelled image stream %d" % id_, "CANCELLED")
+
     def stop_turn(self, device_id):
         self._conn(device_id).pipeline.stop_turn()
 
@@ -720,6 +798,17 @@ class CoreServer:
         else:
             raise CoreError("unknown control op %r" % op, "BAD_OP")
         return json_format.MessageToDict(msg)
+
+
+class ImageShown:
+    """What ``CoreServer.show_image`` sent: ``id`` (the Render or ImageRenderOpen id), ``path`` ("inline" or
+    "stream") and ``image`` (the images.FittedImage: data, mime, size, original_size, changed)."""
+
+    def __init__(self, id_, path, image):
+        self.id, self.path, self.image = id_, path, image
+
+    def __repr__(self):
+        return "ImageShown(id=%d, %s, %r)" % (self.id, self.path, self.image)
 
 
 async def control_call(data_dir, req, timeout=30.0):

@@ -784,7 +784,9 @@ class CoreSession:
         self._queue(env, control=False)   # after the stream's last chunk
         slot.apply(S.CORE, S.END, self.clock())
         if slot.state == S.DONE:
-            self._retire(slot, "done")
+            # A fire-and-forward render (text, image) ended: an Error the device sends later on its id
+            # (it could not display the surface) is still its answer, matched like a Render's (§10.5).
+            self._retire(slot, "oneshot")
 
     def cancel_stream(self, id_, reason):
         """StreamCancel on any live stream (ours or the satellite's): the id is dead at once (R10.3-a).
@@ -910,6 +912,69 @@ class CoreSession:
         self._remember(env.id, "oneshot")
         return env.id
 
+    # ---------------------------------------------------------------------------- images (R10.5-a)
+    def inline_image_capacity(self, mime, to="", lane=""):
+        """Largest encoded image (bytes) a one-shot Render can carry inline in one frame under the
+        device's max_frame_bytes, for this mime/to/lane (0 when not even an empty one fits)."""
+        env = envelope_pb2.Envelope(id=UINT32_MAX)          # the longest id varint: any minted id fits
+        env.render.target = surface_pb2.CAPABILITY_IMAGE_DISPLAY
+        env.render.to, env.render.lane = to, lane
+        blk = env.render.content.add().media
+        blk.mime = mime
+        limit = self.surface.max_frame_bytes
+        n = limit - wire.frame_total_len(env.ByteSize(), 0)
+        while n > 0:                                          # the nested length prefixes grow with n
+            blk.data = bytes(n)
+            if wire.frame_total_len(env.ByteSize(), 0) <= limit:
+                return n
+            n -= 1
+        return 0
+
+    def image_budget(self, mime=None, to="", lane=""):
+        """(inline_max, stream_max): the largest encoded image that rides inline in a Render, and the
+        largest an ImageRenderOpen may carry now (the device's ImageDisplayParams.max_image_bytes; 0 when
+        it declared none, or when all its core stream slots are taken). ``mime`` None sizes the inline
+        capacity for the longest allowed MIME string (64 bytes)."""
+        self._require_open()
+        self._require_cap(surface_pb2.CAPABILITY_IMAGE_DISPLAY, "an image")
+        inline = self.inline_image_capacity("x" * 64 if mime is None else mime, to, lane)
+        p = self.surface.image_display_params()
+        stream = p.max_image_bytes if p is not None else 0
+        if self._core_streams_open() >= self.surface.max_concurrent_streams or self.chunk_capacity(UINT32_MAX) <= 0:
+            stream = 0
+        return inline, stream
+
+    def image_path(self, size, mime, to="", lane=""):
+        """How an encoded image of ``size`` bytes reaches the display (spec §10.5): "inline" when it fits a
+        one-shot Render, else "stream" when it fits the device's reassembly buffer; None when neither
+        (shrink it first: ``alabama.core.images.fit_image``)."""
+        inline, stream = self.image_budget(mime, to, lane)
+        if size <= inline:
+            return "inline"
+        if size <= stream:
+            return "stream"
+        return None
+
+    def push_image(self, data, mime, to="", lane=""):
+        """Send an encoded image as it is, by the path ``image_path`` picks: a Render with the bytes inline,
+        or ImageRenderOpen{mime, total_bytes} + chunks (each under max_frame_bytes) + StreamEnd, all queued
+        at once (the server paces the chunks instead). Returns (id, path). Raises FRAME_TOO_LARGE when the
+        image fits neither path."""
+        path = self.image_path(len(data), mime, to, lane)
+        if path == "inline":
+            block = content_pb2.ContentBlock()
+            block.media.mime, block.media.data = mime, bytes(data)
+            return self.render(surface_pb2.CAPABILITY_IMAGE_DISPLAY, [block], to, lane), path
+        if path == "stream":
+            id_ = self.open_image_render(mime, len(data), to, lane)
+            self.send_stream_data(id_, data)
+            self.end_stream(id_)
+            return id_, path
+        inline, stream = self.image_budget(mime, to, lane)
+        raise LocalProtocolError("a %d-byte image fits neither inline (%d) nor the device's image buffer (%d): "
+                                 "fit it first (alabama.core.images.fit_image)" % (len(data), inline, stream),
+                                 "FRAME_TOO_LARGE")
+
     def media_control(self, id_, action, volume=0):
         slot = self.slots.get(id_)
         self._require_cap(surface_pb2.CAPABILITY_MEDIA_SINK, "MediaControl")
@@ -971,9 +1036,12 @@ class CoreSession:
 
     # ---------------------------------------------------------------------------- queue
     def _queue(self, env, tail=b"", control=True):
+        op = env.WhichOneof("op")
+        if op in _MEDIA_OPS:
+            _no_upload(env, op)
         header = env.SerializeToString()
         total = wire.frame_total_len(len(header), len(tail))
-        if self.phase == "HELLO" or self.surface is None or env.WhichOneof("op") == "hello_response":
+        if self.phase == "HELLO" or self.surface is None or op == "hello_response":
             wire.check_handshake(total)
         else:
             try:
@@ -983,9 +1051,9 @@ class CoreSession:
         frame = wire.encode_frame(header, tail)
         if flog.isEnabledFor(logging.DEBUG):
             flog.debug("%s OUT %-16s id=%d header=%d tail=%d", self.device_id or self.report.peer,
-                       env.WhichOneof("op"), env.id, len(header), len(tail))
+                       op, env.id, len(header), len(tail))
         (self._control if control else self._bulk).append((env.id, frame))
-        if env.WhichOneof("op") == "error":
+        if op == "error":
             name = _ename(env.error.code)
             self.report.errors_sent[name] = self.report.errors_sent.get(name, 0) + 1
 
@@ -1049,6 +1117,24 @@ class CoreSession:
         self.device_id = device_id
         self.report.device_id = device_id
         self.report.pattern = pattern
+
+
+#: Outgoing ops that can carry a MediaBlock, or are an upload: checked by ``_no_upload`` (R10.4-c).
+_MEDIA_OPS = frozenset({"upload_open", "render", "response", "tool_result", "text_input"})
+
+
+def _no_upload(env, op):
+    """The send-path guard of R10.4-c: the core never sends UploadOpen nor sets MediaBlock.upload (core→
+    satellite media goes inline or over ImageRenderOpen / MediaRenderOpen). Raises LocalProtocolError."""
+    if op == "upload_open":
+        raise LocalProtocolError("the core never sends UploadOpen (spec §10.4): stream core media over "
+                                 "ImageRenderOpen / MediaRenderOpen", "UPLOAD")
+    msg = getattr(env, op)
+    blocks = msg.media if op == "text_input" else [c.media for c in msg.content if c.WhichOneof("block") == "media"]
+    for m in blocks:
+        if m.upload:
+            raise LocalProtocolError("the core never references MediaBlock.upload (upload %d) (spec §10.4): send "
+                                     "the bytes inline or over ImageRenderOpen" % m.upload, "UPLOAD")
 
 
 def _parse_chunk(h):

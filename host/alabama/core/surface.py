@@ -162,6 +162,10 @@ class Surface:
         cap = self.capabilities.get(C.CAPABILITY_SPEAKER)
         return cap.speaker if cap is not None else None
 
+    def image_display_params(self):
+        cap = self.capabilities.get(C.CAPABILITY_IMAGE_DISPLAY)
+        return cap.image_display if cap is not None else None
+
     def mic_params(self):
         cap = self.capabilities.get(C.CAPABILITY_MIC)
         return cap.mic if cap is not None else None

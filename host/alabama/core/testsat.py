@@ -88,6 +88,13 @@ def html_cap():
                                                                                        viewport_height=240))
 
 
+def image_cap(width=320, height=240, accepts=("image/jpeg", "image/png"), max_image_bytes=0):
+    return surface_pb2.CapabilityDescriptor(kind=surface_pb2.CAPABILITY_IMAGE_DISPLAY,
+                                            image_display=surface_pb2.ImageDisplayParams(
+                                                width=width, height=height, accepts=list(accepts),
+                                                max_image_bytes=max_image_bytes))
+
+
 def tool(name, schema='{"type": "object"}', description="a tool"):
     return surface_pb2.ToolDescriptor(name=name, description=description, input_schema=schema)
 
@@ -176,6 +183,19 @@ class Received:
         return "<%s id=%d tail=%d>" % (self.op, self.env.id, len(self.tail))
 
 
+class ImageReceived:
+    """An image the core put on the display: ``path`` "inline" (Render) or "stream" (ImageRenderOpen,
+    reassembled at StreamEnd; ``total_bytes`` as the open declared it)."""
+
+    __slots__ = ("path", "id", "mime", "data", "total_bytes", "chunks")
+
+    def __init__(self, path, id_, mime, data, total_bytes=None, chunks=0):
+        self.path, self.id, self.mime, self.data, self.total_bytes, self.chunks = path, id_, mime, data, total_bytes, chunks
+
+    def __repr__(self):
+        return "<image %s id=%d %s %d bytes>" % (self.path, self.id, self.mime, len(self.data))
+
+
 class TestSatellite:
     """An asyncio Alabama satellite for tests: ``await sat.connect()``, ``await sat.send(env)``,
     ``await sat.expect("hello_response")``; everything received is kept in ``sat.received``.
@@ -204,6 +224,8 @@ class TestSatellite:
         self._reader_task = None
         self._next_id = 1
         self._renders = {}   # id -> bytes received
+        self._image_rx = {}  # id -> [mime, total_bytes, bytearray, chunks]
+        self.images = []     # ImageReceived, in arrival order
         self.write_lock = None
 
     @property
@@ -278,6 +300,18 @@ class TestSatellite:
             await self.send(env(r.id, "ping_response", t1=r.env.ping.t1, t2=t2, t3=time.time_ns() // 1000))
         elif op == "media_render_open":
             self._renders[r.id] = 0
+        elif op == "image_render_open":
+            self._image_rx[r.id] = [r.env.image_render_open.mime, r.env.image_render_open.total_bytes, bytearray(), 0]
+        elif op == "stream_chunk" and r.id in self._image_rx:
+            self._image_rx[r.id][2] += r.tail
+            self._image_rx[r.id][3] += 1
+        elif op == "stream_end" and r.id in self._image_rx:
+            mime, total, buf, n = self._image_rx.pop(r.id)
+            self.images.append(ImageReceived("stream", r.id, mime, bytes(buf), total, n))
+        elif op == "render" and r.env.render.target == surface_pb2.CAPABILITY_IMAGE_DISPLAY:
+            for c in r.env.render.content:
+                if c.WhichOneof("block") == "media":
+                    self.images.append(ImageReceived("inline", r.id, c.media.mime, bytes(c.media.data)))
         elif op == "stream_chunk" and r.id in self._renders:
             self._renders[r.id] += len(r.tail)
         elif op in ("stream_end", "stream_cancel") and r.id in self._renders and self.auto_playback:
