@@ -109,7 +109,7 @@ def hil(request, hil_target):
         if missing:
             pytest.skip("needs %s, which this board (%s) does not offer%s" % (
                 ", ".join(missing), hil_target.name,
-                " (wire an acoustic loopback and pass --hil-loopback)" if "loopback" in missing else ""))
+                " (wire an acoustic loopback, docs/hil.md, and pass --loopback)" if "loopback" in missing else ""))
     run = cfg.stash[_RUN_KEY]
     base = pathlib.Path(cfg.getoption("--report") or (pathlib.Path.cwd() / "build" / "hil"))
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
