@@ -469,13 +469,12 @@ def _skip(buf, p, end, wt):
 
 
 def _unknown_arm(msg, u, num):
-    # The root message (Envelope) met a length-delimited field it does not know: an operation from
-    # a newer peer (spec §2.2, §10.10). Last arm wins, as for known arms.
-    cur = getattr(msg, u[0])
-    if cur is not None:
-        _clear_arm(msg, cur)
-        setattr(msg, u[0], None)
-    setattr(msg, u[1], num)
+    # The root message (Envelope) met a length-delimited field it does not know. With no known arm it is
+    # an operation from a newer peer (spec §2.2, §10.10). Beside a known arm it may as well be a new
+    # Envelope-level field, so it is ignored like any unknown field (R2.2-a) and the known arm is kept:
+    # a frame carries exactly one operation (§6.2), so the known one is the operation.
+    if getattr(msg, u[0]) is None:
+        setattr(msg, u[1], num)
 
 
 def _dec(msg, buf, p, end, depth):
