@@ -58,8 +58,20 @@ READ_CHUNK = 65536
 #: An image stream keeps at most this many chunk frames queued ahead of the writer (RELIABLE: it waits,
 #: never drops; control frames still overtake them, and the slow-reader count stays meaningful).
 IMAGE_WINDOW_FRAMES = 64
+#: Liveness (R10.1-b): a satellite that sends nothing for LIVENESS_PINGS ping intervals plus one
+#: max-size frame each way at LIVENESS_RATE_BPS (+ 1 s) is presumed gone (only while pinging).
+LIVENESS_PINGS = 3
+LIVENESS_RATE_BPS = 100_000
 CONTROL_FILE = "control.json"
 REPORTS_DIR = "reports"
+
+
+def liveness_timeout(ping_interval, sat_max_frame_bytes, core_max_frame_bytes):
+    """Seconds of total silence after which the core drops a satellite it pings (R10.1-b): LIVENESS_PINGS
+    intervals, plus the time one max-size frame takes each way at LIVENESS_RATE_BPS (a Ping may queue
+    behind one of the core's frames, its answer behind one of the satellite's: §10.1), plus 1 s."""
+    frames = (sat_max_frame_bytes + core_max_frame_bytes) * 8.0 / LIVENESS_RATE_BPS
+    return LIVENESS_PINGS * ping_interval + frames + 1.0
 
 
 class Connection:
@@ -337,14 +349,48 @@ class Connection:
         return cs.Admission(cs.Admission.ACCEPT, trust=dev.trust, path=path)
 
     async def _ping_loop(self):
+        """Ping every ping_interval (R10.2-a) and close a satellite that has gone silent: nothing at all
+        (not one Noise message) received for ``liveness_timeout`` — three ping intervals plus one
+        max-size frame each way of queueing (R10.1-b)."""
+        srv, s = self.server, self.session
+        loop = asyncio.get_running_loop()
+        dead_s = liveness_timeout(srv.ping_interval, s.surface.max_frame_bytes, srv.max_frame_bytes)
+        seen, last = self._rx_progress(), loop.time()
         while not self._closing:
-            await asyncio.sleep(self.server.ping_interval)
-            if self.session.phase != "OPEN":
+            await asyncio.sleep(srv.ping_interval)
+            if s.phase != "OPEN":
                 return
-            self.session.ping()
-            for ev in self.session.tick():
+            now, got = loop.time(), self._rx_progress()
+            if got != seen:
+                seen, last = got, now
+            elif now - last > dead_s:
+                self._close_now("liveness: nothing received for %.1f s (limit %.1f s: %d ping intervals + one "
+                                "max-size frame each way)" % (now - last, dead_s, LIVENESS_PINGS))
+                return
+            s.ping()
+            for ev in s.tick():
                 self._dispatch(ev)
             self.flush()
+
+    def _rx_progress(self):
+        """Changes whenever anything arrives: Noise transport messages decrypted (a frame still being
+        reassembled counts too), frames decoded. Read off existing counters: nothing on the read path."""
+        recv = getattr(self.stream.conn, "_recv", None)
+        return getattr(recv, "n", 0), self.session.report.frames_in
+
+    def _close_now(self, reason):
+        """Close the session and drop the connection without waiting for the peer to read."""
+        s = self.session
+        log.info("%s: %s", self.device_id, reason)
+        s.close(reason)
+        for ev in s._take():
+            self._dispatch(ev)
+        self._closing = True
+        self._wake.set()
+        try:
+            self.writer.transport.abort()
+        except Exception:  # noqa: BLE001
+            pass
 
     def flush(self):
         """Wake the writer: queued frames leave in control-first order. A peer that lets more than
