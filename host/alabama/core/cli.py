@@ -1,7 +1,7 @@
-"""`alabama core serve|key|token|devices|approve|invoke|setting|request-capture|say`: the reference core's CLI.
+"""`alabama core serve|key|token|devices|approve|invoke|setting|request-capture|say|show`: the reference core's CLI.
 
 Responsible for argument parsing and printing only; the work is in ``server`` and ``registry``.
-Commands that act on a live session (invoke, setting, request-capture, say) talk to the running
+Commands that act on a live session (invoke, setting, request-capture, say, show) talk to the running
 server through its loopback control endpoint (DIR/control.json, mode 0600).
 """
 import asyncio
@@ -85,6 +85,13 @@ def register(sub):
     y.add_argument("device")
     y.add_argument("text")
     y.set_defaults(func=cmd_say)
+
+    v = csub.add_parser("show", help="show an image file on a satellite's IMAGE_DISPLAY (fitted to it, R10.5-a)")
+    data(v)
+    v.add_argument("device")
+    v.add_argument("file", help="an image file (JPEG, PNG, WebP, GIF, BMP, ...)")
+    v.add_argument("--mime", default="", help="its MIME type (default: from the file name)")
+    v.set_defaults(func=cmd_show)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
@@ -215,4 +222,17 @@ def cmd_request_capture(args):
 
 def cmd_say(args):
     print(json.dumps(_control(args, {"op": "render_text", "device": args.device, "text": args.text})))
+    return 0
+
+
+def cmd_show(args):
+    import mimetypes
+    import os
+    path = os.path.abspath(args.file)
+    if not os.path.isfile(path):
+        raise UsageError("no such image file: %s" % args.file)
+    mime = args.mime or mimetypes.guess_type(path)[0] or ""
+    if not mime.startswith("image/"):
+        raise UsageError("cannot tell the image type of %s: pass --mime image/png (or image/jpeg, ...)" % args.file)
+    print(json.dumps(_control(args, {"op": "show_image", "device": args.device, "path": path, "mime": mime})))
     return 0

@@ -812,7 +812,7 @@ class CoreServer:
                 raise CoreError("bad control secret", "DENIED")
             result = await self._control_op(req)
             resp = {"ok": True, "result": result}
-        except (CoreError, asyncio.TimeoutError, ValueError, KeyError) as e:
+        except (CoreError, asyncio.TimeoutError, ValueError, KeyError, OSError) as e:
             resp = {"ok": False, "error": str(e) or type(e).__name__, "code": getattr(e, "code", type(e).__name__)}
         except Exception as e:  # noqa: BLE001
             log.exception("control request failed")
@@ -839,6 +839,11 @@ class CoreServer:
             msg = await self.request_capture(did, req["ref"], req.get("image_source", 0))
         elif op == "render_text":
             return {"id": await self.render_text(did, req["text"])}
+        elif op == "show_image":
+            shown = await self.show_image(did, pathlib.Path(req["path"]).read_bytes(), req["mime"])
+            im = shown.image
+            return {"id": shown.id, "path": shown.path, "mime": im.mime, "bytes": len(im.data), "size": list(im.size),
+                    "original_size": list(im.original_size) if im.original_size else None, "changed": im.changed}
         elif op == "status":
             return {"connections": {d: c.session.report.as_dict() for d, c in self.connections.items()}}
         else:

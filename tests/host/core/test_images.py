@@ -271,3 +271,25 @@ def test_fit_image_refusals():
     with pytest.raises(images.ImageError) as ei:
         images.fit_image(picture(8, 8), "image/png", 20, ["image/png"])   # not even 1x1 fits 20 bytes
     assert ei.value.code == "FRAME_TOO_LARGE"
+
+
+def test_r10_5_a_alabama_core_show_puts_a_file_on_the_display(tmp_path, run):
+    from test_cli_and_record import cli
+    async def body():
+        async with make_server(tmp_path) as srv:
+            sat = await image_sat(srv, 1024, max_image_bytes=8_000, width=160, height=120, accepts=["image/jpeg"])
+            f = tmp_path / "photo.png"
+            f.write_bytes(picture(640, 480))
+            res = await asyncio.to_thread(cli, "core", "show", "--data", str(tmp_path / "core"), sat.device_id[:10],
+                                          str(f))
+            assert res.returncode == 0, res.stderr
+            import json
+            shown = json.loads(res.stdout)
+            assert shown["changed"] and shown["mime"] == "image/jpeg" and shown["original_size"] == [640, 480]
+            (img,) = await wait_images(sat)
+            assert len(img.data) == shown["bytes"] <= 8_000 and decoded(img.data).size == tuple(shown["size"])
+            bad = await asyncio.to_thread(cli, "core", "show", "--data", str(tmp_path / "core"), sat.device_id[:10],
+                                          str(tmp_path / "missing.png"))
+            assert bad.returncode != 0 and "no such image file" in bad.stderr
+            await sat.close()
+    run(body())
