@@ -1,5 +1,6 @@
 # Poly1305 (RFC 8439 §2.5) with Python integers; runs everywhere (allocates on every block).
-# Reference twin of _poly1305_viper.py: same functions, same arguments. The caller validates lengths.
+# The pure path of chachapoly.py (the viper path does Poly1305 inside _chacha_viper.run). The caller
+# validates lengths.
 # acc is a list [h, r, s, scratch16].
 
 _P = (1 << 130) - 5
