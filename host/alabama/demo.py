@@ -41,7 +41,12 @@ class FrameTap(logging.Handler):
             _dev, op, id_, header, tail = record.args
         except (ValueError, TypeError, IndexError, AttributeError):
             return
-        self.rows.append((time.monotonic() - self.t0, direction, op, id_, header, tail))
+        env = getattr(record, "envelope", None)
+        detail = ""
+        if env is not None and op and op != "stream_chunk":
+            from .hil.timeline import summarize
+            detail = summarize(getattr(env, op))
+        self.rows.append((time.monotonic() - self.t0, direction, op, id_, header, tail, detail))
 
 
 def timeline(rows, max_chunks=3):
@@ -54,7 +59,7 @@ def timeline(rows, max_chunks=3):
         if run and run[2] > max_chunks:
             out.append("   ⋯        (%d more StreamChunk frames on id %d)" % (run[2] - max_chunks, run[1]))
 
-    for t, d, op, id_, header, tail in rows:
+    for t, d, op, id_, header, tail, detail in rows:
         who = "Sat → Core " if d == "IN" else "Core → Sat "
         name = "".join(p.capitalize() for p in (op or "unknown").split("_"))
         if op == "stream_chunk":
@@ -73,7 +78,8 @@ def timeline(rows, max_chunks=3):
             continue
         flush_run()
         run = None
-        out.append("%7.3fs  %s %-16s {id %d}  %d B" % (t, who, name, id_, header))
+        body = "id %d" % id_ + (", " + detail if detail else "")
+        out.append("%7.3fs  %s %-16s {%s}  %d B" % (t, who, name, body, header))
     flush_run()
     return out
 

@@ -244,7 +244,7 @@ class CoreSession:
         op = env.WhichOneof("op")
         if flog.isEnabledFor(logging.DEBUG):
             flog.debug("%s IN  %-16s id=%d header=%d tail=%d", self.device_id or self.report.peer, op,
-                       env.id, env.ByteSize(), len(tail))
+                       env.id, env.ByteSize(), len(tail), extra={"envelope": env})
         if op is None:
             # An arm this version does not know (or none): ignored, never a reason to drop (R2.2-b).
             return
@@ -1051,7 +1051,7 @@ class CoreSession:
         frame = wire.encode_frame(header, tail)
         if flog.isEnabledFor(logging.DEBUG):
             flog.debug("%s OUT %-16s id=%d header=%d tail=%d", self.device_id or self.report.peer,
-                       op, env.id, len(header), len(tail))
+                       op, env.id, len(header), len(tail), extra={"envelope": env})
         (self._control if control else self._bulk).append((env.id, frame))
         if op == "error":
             name = _ename(env.error.code)
