@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """X25519 benchmark: firmware pure vs viper on the micropython unix port vs pyca/cryptography.
 
-Run: .venv/bin/python tools/bench/bench_x25519.py   (prints ratios measured in this one run)
+Run: .venv/bin/python tools/bench/bench_crypto_x25519.py   (prints ratios measured in this one run)
 Also, when available:
   * valgrind: callgrind instruction count per X25519 on the viper path (unix port, x86-64), by
     differencing a run with 0 and a run with N scalar multiplications in the same process layout;
