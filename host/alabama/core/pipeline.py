@@ -18,6 +18,7 @@ import numpy as np
 
 from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
 
+from ..errors import AlabamaError
 from . import session as cs
 
 log = logging.getLogger("alabama.core.pipeline")
@@ -134,7 +135,7 @@ class EspeakBrain:
     def __init__(self, exe=None, voice="en"):
         self.exe = exe or shutil.which("espeak-ng") or shutil.which("espeak")
         if not self.exe:
-            raise RuntimeError("espeak-ng is not installed (apt-get install espeak-ng), use --brain echo")
+            raise AlabamaError("espeak-ng is not installed: apt-get install espeak-ng, or use --brain echo")
         self.voice = voice
 
     async def reply(self, turn):
