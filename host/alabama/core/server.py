@@ -594,6 +594,11 @@ class CoreServer:
         if self.registry is not None:
             self.registry.close()
 
+    @property
+    def listening(self):
+        """True from start() until stop() begins: the core accepts connections on ``port``."""
+        return self._server is not None and self._server.is_serving()
+
     async def __aenter__(self):
         return await self.start()
 

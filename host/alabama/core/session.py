@@ -138,10 +138,16 @@ class CoreSession:
         self._slow_framing = False      # True once the decoder saw an oversize frame (fast path off)
         self.clock_offset_us = None     # satellite clock - core clock, from the last Ping round
         self.rtt_us = None
+        # Hooks for test benches (docs/core.md): callables taking bytes, called in order.
+        self.on_frame_in = []           # fn(plaintext): every chunk given to receive_data, before it is processed
+        self.on_frame_out = []          # fn(frame): every queue entry as next_frame hands it to the writer
 
     # ================================================================ input
     def receive_data(self, data):
         """Plaintext bytes of the Noise stream (any split). Returns the events they caused."""
+        if self.on_frame_in:
+            for fn in self.on_frame_in:
+                fn(data)
         if self.phase == "CLOSED":
             return self._take()
         if self.phase == "OPEN" and not self._slow_framing and not self.decoder.buffered() \
@@ -688,8 +694,9 @@ class CoreSession:
                         % (ev.total_len, self.max_frame_bytes), terminal=False)
 
     # ================================================================ output (the core's API)
-    def _mint(self):
-        """Next even id: from 2, stepping by 2, wrapping, never 0, skipping ids still live (R6.3-a)."""
+    def mint_id(self):
+        """Next even id: from 2, stepping by 2, wrapping, never 0, skipping ids still live (R6.3-a).
+        Public for test benches that build their own frames on a core id; the id is consumed."""
         while True:
             i = self._next_id
             self._next_id = (i + 2) & UINT32_MAX
@@ -717,7 +724,7 @@ class CoreSession:
         if self._core_streams_open() >= self.surface.max_concurrent_streams:
             raise LocalProtocolError("the device holds at most %d core streams (Hello.max_concurrent_streams)"
                                      % self.surface.max_concurrent_streams, "TOO_MANY_STREAMS")
-        env.id = self._mint()
+        env.id = self.mint_id()
         self.slots[env.id] = S.Slot(env.id, kind, self.clock())
         self._queue(env, control=True)
         return env.id
@@ -850,10 +857,15 @@ class CoreSession:
                                      % (event, slot.kind, id_, slot.state), "STATE") from None
         return slot
 
-    def invoke(self, name, arguments="{}", observe=False):
+    def invoke(self, name, arguments="{}", observe=False, *, unchecked=False):
+        """Invoke a device tool; returns the id (0 for an observe copy). ``unchecked=True`` (test benches:
+        §4.5 asks for a tool the device cannot serve) skips the declared-tool and guest checks; the id is
+        tracked like any Invoke."""
         self._require_open()
         if observe:
             self._require_cap(surface_pb2.CAPABILITY_TOOL_ACTIVITY, "an observe Invoke")
+        elif unchecked:
+            pass
         elif name not in self.surface.tools:
             raise LocalProtocolError("the device declared no tool %r (it has: %s)" % (name, ", ".join(self.surface.tools)
                                                                                    or "none"), "CAPABILITY_MISSING")
@@ -865,7 +877,7 @@ class CoreSession:
         if observe:
             self._queue(env, control=True)   # id 0: an informational copy, never answered
             return 0
-        env.id = self._mint()
+        env.id = self.mint_id()
         self.slots[env.id] = S.Slot(env.id, S.INVOKE, self.clock(), meta={"name": name})
         self._queue(env, control=True)
         return env.id
@@ -877,7 +889,7 @@ class CoreSession:
         bad = self.surface.check_setting_value(key, value)
         if bad:
             raise LocalProtocolError("value out of the descriptor: %s" % bad, "INVALID_REQUEST")
-        env = envelope_pb2.Envelope(id=self._mint())
+        env = envelope_pb2.Envelope(id=self.mint_id())
         env.settings_write.key = key
         env.settings_write.value.CopyFrom(value)
         self.slots[env.id] = S.Slot(env.id, S.SETTINGS_WRITE, self.clock(), meta={"key": key})
@@ -888,7 +900,7 @@ class CoreSession:
         self._require_open()
         self._require_cap(surface_pb2.CAPABILITY_IMAGE_CAPTURE if image_source else surface_pb2.CAPABILITY_MIC,
                           "RequestCapture")
-        env = envelope_pb2.Envelope(id=self._mint())
+        env = envelope_pb2.Envelope(id=self.mint_id())
         rc = env.request_capture
         rc.correlation_ref, rc.image_source, rc.mode = correlation_ref, image_source, mode
         self.slots[env.id] = S.Slot(env.id, S.REQUEST_CAPTURE, self.clock(),
@@ -903,7 +915,7 @@ class CoreSession:
                           surface_pb2.CAPABILITY_HTML_DISPLAY):
             raise LocalProtocolError("Render targets a display capability, not %s" % cap_name(target), "INVALID_REQUEST")
         self._require_cap(target, "Render")
-        env = envelope_pb2.Envelope(id=self._mint())
+        env = envelope_pb2.Envelope(id=self.mint_id())
         env.render.target = target
         env.render.to, env.render.lane = to, lane
         for c in content:
@@ -987,7 +999,7 @@ class CoreSession:
     def ping(self):
         """Ping on a fresh id; the PingRound event brings the four-timestamp offset (R10.2-a)."""
         self._require_open()
-        env = envelope_pb2.Envelope(id=self._mint())
+        env = envelope_pb2.Envelope(id=self.mint_id())
         t1 = self.wall_us()
         env.ping.t1 = t1
         self.slots[env.id] = S.Slot(env.id, S.PING, self.clock(), meta={"t1": t1})
@@ -1057,6 +1069,14 @@ class CoreSession:
             name = _ename(env.error.code)
             self.report.errors_sent[name] = self.report.errors_sent.get(name, 0) + 1
 
+    def send_raw(self, frames, control=True):
+        """Queue ``frames`` exactly as given, for test benches (docs/core.md, "Hooks for test benches"):
+        one or more complete frames (``wire.encode_frame(header, tail)``, joined), written as ONE Noise
+        message, control lane by default (ahead of queued bulk). Nothing is checked or tracked: no frame
+        limit, no handshake ceiling, no R10.4-c, no id state, no errors_sent count. It still counts in
+        frames_out/bytes_out and passes the on_frame_out observers like any frame."""
+        (self._control if control else self._bulk).append((0, bytes(frames)))
+
     def next_frame(self):
         """The next frame to write, control before bulk (R10.1-a), or None."""
         if self._control:
@@ -1067,6 +1087,9 @@ class CoreSession:
             return None
         self.report.frames_out += 1
         self.report.bytes_out += len(f)
+        if self.on_frame_out:
+            for fn in self.on_frame_out:
+                fn(f)
         return f
 
     def data_to_send(self):

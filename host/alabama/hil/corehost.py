@@ -193,7 +193,7 @@ class CoreHost:
         await self.server.start()
 
     def _target(self):
-        if self.server is None or self.server._server is None:
+        if self.server is None or not self.server.listening:
             return None
         return ("127.0.0.1", self.server.port)
 
@@ -243,22 +243,14 @@ class CoreHost:
 
     # ------------------------------------------------------------------ recording
     def _observe(self, conn, data):
-        """CoreServer.frame_observer: incoming plaintext; on a connection's first call, hook its output."""
+        """CoreServer.frame_observer: incoming plaintext; on a connection's first call, observe its output
+        too (CoreSession.on_frame_out: every frame as it goes to the writer)."""
         rec = self.recorders.get(conn)
         if rec is None:
             sid = conn.session_id
             rec = self.recorders[conn] = (StreamRecorder(self.timeline, SAT_TO_CORE, sid),
                                           StreamRecorder(self.timeline, CORE_TO_SAT, sid))
-            out_rec = rec[1]
-            session = conn.session
-            orig = session.next_frame
-
-            def next_frame():
-                f = orig()
-                if f is not None:
-                    out_rec.feed(f)
-                return f
-            session.next_frame = next_frame
+            conn.session.on_frame_out.append(rec[1].feed)
         rec[0].feed(data)
 
     # ------------------------------------------------------------------ controls used by scenarios
@@ -281,7 +273,7 @@ class CoreHost:
             conn = self.server.connections.get(device_id)
             if conn is None:
                 raise BenchError("device %s has no live session to inject into" % device_id)
-            conn.session._control.append((0, frame))
+            conn.session.send_raw(frame)
             conn.flush()
         if note:
             self.timeline.note(note)

@@ -112,14 +112,7 @@ class ToolBrain(ToneBrain):
 def bare_invoke(session, name, arguments="{}"):
     """Invoke ``name`` even if the device never declared it (what §4.5 needs: the core asks for a tool the
     device cannot serve); the core session tracks the id like any Invoke. Returns the id."""
-    from alabama.core import state as S
-    from alabama.v1 import envelope_pb2
-    env = envelope_pb2.Envelope()
-    env.invoke.name, env.invoke.arguments = name, arguments
-    env.id = session._mint()
-    session.slots[env.id] = S.Slot(env.id, S.INVOKE, session.clock(), meta={"name": name})
-    session._queue(env, control=True)
-    return env.id
+    return session.invoke(name, arguments, unchecked=True)
 
 
 # ------------------------------------------------------------------------------------------ exchanges

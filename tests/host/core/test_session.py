@@ -138,9 +138,9 @@ def test_r8_2_d_input_schema_must_be_json_schema():
 # ------------------------------------------------------------------------------ ids
 def test_r6_3_a_core_ids_even_from_2_step_2_wrap_never_0():
     s = opened()
-    assert [s._mint() for _ in range(3)] == [2, 4, 6]
+    assert [s.mint_id() for _ in range(3)] == [2, 4, 6]
     s._next_id = 0xFFFFFFFE
-    assert [s._mint(), s._mint()] == [0xFFFFFFFE, 2]
+    assert [s.mint_id(), s.mint_id()] == [0xFFFFFFFE, 2]
 
 
 def test_r6_3_a_mint_skips_live_ids():
@@ -149,7 +149,7 @@ def test_r6_3_a_mint_skips_live_ids():
     rid = s.request_capture("r1")
     assert rid == 2
     s._next_id = 2
-    assert s._mint() == 4
+    assert s.mint_id() == 4
 
 
 def test_r6_3_a_even_id_from_satellite_reported_and_refused():
