@@ -20,6 +20,7 @@ from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
 
 from ..errors import AlabamaError
 from . import session as cs
+from .deferred import DeferredStore
 
 log = logging.getLogger("alabama.core.pipeline")
 PS = ops.PipelineState
@@ -179,7 +180,8 @@ class VoicePipeline:
     def __init__(self, conn, brain, deferred_store):
         self.conn = conn
         self.brain = brain
-        self.deferred = deferred_store     # (device_id, correlation_ref) -> {"count", "last_ts", "audio"}
+        # (device_id, correlation_ref) -> {"count", "last_ts", "audio"}; bounded (deferred.py)
+        self.deferred = deferred_store if deferred_store is not None else DeferredStore()
         self.captures = {}                 # capture id -> dict(open, audio, endpointer, task)
         self.turn_task = None
         self.turn_id = None
@@ -201,6 +203,7 @@ class VoicePipeline:
         if co.trigger != ops.TRIGGER_UNSPECIFIED and self.render_id is not None:
             self._barge_in()
         cap = {"open": co, "audio": bytearray(), "ep": None, "deferred": co.mode == ops.DEFERRED, "key": None,
+               "held": False,
                "ambient": co.trigger == ops.TRIGGER_UNSPECIFIED}
         fmt = co.format
         rate = fmt.sample_rate or 16000
@@ -209,12 +212,15 @@ class VoicePipeline:
         if cap["deferred"] and co.correlation_ref:
             key = (self.conn.device_id, co.correlation_ref)
             cap["key"] = key
+            self.deferred.sweep()
             st = self.deferred.get(key)
             if st is not None:
                 # Resume: re-issue the high-water mark on the new id so the device skips what is stored (R10.4-d).
                 self.s.capture_ack(ev.id, st["count"])
             else:
-                self.deferred[key] = {"count": 0, "last_ts": None, "audio": bytearray()}
+                self.deferred.create(key)
+            self.deferred.hold(key)            # never evicted while this capture is open (or its turn reads it)
+            cap["held"] = True
         self.captures[ev.id] = cap
         if not cap["ambient"]:
             self.s.pipeline_state(PS.LISTENING)
@@ -231,9 +237,7 @@ class VoicePipeline:
                                   "stored %d: a duplicate after resume" % (ev.capture_ts, st["last_ts"]), id_=ev.id,
                                   op="stream_chunk")
                 return
-            st["last_ts"] = ev.capture_ts or st["last_ts"]
-            st["audio"] += ev.data
-            st["count"] += 1
+            self.deferred.append(cap["key"], st, ev.data, ev.capture_ts)
             if st["count"] % ACK_EVERY == 0:
                 self.s.capture_ack(ev.id, st["count"])
                 self.conn.flush()
@@ -255,12 +259,14 @@ class VoicePipeline:
         if cap["key"] is not None:
             self.s.capture_ack(ev.id, self.deferred[cap["key"]]["count"])
         if self.turn_id != ev.id and not cap["ambient"]:
-            self._start_turn(ev.id)
+            self._start_turn(ev.id)       # the turn releases the DEFERRED entry once it is done with it
+        else:
+            self._release(cap)
         self.conn.flush()
 
     def _on_StreamCancelled(self, ev):
         if ev.id in self.captures:
-            self.captures.pop(ev.id)
+            self._release(self.captures.pop(ev.id))
             if self.turn_id == ev.id and self.turn_task is not None:
                 self.turn_task.cancel()
             self.s.pipeline_state(PS.IDLE)
@@ -277,6 +283,18 @@ class VoicePipeline:
         for t in (self.turn_task,):
             if t is not None:
                 t.cancel()
+        self.release_all()
+
+    def _release(self, cap):
+        """The capture no longer needs its DEFERRED entry: it may be evicted once idle (once only)."""
+        if cap.get("held"):
+            cap["held"] = False
+            self.deferred.release(cap["key"])
+
+    def release_all(self):
+        """The connection is gone: every DEFERRED entry its captures held may now age out."""
+        for cap in self.captures.values():
+            self._release(cap)
 
     # -- turn control ----------------------------------------------------------------------------
     def _barge_in(self):
@@ -307,7 +325,7 @@ class VoicePipeline:
                 self.s.cancel_stream(cid, reason)   # the cancel is the id's terminal
             elif self.s.pending_terminal(cid):
                 self.s.respond(cid)                 # mic already closed: the turn ends here
-            self.captures.pop(cid, None)
+            self._release(self.captures.pop(cid))
         self.turn_id = None
         self.s.pipeline_state(PS.IDLE)
         self.conn.flush()
@@ -347,6 +365,8 @@ class VoicePipeline:
                 self.s.pipeline_state(PS.ERROR, ops.INTERNAL_ERROR)
                 self.s.pipeline_state(PS.IDLE)
         finally:
+            if cap is not None:
+                self._release(cap)
             self.captures.pop(cid, None)
             if self.turn_id == cid:
                 self.turn_id = None

@@ -34,6 +34,7 @@ from . import registry as reg
 from . import session as cs
 from . import images
 from .errors import CoreError, LocalProtocolError, NotConnected, RequestFailed
+from .deferred import DEFERRED_MAX_BYTES, DEFERRED_TTL_S, DeferredStore
 from .pipeline import VoicePipeline, make_brain
 
 log = logging.getLogger("alabama.core.server")
@@ -477,6 +478,8 @@ class Connection:
                 await t
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
+        if self.pipeline is not None:
+            self.pipeline.release_all()     # its DEFERRED entries may now age out (kept for a resume until then)
         for fut in self.waiters.values():
             if not fut.done():
                 fut.set_exception(NotConnected("the device disconnected before answering", "DISCONNECTED"))
@@ -532,7 +535,8 @@ class CoreServer:
                  max_frame_bytes=65516, max_concurrent_streams=8, ping_interval=PING_INTERVAL_S,
                  handshake_timeout=HANDSHAKE_TIMEOUT_S, hello_timeout=HELLO_TIMEOUT_S,
                  max_queued_frames=MAX_QUEUED_FRAMES, write_timeout=WRITE_TIMEOUT_S, control=True,
-                 frame_observer=None, save_reports=True):
+                 frame_observer=None, save_reports=True, deferred_ttl=DEFERRED_TTL_S,
+                 deferred_max_bytes=DEFERRED_MAX_BYTES):
         self.data_dir = pathlib.Path(data_dir)
         self.host, self.port = host, port
         self.closed = closed
@@ -551,7 +555,7 @@ class CoreServer:
         self.connections = {}        # device_id -> Connection (admitted)
         self.live_reports = {}
         self.finished_reports = []
-        self.deferred = {}
+        self.deferred = DeferredStore(deferred_ttl, deferred_max_bytes)   # partial DEFERRED captures (R10.4-d)
         self.handshake_failures = 0
         self._conn_tasks = set()
         self._count = 0
@@ -635,6 +639,7 @@ class CoreServer:
         while True:
             await asyncio.sleep(POLL_INTERVAL_S)
             try:
+                self.deferred.sweep()      # idle partial DEFERRED captures age out (at most every SWEEP_EVERY_S)
                 v = self.registry.data_version()
                 if v != self._last_version:
                     self._last_version = v

@@ -11,6 +11,7 @@ import pytest
 from alabama.core import registry as reg
 from alabama.core import server as core_server
 from alabama.core.errors import LocalProtocolError
+from alabama.core.deferred import DeferredStore
 from alabama.core.pipeline import ACK_EVERY, MAX_BULK_QUEUED, EchoBrain, Reply, VoicePipeline
 from alabama.core.testsat import (TestSatellite, capture_open, decode_frames, env, hello, html_cap, image_cap,
                                   mic_cap, speaker_cap, text_cap, tone, tool)
@@ -249,7 +250,7 @@ def test_r10_1_c_render_pieces_elided_under_backpressure_never_reliable_or_contr
         s = opened(caps=[mic_cap(), speaker_cap(buffer_ms=60_000), image_cap(max_image_bytes=100_000)],
                    max_frame_bytes=1000)
         conn = StalledConn(s)
-        deferred = {}
+        deferred = DeferredStore()
         pipe = VoicePipeline(conn, EchoBrain(), deferred)
         speak = asyncio.ensure_future(pipe._speak(Reply(audio=tone(3000), rate=16000)))   # 150 pieces of 20 ms
         while pipe.render_id is None or s.slots[pipe.render_id].state == "OPEN":
