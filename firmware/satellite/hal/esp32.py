@@ -30,6 +30,9 @@ def _fmt(channels):
 
 class Esp32Hal:
     def __init__(self, board):
+        # The generic ESP32-S3 image may boot at 160 MHz; the crypto and audio budgets assume 240 MHz.
+        import machine
+        machine.freq(240000000)
         self.board = board
         self.duplex = board.get("duplex", "full")
         self.options = {"duplex": self.duplex}
