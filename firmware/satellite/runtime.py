@@ -710,6 +710,7 @@ class Runtime:
         self.pattern = None
         self.stopped = False
         self._gesture = None
+        self._device_key = None
         self.attempts = 0
         self.connections = 0
         self.core_key_in_use = None
@@ -953,7 +954,7 @@ class Runtime:
         self._pend = None
 
     # -- one connection -------------------------------------------------------------------------------------
-    async def _handshake(self, host, port, pattern, core_key, priv):
+    async def _handshake(self, host, port, pattern, core_key, priv, pub):
         """Connect and run the Noise handshake; the NoiseConnection, or None when the core did not prove
         the pinned key under IK (the caller tries the next candidate or gives up: never XX)."""
         self._close_sock()
@@ -961,7 +962,7 @@ class Runtime:
         self.conn = None
         gc.collect()
         conn = NoiseConnection(True, priv, pattern=pattern, remote_static=core_key, rng=self.rng,
-                               tx_capacity=TX_CAPACITY, rx_buf=self.noise_rx)
+                               tx_capacity=TX_CAPACITY, rx_buf=self.noise_rx, static_public=pub)
         self.conn = conn
         try:
             out = conn.start()
@@ -994,7 +995,10 @@ class Runtime:
             return END_CLOSED
         core_key = rec.core_key or self.ks.pinned_core_key()
         pattern = "IK" if core_key else "XX"
-        priv, pub = self.ks.device_key()
+        if self._device_key is None:
+            # computed once: deriving the public key is an X25519 (~50 ms on the S3) per connection otherwise
+            self._device_key = self.ks.device_key()
+        priv, pub = self._device_key
         self.pattern = pattern
         self.state = "connecting"
         hosts = candidates(rec.core_host)
@@ -1007,7 +1011,7 @@ class Runtime:
             self.log("connecting to %s:%d with Noise %s (device key %s)" % (host, rec.core_port, pattern,
                                                                             hexs(pub[:8])))
             try:
-                conn = await self._handshake(host, rec.core_port, pattern, core_key, priv)
+                conn = await self._handshake(host, rec.core_port, pattern, core_key, priv, pub)
             except (OSError, LinkError) as e:
                 if host is hosts[-1]:
                     raise
