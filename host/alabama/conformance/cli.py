@@ -5,12 +5,12 @@ the interpreter, sets MICROPYPATH to the firmware tree, and offers record helper
 """
 import os
 import pathlib
-import shutil
 import struct
 import subprocess
 import sys
 
 from ..errors import AlabamaError
+from ..local import find_micropython
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 SCRIPT = pathlib.Path(__file__).resolve().parent / "codec_echo.py"
@@ -22,13 +22,7 @@ class ConformanceError(AlabamaError):
 
 
 def micropython_cmd():
-    venv = pathlib.Path(sys.executable).parent / "micropython"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("micropython")
-    if not found:
-        raise ConformanceError("no `micropython` command: run `make install` (it installs the unix port)")
-    return found
+    return find_micropython(ConformanceError)
 
 
 def _env():

@@ -9,10 +9,10 @@ import datetime
 import json
 import logging
 import signal
-import socket
 import sys
 
 from ..errors import UsageError
+from ..local import lan_address
 from . import registry as reg
 
 DEFAULT_DATA = "./alabama-core"
@@ -131,23 +131,12 @@ def cmd_key(args):
     return 0
 
 
-def _lan_address():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.connect(("192.0.2.1", 9))   # TEST-NET: nothing is sent, it only picks the outgoing interface
-        return s.getsockname()[0]
-    except OSError:
-        return "127.0.0.1"
-    finally:
-        s.close()
-
-
 def cmd_token(args):
     from alabama.v1 import provisioning_pb2
     from ..provision import record
     r = reg.Registry(args.data)
     token, expires = r.mint_token(args.ttl)
-    rec = provisioning_pb2.ProvisioningRecord(core_host=args.host or _lan_address(), core_port=args.port,
+    rec = provisioning_pb2.ProvisioningRecord(core_host=args.host or lan_address(), core_port=args.port,
                                               pairing_token=token, token_expires=int(expires),
                                               wifi_ssid=args.wifi_ssid, wifi_passphrase=args.wifi_passphrase)
     if not args.no_key:

@@ -5,11 +5,11 @@ state directory, or a record given in hex, e.g. from `alabama core token`), fiel
 carrier moves it. The carriers are ``qr``, ``sound`` and ``serial``; the record codec is ``record``.
 """
 import datetime
-import socket
 import sys
 import time
 
 from ..errors import UsageError
+from ..local import lan_address
 from . import record
 
 DEFAULT_CORE_PORT = 7355
@@ -66,17 +66,6 @@ def _record_options(p, port_flag):
                    help="the core's TCP port (with --data default %d)" % DEFAULT_CORE_PORT)
     g.add_argument("--wifi-ssid", metavar="S", help="Wi-Fi network for the board")
     g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase")
-
-
-def lan_address():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.connect(("192.0.2.1", 9))   # TEST-NET: nothing is sent, it only picks the outgoing interface
-        return s.getsockname()[0]
-    except OSError:
-        return "127.0.0.1"
-    finally:
-        s.close()
 
 
 def _when(ts):

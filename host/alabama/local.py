@@ -1,0 +1,30 @@
+"""Facts about this computer the host tools need: its address on the LAN and the micropython command.
+
+Nothing here changes the machine; it only looks."""
+import os
+import pathlib
+import shutil
+import socket
+import sys
+
+from .errors import AlabamaError
+
+
+def lan_address():
+    """This computer's address on the network it routes through (what a board must dial), or 127.0.0.1."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))   # TEST-NET: nothing is sent, it only picks the outgoing interface
+        return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+    finally:
+        s.close()
+
+
+def find_micropython(error=AlabamaError):
+    """The micropython unix port: the venv's first (make install puts it there), then PATH."""
+    for c in (pathlib.Path(sys.executable).parent / "micropython", shutil.which("micropython")):
+        if c and os.access(str(c), os.X_OK):
+            return str(c)
+    raise error("no `micropython` command: run `make install` (it installs the unix port into the venv)")
