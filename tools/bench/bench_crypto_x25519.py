@@ -11,7 +11,6 @@ Also, when available:
 ESP32-S3 estimates assume 240 MHz and 1 instruction per cycle (LX7 stalls on load-use and the
 flash cache are NOT modelled; treat the estimate as a lower bound, and check on a real board).
 """
-import os
 import pathlib
 import re
 import shutil
@@ -19,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import timeit
+
+import mpscript  # noqa: E402  (tools/bench is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
@@ -54,26 +55,8 @@ for i in range(n):
 """
 
 
-def _env():
-    e = dict(os.environ, MICROPYPATH=str(ROOT / "firmware"), PYTHONHASHSEED="0")
-    return e
-
-
-def _mp_script(text, *args, wrap=()):
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(text)
-    try:
-        r = subprocess.run(list(wrap) + [str(MP), f.name] + [str(a) for a in args],
-                           capture_output=True, text=True, env=_env(), timeout=900)
-    finally:
-        os.unlink(f.name)
-    if r.returncode:
-        raise SystemExit("micropython failed:\n" + r.stdout + r.stderr)
-    return r
-
-
 def micropython_times(n=20):
-    out = _mp_script(MP_TIMER, n).stdout.split()
+    out = mpscript.run(MP_TIMER, n).stdout.split()
     return {out[i]: float(out[i + 1]) / 1000 for i in range(0, len(out), 2)}  # ms
 
 
@@ -99,7 +82,7 @@ def callgrind_per_call(n=4):
         return None
     counts = []
     for m in (0, n):
-        r = _mp_script(MP_COUNT, m, wrap=(vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"))
+        r = mpscript.run(MP_COUNT, m, wrap=(vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"))
         counts.append(int(re.search(r"Collected : (\d+)", r.stderr).group(1)))
     return (counts[1] - counts[0]) / n
 

@@ -16,14 +16,13 @@ ESP32-S3 estimate: instructions / 240 MHz at 1 instruction per cycle -- a lower 
 more instructions than x86-64 for the same work, and load-use stalls and flash-cache misses are not
 modelled; the SHA-256 accelerator is not used by hashlib's software path either). Target: <= 0.4 s.
 """
-import os
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import timeit
+
+import mpscript  # noqa: E402  (tools/bench is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
@@ -86,26 +85,9 @@ for k in range(n):
 """
 
 
-def _env():
-    return dict(os.environ, MICROPYPATH=str(ROOT / "firmware"), PYTHONHASHSEED="0")
-
-
-def _mp_script(text, *args, wrap=()):
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(text)
-    try:
-        r = subprocess.run(list(wrap) + [str(MP), f.name] + [str(a) for a in args],
-                           capture_output=True, text=True, env=_env(), timeout=1800)
-    finally:
-        os.unlink(f.name)
-    if r.returncode:
-        raise SystemExit("micropython failed:\n" + r.stdout + r.stderr)
-    return r
-
-
 def micropython_times(n=10):
     res = {}
-    for line in _mp_script(MP_TIMER, n).stdout.splitlines():
+    for line in mpscript.run(MP_TIMER, n).stdout.splitlines():
         impl, what, us = line.split()
         res[(impl, what)] = float(us) / 1000  # ms
     return res
@@ -151,7 +133,7 @@ def callgrind_per_handshake(n=3):
         return None
     counts = []
     for m in (0, n):
-        r = _mp_script(MP_COUNT, m, wrap=(vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"))
+        r = mpscript.run(MP_COUNT, m, wrap=(vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"))
         counts.append(int(re.search(r"Collected : (\d+)", r.stderr).group(1)))
     return (counts[1] - counts[0]) / n
 
