@@ -7,7 +7,7 @@ BOARD ?= devkitc1-inmp441
 PORT ?=
 FIRMWARE ?=
 
-.PHONY: help install test codegen codegen-check demo flash deploy repl logs hil bench clean
+.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy repl logs hil bench fuzz faults soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -20,6 +20,11 @@ help:
 	@echo "make logs PORT=         serial output with host timestamps"
 	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
 	@echo "make bench              benchmarks under tools/bench"
+	@echo "make fuzz               >= 1,000,000 mutated inputs per target, firmware and core (tools/fuzz)"
+	@echo "make faults             the fault-injection campaign on the virtual board (tools/faults)"
+	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
+	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
+	@echo "make test32             every dual firmware test file on the 32-bit micropython"
 
 $(BIN)/alabama: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,7 +34,9 @@ $(BIN)/alabama: pyproject.toml
 
 install: $(BIN)/alabama
 
+# The 32-bit interpreter is built first when it can be (tools/mp32); without it its test items skip, except in CI.
 test: install
+	-@bash tools/mp32/build.sh
 	$(BIN)/pytest -q
 
 codegen: install
@@ -58,6 +65,21 @@ repl: install
 
 logs: install
 	$(ALABAMA) logs $(if $(PORT),--port $(PORT))
+
+fuzz: install
+	$(BIN)/python tools/fuzz/run.py
+
+faults: install
+	$(BIN)/python tools/faults/run.py
+
+soak: install
+	$(BIN)/python tools/soak/run.py
+
+mp32:
+	bash tools/mp32/build.sh
+
+test32: install mp32
+	CI=$${CI:-1} $(BIN)/pytest -q -m mp32 tests/firmware
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

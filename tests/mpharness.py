@@ -21,6 +21,19 @@ def micropython_cmd():
     return found
 
 
+#: The 32-bit unix port (tools/mp32/build.sh; ALABAMA_MICROPYTHON32 names another one).
+MP32 = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32", ROOT / "build" / "mp32" / "micropython"))
+#: Heap for dual test files on the 32-bit build: its default (1 MiB on 32-bit) is too small for the largest
+#: test fixtures (the ggwave recordings, X25519 vector tables), not for the firmware itself.
+MP32_HEAP = "2m"
+
+
+def micropython32_cmd():
+    """The 32-bit interpreter, or None when it has not been built."""
+    p = MP32 if MP32.is_absolute() else ROOT / MP32
+    return str(p) if os.access(str(p), os.X_OK) else None
+
+
 def micropython_env(extra=None):
     e = dict(os.environ)
     e["MICROPYPATH"] = os.pathsep.join([str(FIRMWARE), str(ROOT / "tests" / "firmware"), ".frozen"])
@@ -30,8 +43,8 @@ def micropython_env(extra=None):
     return e
 
 
-def run_micropython(args, timeout=600, heap=None, env=None, input=None):
-    cmd = [micropython_cmd()]
+def run_micropython(args, timeout=600, heap=None, env=None, input=None, micropython=None):
+    cmd = [micropython or micropython_cmd()]
     if heap:
         cmd += ["-X", "heapsize=%s" % heap]
     return subprocess.run(cmd + list(args), capture_output=True, timeout=timeout, env=micropython_env(env), input=input)
