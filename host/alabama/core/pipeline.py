@@ -187,6 +187,7 @@ class VoicePipeline:
         self.turn_id = None
         self.render_id = None
         self.stats = {"elided_pieces": 0}
+        self._said_mute = False            # the "replies are not spoken" reason was logged
 
     @property
     def s(self):
@@ -379,8 +380,11 @@ class VoicePipeline:
             self.conn.flush()
 
     def _can_speak(self):
-        sp = self.s.surface.speaker_params()
-        return sp is not None and sp.format.encoding == content_pb2.PCM_S16LE
+        why = self.s.surface.speaker_problem()
+        if why and not self._said_mute:
+            self._said_mute = True          # once per session: the reason does not change until a new Hello
+            log.warning("%s: replies are not spoken: %s", self.conn.device_id, why)
+        return why is None
 
     async def _speak(self, reply):
         """Stream the reply over MediaRenderOpen, paced within buffer_ms, and await PlaybackDone."""

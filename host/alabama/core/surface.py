@@ -58,12 +58,22 @@ class Problem:
         return "Problem(%s %s: %s)" % (self.rule, self.check, self.detail)
 
 
-def _audio_ok(fmt):
-    if fmt.encoding == content_pb2.PCM_S16LE:
-        return fmt.sample_rate > 0 and fmt.channels in (1, 2) and fmt.sample_bits == 16
-    if fmt.encoding == content_pb2.OPUS:
-        return fmt.sample_rate > 0 and fmt.channels in (1, 2)
-    return False
+def audio_format_problem(params):
+    """Why a MIC/SPEAKER params' format is not an exact, usable format (spec §8.2: declared formats are exact,
+    the core resamples to them), or None. A missing format and a zero rate are the common mistakes."""
+    if not params.HasField("format"):
+        return "has no format"
+    fmt = params.format
+    if fmt.encoding not in (content_pb2.PCM_S16LE, content_pb2.OPUS):
+        return "has encoding %s (PCM_S16LE or OPUS)" % content_pb2.Encoding.Name(fmt.encoding) \
+            if fmt.encoding in content_pb2.Encoding.values() else "has unknown encoding %d" % fmt.encoding
+    if fmt.sample_rate == 0:
+        return "has sample_rate 0"
+    if fmt.channels not in (1, 2):
+        return "has %d channels (1 or 2)" % fmt.channels
+    if fmt.encoding == content_pb2.PCM_S16LE and fmt.sample_bits != 16:
+        return "is PCM_S16LE with sample_bits %d (16)" % fmt.sample_bits
+    return None
 
 
 class Surface:
@@ -109,11 +119,11 @@ class Surface:
             if want != got:
                 self._bad("R8.2-a", "capability_params", "%s carries params %r, must carry %r"
                           % (cap_name(kind), got, want))
-            if kind == C.CAPABILITY_SPEAKER and got == "speaker" and not _audio_ok(cap.speaker.format):
-                self._bad("R8.2-a", "capability_params", "SPEAKER format is not a usable exact format: %s"
-                          % str(cap.speaker.format).replace("\n", " "))
-            if kind == C.CAPABILITY_MIC and got == "mic" and not _audio_ok(cap.mic.format):
-                self._bad("R8.2-a", "capability_params", "MIC format is not a usable exact format")
+            if got in ("speaker", "mic") and want == got:
+                why = audio_format_problem(getattr(cap, got))
+                if why:
+                    self._bad("R8.2-a", got + "_format", "%s %s: the core cannot %s" % (
+                        cap_name(kind), why, "render to it" if got == "speaker" else "read its captures"))
             self.capabilities[kind] = cap
         for t in h.tools:
             if not t.name:
@@ -161,6 +171,20 @@ class Surface:
     def speaker_params(self):
         cap = self.capabilities.get(C.CAPABILITY_SPEAKER)
         return cap.speaker if cap is not None else None
+
+    def speaker_problem(self):
+        """Why the core cannot render speech to this device (None when it can): undeclared, or a format it
+        cannot produce (the reference core synthesizes PCM_S16LE only)."""
+        sp = self.speaker_params()
+        if sp is None:
+            return "it declares no CAPABILITY_SPEAKER"
+        why = audio_format_problem(sp)
+        if why:
+            return "its SPEAKER " + why
+        if sp.format.encoding != content_pb2.PCM_S16LE:
+            return "its SPEAKER wants %s and this core renders PCM_S16LE only" % (
+                content_pb2.Encoding.Name(sp.format.encoding))
+        return None
 
     def image_display_params(self):
         cap = self.capabilities.get(C.CAPABILITY_IMAGE_DISPLAY)

@@ -413,3 +413,26 @@ def test_two_satellites_at_once_both_complete_voice_turns(tmp_path, run):
             await asyncio.sleep(0.1)
             assert all(r.clean for r in srv.reports), [r.to_json() for r in srv.reports if not r.clean]
     run(body())
+
+
+def test_r8_2_a_speaker_with_zero_rate_gets_no_render_and_the_log_says_why(tmp_path, run, caplog):
+    """A PTT exchange from a satellite whose SPEAKER says sample_rate 0: the core cannot render to it, so it sends
+    no MediaRenderOpen (nothing to resample to), still ends the capture with its Response, and logs why."""
+    async def body():
+        async with make_server(tmp_path) as srv:
+            sat = await connect(srv)
+            await voice_hello(sat, caps=[mic_cap(), speaker_cap(rate=0)])
+            cid = sat.mint()
+            await sat.send(capture_open(cid, trigger=ops.BUTTON))
+            await sat.stream_audio(cid, tone(300), realtime=False)
+            await sat.send(env(cid, "stream_end", reason=ops.PTT_RELEASE))
+            await sat.expect("response", cid, timeout=10)
+            assert not [r for r in sat.received if r.op == "media_render_open"]
+            await sat.close()
+            await asyncio.sleep(0.1)
+            rep = srv.reports_for(sat.device_id)[0]
+            assert "speaker_format" in rep.checks()
+    with caplog.at_level("WARNING", logger="alabama.core.pipeline"):
+        run(body())
+    said = [r.getMessage() for r in caplog.records if "not spoken" in r.getMessage()]
+    assert len(said) == 1 and "SPEAKER has sample_rate 0" in said[0], said

@@ -433,3 +433,27 @@ def test_feed_byte_by_byte_equals_whole():
         eb += b.receive_data(data[i:i + 1])
     assert [type(e).__name__ for e in ea] == [type(e).__name__ for e in eb]
     assert a.data_to_send() == b.data_to_send()
+
+
+@pytest.mark.parametrize("cap,check,words", [
+    (surface_pb2.CapabilityDescriptor(kind=surface_pb2.CAPABILITY_SPEAKER,
+                                      speaker=surface_pb2.SpeakerParams(buffer_ms=200)),
+     "speaker_format", "has no format"),
+    (speaker_cap(rate=0), "speaker_format", "sample_rate 0"),
+    (surface_pb2.CapabilityDescriptor(kind=surface_pb2.CAPABILITY_MIC, mic=surface_pb2.MicParams()),
+     "mic_format", "has no format"),
+    (mic_cap(rate=0), "mic_format", "sample_rate 0"),
+])
+def test_r8_2_a_speaker_or_mic_without_a_usable_format_is_named(cap, check, words):
+    """A SPEAKER (or MIC) with no format, or a zero rate, is a malformed surface: the report names the check
+    and says what is wrong (declared formats are exact, spec §8.2; the core resamples to them)."""
+    s = make()
+    feed(s, hello(caps=[cap]))
+    v = [x for x in s.report.violations if x.check == check]
+    assert v and words in v[0].detail and v[0].rule == "R8.2-a", s.report.to_json()
+
+
+def test_r8_2_a_well_formed_speaker_and_mic_are_not_reported():
+    s = make()
+    feed(s, hello(caps=[speaker_cap(rate=24000), mic_cap()]))
+    assert not {"speaker_format", "mic_format", "capability_params"} & set(s.report.checks())
