@@ -6,6 +6,11 @@
 #
 # Envelopes: a StreamChunk header (every audio frame), a Hello declaring a full surface (once per
 # connection), an Invoke (a tool call). The same bytes go through both codecs (checked).
+#
+# Also on micropython, side by side in the same process: minipb 2.0.0 (PyPI), the pure-Python protobuf
+# library that runs on MicroPython, decoding the same StreamChunk Envelope (issue 12 target: ours >= 3x its
+# rate, with 0 heap bytes per decode). The bench fetches minipb with pip into build/bench/ and gives it
+# tools/bench/mpshim/ (bisect, logging: modules the unix port lacks).
 import sys
 
 IS_MP = sys.implementation.name == "micropython"
@@ -114,9 +119,61 @@ def bench_upb():
     return rows
 
 
+#: minipb's key-value schema for the StreamChunk Envelope: id = field 1, stream_chunk = field 8 {seq 1, capture_ts 2}.
+MINIPB_STREAM_CHUNK = (("id", "V@1"), ("stream_chunk", "[@8", (("seq", "V"), ("capture_ts", "T"))))
+
+
+def bench_minipb(raw, rounds):
+    """(decode ops/s, heap bytes per decode) of minipb on the StreamChunk Envelope, or None without minipb."""
+    try:
+        import minipb
+    except ImportError:
+        return None
+    w = minipb.Wire(MINIPB_STREAM_CHUNK)
+    got = w.decode(raw)
+    assert got["id"] == 7 and got["stream_chunk"]["seq"] == 1234, got
+    import gc
+    gc.collect()
+    a = gc.mem_alloc()
+    for _ in range(20):
+        w.decode(raw)
+    alloc = (gc.mem_alloc() - a) / 20
+    t = _clock()
+    for _ in range(rounds):
+        w.decode(raw)
+    return rounds / _elapsed(t), alloc
+
+
 def main_micropython():
     for name, size, dec, enc, alloc in bench_firmware():
         print("ROW|%s|%d|%f|%f|%s" % (name, size, dec, enc, "" if alloc is None else alloc))
+    from satellite.wire import alabama_v1 as v1, pb
+    raw = pb.encode(envelopes(v1)[0][1])
+    m = bench_minipb(raw, ROUNDS["stream_chunk"] // 10)
+    if m is not None:
+        print("MINIPB|stream_chunk|%f|%f" % m)
+
+
+def fetch_minipb(root):
+    """build/bench/minipb/minipb.py from PyPI's minipb 2.0.0 wheel (only that file: the wheel's stub package
+    directory of the same name would shadow it). Returns the directory, or None with a line saying why."""
+    import subprocess
+    import tempfile
+    import zipfile
+    d = root / "build" / "bench" / "minipb"
+    if (d / "minipb.py").exists():
+        return d
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "minipb==2.0.0", "-d", tmp],
+                           capture_output=True, text=True, timeout=300)
+        wheels = list(__import__("pathlib").Path(tmp).glob("minipb-*.whl"))
+        if r.returncode or not wheels:
+            print("(minipb not fetched: %s; the minipb column is skipped)" % (r.stderr.strip()[-200:] or "no wheel"))
+            return None
+        d.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(str(wheels[0])) as z:
+            (d / "minipb.py").write_bytes(z.read("minipb.py"))
+    return d
 
 
 def main_cpython():
@@ -128,13 +185,21 @@ def main_cpython():
     sys.path[:0] = [str(root / "firmware"), str(root / "host")]
     mp_rows = {}
     mp = pathlib.Path(sys.executable).parent / "micropython"
+    minipb_rate = None
     if mp.exists():
-        env = dict(os.environ, MICROPYPATH=str(root / "firmware"))
+        path = [str(root / "firmware")]
+        mdir = fetch_minipb(root)
+        if mdir is not None:
+            path += [str(mdir), str(root / "tools" / "bench" / "mpshim")]
+        env = dict(os.environ, MICROPYPATH=os.pathsep.join(path))
         r = subprocess.run([str(mp), __file__], capture_output=True, text=True, env=env, timeout=600)
         for line in r.stdout.splitlines():
             if line.startswith("ROW|"):
                 _, name, size, dec, enc, alloc = line.split("|")
                 mp_rows[name] = (float(dec), float(enc), float(alloc) if alloc else None)
+            elif line.startswith("MINIPB|"):
+                _, _, dec, alloc = line.split("|")
+                minipb_rate = (float(dec), float(alloc))
         if r.returncode:
             print("micropython run failed:", r.stderr.strip()[-500:])
     else:
@@ -160,6 +225,10 @@ def main_cpython():
     sc = mp_rows.get("stream_chunk")
     if sc and sc[2] is not None:
         print("heap bytes per StreamChunk Envelope decode_into on micropython: %.1f (goal 0)" % sc[2])
+    if sc and minipb_rate:
+        print("StreamChunk Envelope decode on micropython, same run: ours %.0f/s (%.1f heap B/decode), minipb 2.0.0 "
+              "%.0f/s (%.0f heap B/decode): ours/minipb = %.1fx (target >= 3x)"
+              % (sc[0], sc[2] or 0.0, minipb_rate[0], minipb_rate[1], sc[0] / minipb_rate[0]))
 
 
 if __name__ == "__main__":
