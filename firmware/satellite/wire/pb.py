@@ -221,6 +221,10 @@ def table(cls, fields, unknown_arm=None):
     cls._B = b
     cls._L = tuple(lists)
     cls._S = tuple(plain)
+    # What _reset does, field by field, worked out once: (name, default) of the plain singular scalars,
+    # names of the plain singular sub-messages.
+    cls._R = tuple((f[_NAME], _DEF[f[_TYPE]]) for f in plain if not f[_REP] and f[_TYPE] != _T_MESSAGE)
+    cls._RM = tuple(f[_NAME] for f in plain if not f[_REP] and f[_TYPE] == _T_MESSAGE)
     cls._O = tuple(oneofs)
     cls._U = unknown_arm
 
@@ -258,24 +262,24 @@ def decode_into(msg, buf, start=0, end=None):
 
 
 def _reset(msg):
+    # Hot: runs for the Envelope and its arm on every decode_into (StreamChunk per audio frame), so it
+    # works from the per-class plans table() made and stores defaults unconditionally (a store is
+    # cheaper than a load and a compare; neither allocates).
     cls = type(msg)
-    for f in cls._S:
-        name = f[_NAME]
+    for name, d in cls._R:
+        setattr(msg, name, d)
+    for name in cls._RM:
         v = getattr(msg, name)
-        if f[_REP]:
-            if type(v) is list:
-                if v:
-                    del v[:]
-            else:
-                setattr(msg, name, [])
-        elif f[_TYPE] == _T_MESSAGE:
-            if v is not None:
-                _keep(msg, name, v)
-                setattr(msg, name, None)
+        if v is not None:
+            _keep(msg, name, v)
+            setattr(msg, name, None)
+    for name in cls._L:
+        v = getattr(msg, name)
+        if type(v) is list:
+            if v:
+                del v[:]
         else:
-            d = _DEF[f[_TYPE]]
-            if v != d:
-                setattr(msg, name, d)
+            setattr(msg, name, [])
     for o in cls._O:
         a = getattr(msg, o)
         if a is not None:
@@ -516,10 +520,13 @@ def _dec(msg, buf, p, end, depth):
             if b < 0x80:
                 v = b
                 p += 1
+            elif p + 1 < end and buf[p + 1] < 0x80:   # two bytes (128..16383: seq, most ids): no call
+                v = (b & 0x7F) | (buf[p + 1] << 7)
+                p += 2
             else:
                 v = _varint(buf, p, end)
                 p = r.pos
-            if t != _T_UINT32 or v > 0x7F:
+            if t != _T_UINT32 or v > 0x3FFF:   # a uint32 below 2**14 is itself (no range check needed)
                 v = _conv(t, v)
         elif wt == 2:
             b = buf[p] if p < end else 0x80
