@@ -702,9 +702,15 @@ class Runtime:
         self._log = log or hal.log
         lim = board.get("limits") or {}
         self.max_frame_bytes = lim.get("max_frame_bytes", 4096)
-        self.max_streams = lim.get("max_concurrent_streams", 4)
-        self.buffer_ms = lim.get("buffer_ms", 300)
+        # Hello.max_concurrent_streams bounds the core's render streams toward us (spec §10.3): advertise what the
+        # board can really hold at once, one per render surface (a speaker plays one render at a time), never more
+        # than the board file's limit. Past it the core's Open draws TOO_MANY_STREAMS from the session; UNAVAILABLE
+        # stays "declared but momentarily out of reach" (speaker muted, still draining the previous reply).
+        # Never 0 on the wire: 0 would mean the protocol default of 8.
         au = board.get("audio") or {}
+        slots = 1 if au.get("speaker") else 0
+        self.max_streams = max(1, min(lim.get("max_concurrent_streams", 4), slots))
+        self.buffer_ms = lim.get("buffer_ms", 300)
         self.mic_rate = (au.get("mic") or {}).get("rates", [16000])[0]
         self.spk_rate = (au.get("speaker") or {}).get("rates", [16000])[0]
         self.duplex = self.opt.get("duplex") or board.get("duplex", "full")

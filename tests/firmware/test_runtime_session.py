@@ -122,3 +122,24 @@ def test_stop_on_long_press_while_thinking():
     got = [(e.op, e.id) for e, _ in H.sent(core)]
     assert got == [("stop", 0), ("event", 0)]
     assert cid in sat.pending                    # still waits for the core's terminal
+
+
+def test_r10_3_c_hello_advertises_the_one_render_a_speaker_holds():
+    """The board file allows 4 streams, but one speaker plays one render at a time: the Hello says 1, so the
+    core's second concurrent MediaRenderOpen draws TOO_MANY_STREAMS on its own id (spec §10.3), the first plays on,
+    and UNAVAILABLE keeps its meaning: after the first stream's StreamEnd, while its audio still drains, a new
+    render is momentarily out of reach."""
+    rt, sat, core, sink, hal = H.make(record_output=True)
+    assert H.BOARD["limits"]["max_concurrent_streams"] == 4
+    assert rt.surface("").max_concurrent_streams == 1
+    _render(sat, core, rid=2, chunks=2)
+    H.feed(sat.link, core, pb.Envelope(id=4, media_render_open=pb.MediaRenderOpen(
+        target=pb.CapabilityKind.CAPABILITY_SPEAKER, format=sat.rt.mic_format())))
+    errs = [(e.id, e.error.code) for e, _ in H.sent(core) if e.op == "error"]
+    assert errs == [(4, pb.ErrorCode.TOO_MANY_STREAMS)], errs
+    assert sat.render_id == 2
+    H.feed(sat.link, core, pb.Envelope(id=2, stream_end=pb.StreamEnd(reason=pb.StreamReason.COMPLETE)))
+    H.feed(sat.link, core, pb.Envelope(id=6, media_render_open=pb.MediaRenderOpen(
+        target=pb.CapabilityKind.CAPABILITY_SPEAKER, format=sat.rt.mic_format())))
+    errs = [(e.id, e.error.code) for e, _ in H.sent(core) if e.op == "error"]
+    assert errs[-1] == (6, pb.ErrorCode.UNAVAILABLE), errs
