@@ -442,3 +442,57 @@ def test_pure_copy_path_and_cached_static_public():
     a = NoiseConnection(True, SI, "IK", _pub(SR), rng=Rng(b"c"))
     b = NoiseConnection(True, SI, "IK", _pub(SR), rng=Rng(b"c"), static_public=_pub(SI))
     assert a.start() == b.start()
+
+
+def test_rx_capacity_follows_max_frame_bytes():
+    """The receive buffer holds one Noise message of the advertised max_frame_bytes (+ tag): 4 KiB frames
+    need 4112 bytes, not 65535; 0 (unset) and anything past one message take the full 65535."""
+    assert transport.rx_message_bytes(4096) == 4112
+    assert transport.rx_message_bytes(16384) == 16400
+    assert transport.rx_message_bytes(0) == 65535
+    assert transport.rx_message_bytes(65516) == 65532
+    assert transport.rx_message_bytes(65519) == 65535
+    assert transport.rx_message_bytes(70000) == 65535
+    assert transport.rx_message_bytes(10) == transport.MIN_RX_MESSAGE
+    i, r = _pair("XX", b"rxcap", rx_buf=bytearray(transport.MIN_RX_MESSAGE))   # XX message 2 is the longest
+    _handshake(i, r)
+    assert i.rx_capacity == transport.MIN_RX_MESSAGE
+    assert raises(NoiseStateError, lambda: NoiseConnection(True, SI, "XX", rx_buf=bytearray(95))).code == "BAD_CAPACITY"
+    assert raises(NoiseStateError, lambda: NoiseConnection(True, SI, "XX", rx_capacity=65536)).code == "BAD_CAPACITY"
+
+
+def test_noise_message_over_rx_capacity_is_a_typed_close():
+    """A peer's message longer than our buffer is refused at its 2-byte header, before any byte is
+    buffered: TransportError MESSAGE_TOO_LARGE (HandshakeError during the handshake), then CLOSED."""
+    cap = transport.rx_message_bytes(4096)
+    for whole in (True, False):
+        i, r = _pair("IK", b"big", rx_capacity=cap)
+        _handshake(i, r)
+        ok = r.encrypt(bytes(4096))                       # one frame at the advertised limit: fits
+        i.receive(ok)
+        assert i.read_plaintext() == bytes(4096)
+        big = r.encrypt(bytes(cap - 15))                  # one byte over: cap + 1 on the wire
+        assert len(_frames(big)) == 1
+        if whole:
+            e = raises(TransportError, i.receive, big)
+        else:
+            i.receive(big[:1])
+            e = raises(TransportError, i.receive, big[1:2])
+        assert e.code == "MESSAGE_TOO_LARGE" and i.closed
+        assert raises(NoiseStateError, i.receive, b"\x00").code == "CLOSED"
+    i = NoiseConnection(True, SI, "XX", rng=Rng(b"hs"), rx_buf=bytearray(200))
+    i.start()
+    assert raises(HandshakeError, i.receive, bytes([0, 201])).code == "MESSAGE_TOO_LARGE"
+
+
+def test_tx_buf_placed_by_the_caller():
+    buf = bytearray(100 + 18)
+    i, r = _pair("IK", b"txb", tx_capacity=100, tx_buf=buf)
+    _handshake(i, r)
+    assert i.tx_buf is buf
+    i.tx_plain[0:5] = b"hello"
+    n = i.encrypt_buffer(5)
+    r.receive(bytes(buf[:n]))
+    assert r.read_plaintext() == b"hello"
+    assert raises(NoiseStateError, NoiseConnection, True, SI, "XX", None, None, None, ("XX",), None, 100,
+                  None, None, transport.MAX_MESSAGE, bytearray(117)).code == "BAD_CAPACITY"

@@ -12,7 +12,9 @@
 #
 # API
 #   conn = NoiseConnection(initiator, static_private, pattern="IK"|"XX", remote_static=None, rng=None,
-#                          on_plaintext=None, tx_capacity=MAX_PLAINTEXT, static_public=None)
+#                          on_plaintext=None, tx_capacity=MAX_PLAINTEXT, static_public=None,
+#                          rx_buf=None, rx_capacity=MAX_MESSAGE, tx_buf=None)
+#   rx_message_bytes(max_frame_bytes) -> the rx_capacity for a peer that advertised that limit
 #   (static_public: our cached public key, saving one X25519 per connection; the caller keeps it
 #   consistent with static_private -- a wrong one makes every handshake fail, never succeed wrongly)
 #   conn.start() -> bytes            initiator: offer + message 1 (responder: b"")
@@ -30,12 +32,17 @@
 #     then write conn.tx_buf[0:total] to the socket. conn.encrypt_from(buf, start, end) copies first.
 #     conn.encrypt(data) -> bytes is the allocating convenience that splits any length.
 #
-# Memory: the receive buffer is MAX_MESSAGE = 65535 bytes (a core may send full-size messages, and a
-# message must be whole before its tag can be checked), plus 2 header bytes kept as ints; the send
-# buffer is tx_capacity + 18 bytes (65537 by default; a satellite that only sends small frames may pass
-# a smaller tx_capacity, at least its Hello frame, spec §6.1). Both are allocated once, in __init__;
-# pass rx_buf= to place the receive buffer yourself (e.g. in PSRAM). Any error closes the object for
-# good: every later call raises NoiseStateError "CLOSED".
+# Memory: the receive buffer holds one whole Noise message (its tag is checked before any plaintext is
+# released, so a message cannot be consumed piecemeal): rx_capacity bytes, plus 2 header bytes kept as
+# ints. A satellite sizes it with rx_message_bytes(its advertised max_frame_bytes): the core sends each
+# frame as its own Noise message(s) and never a frame over that limit (spec §6.1), so no message it
+# sends is longer than max_frame_bytes + the 16-byte tag. A longer claimed length is refused before a
+# byte is buffered (HandshakeError / TransportError "MESSAGE_TOO_LARGE": the connection closes). The
+# default, MAX_MESSAGE = 65535, takes any message. The send buffer is tx_capacity + 18 bytes (65537 by
+# default; a satellite that only sends small frames may pass a smaller tx_capacity, at least its Hello
+# frame, spec §6.1). Both are allocated once, in __init__; pass rx_buf= / tx_buf= to place them yourself
+# (kept across connections, or in PSRAM): rx_buf's length is the receive capacity. Any error closes the
+# object for good: every later call raises NoiseStateError "CLOSED".
 try:
     from micropython import const
 except ImportError:
@@ -48,6 +55,10 @@ _LEN_PREFIX = const(2)
 _TAGLEN = const(16)
 MAX_MESSAGE = const(65535)
 MAX_PLAINTEXT = const(65519)
+# The smallest receive buffer that completes a handshake as initiator: XX message 2 is the longest one we
+# receive (e 32 + encrypted s 32+16 + the empty payload's tag 16); the offer (32) and IK message 2 (48)
+# are shorter.
+MIN_RX_MESSAGE = const(96)
 # The offer is one of the two 32-byte names: a longer claimed length is refused before buffering.
 _MAX_OFFER = const(32)
 _EMPTY = b""
@@ -66,6 +77,15 @@ except (ImportError, SyntaxError, NameError):  # CPython or no viper emitter
     _copy = _copy_pure
 
 
+def rx_message_bytes(max_frame_bytes):
+    """The receive buffer for a peer that advertised `max_frame_bytes` (0 = unset: the protocol default,
+    one full Noise message): its largest frame plus the tag, between MIN_RX_MESSAGE and MAX_MESSAGE."""
+    if max_frame_bytes <= 0 or max_frame_bytes > MAX_PLAINTEXT:
+        return MAX_MESSAGE
+    n = max_frame_bytes + _TAGLEN
+    return n if n > MIN_RX_MESSAGE else MIN_RX_MESSAGE
+
+
 def use_pure_copy(flag):
     """Tests: force the pure copy (True) or restore the viper one when present (False)."""
     global _copy
@@ -82,7 +102,7 @@ def use_pure_copy(flag):
 class NoiseConnection:
     def __init__(self, initiator, static_private, pattern=None, remote_static=None, rng=None,
                  on_plaintext=None, patterns=("IK", "XX"), ephemeral=None, tx_capacity=MAX_PLAINTEXT,
-                 rx_buf=None, static_public=None):
+                 rx_buf=None, static_public=None, rx_capacity=MAX_MESSAGE, tx_buf=None):
         self.initiator = bool(initiator)
         self._s = bytes(static_private)
         self._s_pub = static_public
@@ -102,11 +122,21 @@ class NoiseConnection:
         if tx_capacity > MAX_PLAINTEXT or tx_capacity < 1:
             raise NoiseStateError("BAD_CAPACITY", "tx_capacity must be 1..65519")
         self.on_plaintext = on_plaintext
-        self._rx = rx_buf if rx_buf is not None else bytearray(MAX_MESSAGE)
-        if len(self._rx) < MAX_MESSAGE:
-            raise NoiseStateError("BAD_CAPACITY", "rx_buf must hold 65535 bytes")
+        if rx_buf is None:
+            if rx_capacity < MIN_RX_MESSAGE or rx_capacity > MAX_MESSAGE:
+                raise NoiseStateError("BAD_CAPACITY", "rx_capacity must be %d..65535" % MIN_RX_MESSAGE)
+            rx_buf = bytearray(rx_capacity)
+        if len(rx_buf) < MIN_RX_MESSAGE:
+            raise NoiseStateError("BAD_CAPACITY", "rx_buf must hold at least %d bytes (a handshake message)"
+                                  % MIN_RX_MESSAGE)
+        self._rx = rx_buf
+        self.rx_capacity = len(rx_buf) if len(rx_buf) < MAX_MESSAGE else MAX_MESSAGE
         self.tx_capacity = tx_capacity
-        self.tx_buf = bytearray(tx_capacity + _LEN_PREFIX + _TAGLEN)
+        if tx_buf is None:
+            tx_buf = bytearray(tx_capacity + _LEN_PREFIX + _TAGLEN)
+        elif len(tx_buf) < tx_capacity + _LEN_PREFIX + _TAGLEN:
+            raise NoiseStateError("BAD_CAPACITY", "tx_buf must hold tx_capacity + 18 bytes")
+        self.tx_buf = tx_buf
         self.tx_plain = memoryview(self.tx_buf)[_LEN_PREFIX:]
         self._hdr = 0  # header bytes seen of the current message (0..2)
         self._len = 0  # its length once the header is complete
@@ -224,6 +254,8 @@ class NoiseConnection:
                     if not self._offer_seen and self._len > _MAX_OFFER:
                         raise HandshakeError("UNSUPPORTED_PROTOCOL", "the peer offered a %d-byte protocol name; "
                                              "only Noise_IK/XX_25519_ChaChaPoly_SHA256 are accepted" % self._len)
+                    if self._len > self.rx_capacity:
+                        self._too_large()
                 k = self._len - self._got
                 if k > end - start:
                     k = end - start
@@ -247,6 +279,14 @@ class NoiseConnection:
                     self._handshake_message(n)
         except NoiseError as e:
             self._fail(e)
+
+    def _too_large(self):
+        msg = ("the peer sent a %d-byte Noise message; this end receives at most %d (its max_frame_bytes plus "
+               "the 16-byte tag): a core must not send a frame over the max_frame_bytes we advertised, nor put "
+               "several frames in one Noise message beyond it" % (self._len, self.rx_capacity))
+        if self.handshake_done:
+            raise TransportError("MESSAGE_TOO_LARGE", msg)
+        raise HandshakeError("MESSAGE_TOO_LARGE", msg)
 
     def _queue(self, m):
         if self._plain is None:
