@@ -26,17 +26,21 @@ def make_hal(board):
 
 
 def main(board=None, hal=None):
+    if board is None:
+        board = load_board()
+    # The runtime's big buffers first, while the heap is one free block (satellite.buffers): after the
+    # imports below (~150 KB on a 32-bit board) a 17 KB block may no longer be contiguous anywhere.
+    from satellite.buffers import Buffers
+    bufs = Buffers(board)
     import asyncio
     from satellite import keystore
     from satellite.noise import x25519
     from satellite.runtime import Runtime
-    if board is None:
-        board = load_board()
     if hal is None:
         hal = make_hal(board)
     ks = keystore.KeyStore(DATA_DIR, os.urandom, x25519.public_key)
     ks.recover()
-    rt = Runtime(board, hal, ks, options=getattr(hal, "options", None))
+    rt = Runtime(board, hal, ks, options=getattr(hal, "options", None), buffers=bufs)
     hal.log("sat: alabama satellite on %s (%s)" % (board.get("id"), sys.implementation.name))
     asyncio.run(rt.run())
     return rt

@@ -72,9 +72,9 @@ class JitterRing:
     takes what fits and reports it: the excess of a core that overruns its pacing is dropped (the
     render is LOSSY_OK) and counted in `dropped`."""
 
-    def __init__(self, capacity):
-        self.buf = bytearray(capacity)
-        self.cap = capacity
+    def __init__(self, capacity, buf=None):
+        self.buf = buf if buf is not None else bytearray(capacity)   # buf: preallocated (satellite.buffers)
+        self.cap = capacity if capacity <= len(self.buf) else len(self.buf)
         self.rd = 0
         self.n = 0
         self.dropped = 0

@@ -58,9 +58,9 @@ from satellite.provision import record as R
 from satellite import keystore as K
 
 VERSION = "0.1.0"
-FRAME_MS = const(20)               # one capture chunk / one playout step
-TX_CAPACITY = const(4096)          # largest frame we send (Hello, tool results), one Noise message
-RX_CHUNK = const(2048)             # bytes asked of the socket per read
+# FRAME_MS (one capture chunk / one playout step), TX_CAPACITY (largest frame we send: Hello, tool results,
+# one Noise message) and RX_CHUNK (bytes asked of the socket per read) live beside the buffers they size.
+from satellite.buffers import FRAME_MS, TX_CAPACITY, RX_CHUNK, Buffers
 POLL_MS = const(5)                 # socket poll period while connected (latency bound of the receive path)
 HANDSHAKE_TIMEOUT_MS = const(10000)
 MAX_CAPTURE_MS = const(30000)      # a capture nobody ends is ended by the device (StreamEnd TIMEOUT)
@@ -693,7 +693,7 @@ class Satellite:
 class Runtime:
     """Connects, serves, and reconnects for ever (or until the core rejects us for good)."""
 
-    def __init__(self, board, hal, keystore, log=None, rng=None, options=None):
+    def __init__(self, board, hal, keystore, log=None, rng=None, options=None, buffers=None):
         self.board = board
         self.hal = hal
         self.ks = keystore
@@ -731,13 +731,18 @@ class Runtime:
         self.core_key_in_use = None
         self.sock = None
         self._pend = None
-        self.rxbuf = bytearray(RX_CHUNK)
         # The big buffers live as long as the runtime: reconnecting allocates none of them again (a fresh
-        # 64 KiB block after hours of uptime is exactly what a fragmented heap cannot give).
-        self.noise_rx = bytearray(65535)
-        self.frame_buf = bytearray(self.max_frame_bytes + F.PREFIX_MAX_BYTES)
-        self.ring = audio.JitterRing(2 * self.spk_rate * self.buffer_ms // 1000 + 2 * self.max_frame_bytes)
-        self.play_buf = bytearray(2 * (self.spk_rate * FRAME_MS // 1000))
+        # block after hours of uptime is exactly what a fragmented heap cannot give). All follow the board
+        # file (satellite.buffers): the Noise receive buffer holds one message of our advertised
+        # max_frame_bytes (4 KiB on a no-PSRAM board, not 64 KiB). app.main allocates them before the big
+        # imports and passes them in; tests let the runtime make its own.
+        b = buffers if buffers is not None else Buffers(board)
+        self.buffers = b
+        self.rxbuf = b.rx
+        self.noise_rx = b.noise_rx
+        self.frame_buf = b.frame
+        self.ring = audio.JitterRing(len(b.ring), b.ring)
+        self.play_buf = b.play
         self.conn = None
         self.last_rx = 0
         self.t_boot = ticks_ms()
@@ -977,7 +982,8 @@ class Runtime:
         self.conn = None
         gc.collect()
         conn = NoiseConnection(True, priv, pattern=pattern, remote_static=core_key, rng=self.rng,
-                               tx_capacity=TX_CAPACITY, rx_buf=self.noise_rx, static_public=pub)
+                               tx_capacity=TX_CAPACITY, rx_buf=self.noise_rx, static_public=pub,
+                               tx_buf=self.buffers.noise_tx)
         self.conn = conn
         try:
             out = conn.start()
@@ -1202,11 +1208,11 @@ class Runtime:
             await asyncio.sleep_ms(min(50, ms))
 
     def _provision_gesture(self, now):
-        """Five short presses within 3 s enter listening mode (listen.Gesture, made on the first press so
-        the receiver's tables are imported only on a board that is being provisioned)."""
+        """Five short presses within 3 s enter listening mode (gesture.Gesture: a press imports only that
+        small module; listen and the ggwave receiver are imported when listening mode starts)."""
         if self._gesture is None:
-            from satellite.provision import listen
-            self._gesture = listen.Gesture()
+            from satellite.provision.gesture import Gesture
+            self._gesture = Gesture()
         return self._gesture.feed(PRESS, now)
 
     async def _wait_reprovision(self):
