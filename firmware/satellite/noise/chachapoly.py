@@ -9,8 +9,8 @@ try:
 except ImportError:
     const = lambda x: x  # noqa: E731
 
-from satellite.noise import _chacha_pure, _poly1305_pure
-
+# The pure twins are imported only when chosen (_modules): with the viper path they would cost ~3 KB of
+# heap for nothing (docs/memory.md).
 try:
     from satellite.noise import _chacha_viper
     IMPLS = ("viper", "pure")
@@ -60,6 +60,7 @@ def _modules(impl):
     if impl == "viper" and _chacha_viper is not None:
         return impl, _chacha_viper.run, None, None
     if impl == "pure":
+        from satellite.noise import _chacha_pure, _poly1305_pure
         return impl, None, _chacha_pure, _poly1305_pure
     raise LimitError("unknown or unavailable ChaChaPoly impl %r (available: %r)" % (impl, IMPLS))
 

@@ -11,8 +11,6 @@ try:
 except ImportError:
     const = lambda x: x  # noqa: E731
 
-from . import _x25519_pure
-
 _KEY_LEN = const(32)
 
 try:
@@ -38,6 +36,7 @@ def _impl(name):
     if name == "viper" and _x25519_viper:
         return _x25519_viper.scalarmult
     if name == "pure":
+        from . import _x25519_pure       # only when chosen: the viper path needs no big-int twin in RAM
         return _x25519_pure.scalarmult
     raise X25519Error("unknown_impl", "X25519 implementation %r is not available here (have %r)" % (name, IMPLS))
 
