@@ -495,257 +495,257 @@ class SettingDescriptor(pb.Message):
     value = None
 
 
-# Field tables: (number, name, type, rep, sub-message, oneof, max_size, max_count).
+# Field tables: (number, name, type, rep, sub-message, oneof, max_size, max_count, key).
 # type: 1 int32, 2 int64, 3 uint32, 4 uint64, 5 sint32, 6 sint64, 7 bool, 8 enum,
 # 9 fixed32, 10 sfixed32, 11 fixed64, 12 sfixed64, 13 string, 14 bytes, 15 message; rep: 0 singular, 1 repeated, 2 packed.
 pb.table(AudioFormat, (
-    (1, "encoding", 8, 0, None, None, 0, 0),
-    (2, "sample_rate", 3, 0, None, None, 0, 0),
-    (3, "channels", 3, 0, None, None, 0, 0),
-    (4, "sample_bits", 3, 0, None, None, 0, 0),
+    (1, "encoding", 8, 0, None, None, 0, 0, 8),
+    (2, "sample_rate", 3, 0, None, None, 0, 0, 16),
+    (3, "channels", 3, 0, None, None, 0, 0, 24),
+    (4, "sample_bits", 3, 0, None, None, 0, 0, 32),
 ))
 pb.table(MediaBlock, (
-    (1, "mime", 13, 0, None, None, 64, 0),
-    (2, "data", 14, 0, None, None, 65516, 0),
-    (3, "upload", 3, 0, None, None, 0, 0),
+    (1, "mime", 13, 0, None, None, 64, 0, 10),
+    (2, "data", 14, 0, None, None, 65516, 0, 18),
+    (3, "upload", 3, 0, None, None, 0, 0, 24),
 ))
 pb.table(ContentBlock, (
-    (1, "text", 13, 0, None, "block", 4096, 0),
-    (2, "media", 15, 0, MediaBlock, "block", 0, 0),
+    (1, "text", 13, 0, None, "block", 4096, 0, 10),
+    (2, "media", 15, 0, MediaBlock, "block", 0, 0, 18),
 ))
 pb.table(Envelope, (
-    (1, "id", 3, 0, None, None, 0, 0),
-    (2, "hello", 15, 0, Hello, "op", 0, 0),
-    (3, "hello_response", 15, 0, HelloResponse, "op", 0, 0),
-    (4, "error", 15, 0, Error, "op", 0, 0),
-    (5, "ping", 15, 0, Ping, "op", 0, 0),
-    (6, "ping_response", 15, 0, PingResponse, "op", 0, 0),
-    (7, "paired", 15, 0, Paired, "op", 0, 0),
-    (8, "stream_chunk", 15, 0, StreamChunk, "op", 0, 0),
-    (9, "stream_end", 15, 0, StreamEnd, "op", 0, 0),
-    (10, "stream_cancel", 15, 0, StreamCancel, "op", 0, 0),
-    (11, "capture_open", 15, 0, CaptureOpen, "op", 0, 0),
-    (12, "media_render_open", 15, 0, MediaRenderOpen, "op", 0, 0),
-    (13, "playback_done", 15, 0, PlaybackDone, "op", 0, 0),
-    (14, "response", 15, 0, Response, "op", 0, 0),
-    (15, "pipeline_state", 15, 0, PipelineState, "op", 0, 0),
-    (16, "capture_ack", 15, 0, CaptureAck, "op", 0, 0),
-    (17, "text_input", 15, 0, TextInput, "op", 0, 0),
-    (18, "event", 15, 0, Event, "op", 0, 0),
-    (19, "upload_open", 15, 0, UploadOpen, "op", 0, 0),
-    (20, "request_capture", 15, 0, RequestCapture, "op", 0, 0),
-    (21, "stop", 15, 0, Stop, "op", 0, 0),
-    (22, "text_render_open", 15, 0, TextRenderOpen, "op", 0, 0),
-    (23, "image_render_open", 15, 0, ImageRenderOpen, "op", 0, 0),
-    (24, "render", 15, 0, Render, "op", 0, 0),
-    (25, "media_control", 15, 0, MediaControl, "op", 0, 0),
-    (26, "invoke", 15, 0, Invoke, "op", 0, 0),
-    (27, "tool_result", 15, 0, ToolResult, "op", 0, 0),
-    (28, "settings_write", 15, 0, SettingsWrite, "op", 0, 0),
-    (29, "setting_state", 15, 0, SettingState, "op", 0, 0),
-    (30, "presence", 15, 0, Presence, "op", 0, 0),
+    (1, "id", 3, 0, None, None, 0, 0, 8),
+    (2, "hello", 15, 0, Hello, "op", 0, 0, 18),
+    (3, "hello_response", 15, 0, HelloResponse, "op", 0, 0, 26),
+    (4, "error", 15, 0, Error, "op", 0, 0, 34),
+    (5, "ping", 15, 0, Ping, "op", 0, 0, 42),
+    (6, "ping_response", 15, 0, PingResponse, "op", 0, 0, 50),
+    (7, "paired", 15, 0, Paired, "op", 0, 0, 58),
+    (8, "stream_chunk", 15, 0, StreamChunk, "op", 0, 0, 66),
+    (9, "stream_end", 15, 0, StreamEnd, "op", 0, 0, 74),
+    (10, "stream_cancel", 15, 0, StreamCancel, "op", 0, 0, 82),
+    (11, "capture_open", 15, 0, CaptureOpen, "op", 0, 0, 90),
+    (12, "media_render_open", 15, 0, MediaRenderOpen, "op", 0, 0, 98),
+    (13, "playback_done", 15, 0, PlaybackDone, "op", 0, 0, 106),
+    (14, "response", 15, 0, Response, "op", 0, 0, 114),
+    (15, "pipeline_state", 15, 0, PipelineState, "op", 0, 0, 122),
+    (16, "capture_ack", 15, 0, CaptureAck, "op", 0, 0, 130),
+    (17, "text_input", 15, 0, TextInput, "op", 0, 0, 138),
+    (18, "event", 15, 0, Event, "op", 0, 0, 146),
+    (19, "upload_open", 15, 0, UploadOpen, "op", 0, 0, 154),
+    (20, "request_capture", 15, 0, RequestCapture, "op", 0, 0, 162),
+    (21, "stop", 15, 0, Stop, "op", 0, 0, 170),
+    (22, "text_render_open", 15, 0, TextRenderOpen, "op", 0, 0, 178),
+    (23, "image_render_open", 15, 0, ImageRenderOpen, "op", 0, 0, 186),
+    (24, "render", 15, 0, Render, "op", 0, 0, 194),
+    (25, "media_control", 15, 0, MediaControl, "op", 0, 0, 202),
+    (26, "invoke", 15, 0, Invoke, "op", 0, 0, 210),
+    (27, "tool_result", 15, 0, ToolResult, "op", 0, 0, 218),
+    (28, "settings_write", 15, 0, SettingsWrite, "op", 0, 0, 226),
+    (29, "setting_state", 15, 0, SettingState, "op", 0, 0, 234),
+    (30, "presence", 15, 0, Presence, "op", 0, 0, 242),
 ), ("op", "unknown_op"))
 pb.table(Hello, (
-    (1, "wire_version", 3, 0, None, None, 0, 0),
-    (2, "capabilities", 15, 1, CapabilityDescriptor, None, 0, 16),
-    (3, "tools", 15, 1, ToolDescriptor, None, 0, 16),
-    (4, "events", 15, 1, EventDescriptor, None, 0, 16),
-    (5, "settings", 15, 1, SettingDescriptor, None, 0, 16),
-    (6, "max_frame_bytes", 3, 0, None, None, 0, 0),
-    (7, "max_concurrent_streams", 3, 0, None, None, 0, 0),
-    (8, "pairing_token", 13, 0, None, None, 64, 0),
-    (9, "display_name", 13, 0, None, None, 64, 0),
-    (10, "multi_speaker", 7, 0, None, None, 0, 0),
-    (11, "software", 13, 0, None, None, 64, 0),
+    (1, "wire_version", 3, 0, None, None, 0, 0, 8),
+    (2, "capabilities", 15, 1, CapabilityDescriptor, None, 0, 16, 18),
+    (3, "tools", 15, 1, ToolDescriptor, None, 0, 16, 26),
+    (4, "events", 15, 1, EventDescriptor, None, 0, 16, 34),
+    (5, "settings", 15, 1, SettingDescriptor, None, 0, 16, 42),
+    (6, "max_frame_bytes", 3, 0, None, None, 0, 0, 48),
+    (7, "max_concurrent_streams", 3, 0, None, None, 0, 0, 56),
+    (8, "pairing_token", 13, 0, None, None, 64, 0, 66),
+    (9, "display_name", 13, 0, None, None, 64, 0, 74),
+    (10, "multi_speaker", 7, 0, None, None, 0, 0, 80),
+    (11, "software", 13, 0, None, None, 64, 0, 90),
 ))
 pb.table(HelloResponse, (
-    (1, "accepted", 15, 0, Accepted, "result", 0, 0),
-    (2, "version_mismatch", 15, 0, VersionMismatch, "result", 0, 0),
-    (3, "rejected", 15, 0, Rejected, "result", 0, 0),
+    (1, "accepted", 15, 0, Accepted, "result", 0, 0, 10),
+    (2, "version_mismatch", 15, 0, VersionMismatch, "result", 0, 0, 18),
+    (3, "rejected", 15, 0, Rejected, "result", 0, 0, 26),
 ))
 pb.table(Accepted, (
-    (1, "max_frame_bytes", 3, 0, None, None, 0, 0),
-    (2, "max_concurrent_streams", 3, 0, None, None, 0, 0),
-    (3, "wire_version", 3, 0, None, None, 0, 0),
+    (1, "max_frame_bytes", 3, 0, None, None, 0, 0, 8),
+    (2, "max_concurrent_streams", 3, 0, None, None, 0, 0, 16),
+    (3, "wire_version", 3, 0, None, None, 0, 0, 24),
 ))
 pb.table(VersionMismatch, (
-    (1, "server_version", 3, 0, None, None, 0, 0),
-    (2, "min_wire_version", 3, 0, None, None, 0, 0),
-    (3, "message", 13, 0, None, None, 256, 0),
+    (1, "server_version", 3, 0, None, None, 0, 0, 8),
+    (2, "min_wire_version", 3, 0, None, None, 0, 0, 16),
+    (3, "message", 13, 0, None, None, 256, 0, 26),
 ))
 pb.table(Rejected, (
-    (1, "reason", 8, 0, None, None, 0, 0),
-    (2, "message", 13, 0, None, None, 256, 0),
+    (1, "reason", 8, 0, None, None, 0, 0, 8),
+    (2, "message", 13, 0, None, None, 256, 0, 18),
 ))
 pb.table(Error, (
-    (1, "code", 8, 0, None, None, 0, 0),
-    (2, "message", 13, 0, None, None, 256, 0),
-    (3, "data", 13, 0, None, None, 1024, 0),
+    (1, "code", 8, 0, None, None, 0, 0, 8),
+    (2, "message", 13, 0, None, None, 256, 0, 18),
+    (3, "data", 13, 0, None, None, 1024, 0, 26),
 ))
-pb.table(Ping, ((1, "t1", 4, 0, None, None, 0, 0),))
+pb.table(Ping, ((1, "t1", 4, 0, None, None, 0, 0, 8),))
 pb.table(PingResponse, (
-    (1, "t1", 4, 0, None, None, 0, 0),
-    (2, "t2", 4, 0, None, None, 0, 0),
-    (3, "t3", 4, 0, None, None, 0, 0),
+    (1, "t1", 4, 0, None, None, 0, 0, 8),
+    (2, "t2", 4, 0, None, None, 0, 0, 16),
+    (3, "t3", 4, 0, None, None, 0, 0, 24),
 ))
 pb.table(Paired, ())
 pb.table(StreamChunk, (
-    (1, "seq", 3, 0, None, None, 0, 0),
-    (2, "capture_ts", 4, 0, None, None, 0, 0),
+    (1, "seq", 3, 0, None, None, 0, 0, 8),
+    (2, "capture_ts", 4, 0, None, None, 0, 0, 16),
 ))
-pb.table(StreamEnd, ((1, "reason", 8, 0, None, None, 0, 0),))
-pb.table(StreamCancel, ((1, "reason", 8, 0, None, None, 0, 0),))
+pb.table(StreamEnd, ((1, "reason", 8, 0, None, None, 0, 0, 8),))
+pb.table(StreamCancel, ((1, "reason", 8, 0, None, None, 0, 0, 8),))
 pb.table(CaptureOpen, (
-    (1, "kind", 8, 0, None, None, 0, 0),
-    (2, "trigger", 8, 0, None, None, 0, 0),
-    (3, "mode", 8, 0, None, None, 0, 0),
-    (4, "format", 15, 0, AudioFormat, None, 0, 0),
-    (5, "from_", 13, 0, None, None, 128, 0),
-    (6, "lane", 13, 0, None, None, 128, 0),
-    (7, "correlation_ref", 13, 0, None, None, 64, 0),
+    (1, "kind", 8, 0, None, None, 0, 0, 8),
+    (2, "trigger", 8, 0, None, None, 0, 0, 16),
+    (3, "mode", 8, 0, None, None, 0, 0, 24),
+    (4, "format", 15, 0, AudioFormat, None, 0, 0, 34),
+    (5, "from_", 13, 0, None, None, 128, 0, 42),
+    (6, "lane", 13, 0, None, None, 128, 0, 50),
+    (7, "correlation_ref", 13, 0, None, None, 64, 0, 58),
 ))
-pb.table(CaptureAck, ((1, "stored", 3, 0, None, None, 0, 0),))
+pb.table(CaptureAck, ((1, "stored", 3, 0, None, None, 0, 0, 8),))
 pb.table(TextInput, (
-    (1, "text", 13, 0, None, None, 4096, 0),
-    (2, "media", 15, 1, MediaBlock, None, 0, 4),
-    (3, "from_", 13, 0, None, None, 128, 0),
-    (4, "lane", 13, 0, None, None, 128, 0),
+    (1, "text", 13, 0, None, None, 4096, 0, 10),
+    (2, "media", 15, 1, MediaBlock, None, 0, 4, 18),
+    (3, "from_", 13, 0, None, None, 128, 0, 26),
+    (4, "lane", 13, 0, None, None, 128, 0, 34),
 ))
 pb.table(Event, (
-    (1, "id", 13, 0, None, None, 64, 0),
-    (2, "metadata", 13, 0, None, None, 1024, 0),
-    (3, "from_", 13, 0, None, None, 128, 0),
+    (1, "id", 13, 0, None, None, 64, 0, 10),
+    (2, "metadata", 13, 0, None, None, 1024, 0, 18),
+    (3, "from_", 13, 0, None, None, 128, 0, 26),
 ))
 pb.table(UploadOpen, (
-    (1, "mime", 13, 0, None, None, 64, 0),
-    (2, "total_bytes", 4, 0, None, None, 0, 0),
+    (1, "mime", 13, 0, None, None, 64, 0, 10),
+    (2, "total_bytes", 4, 0, None, None, 0, 0, 16),
 ))
 pb.table(RequestCapture, (
-    (1, "correlation_ref", 13, 0, None, None, 64, 0),
-    (2, "image_source", 8, 0, None, None, 0, 0),
-    (3, "mode", 8, 0, None, None, 0, 0),
+    (1, "correlation_ref", 13, 0, None, None, 64, 0, 10),
+    (2, "image_source", 8, 0, None, None, 0, 0, 16),
+    (3, "mode", 8, 0, None, None, 0, 0, 24),
 ))
 pb.table(Stop, ())
 pb.table(MediaRenderOpen, (
-    (1, "target", 8, 0, None, None, 0, 0),
-    (2, "format", 15, 0, AudioFormat, None, 0, 0),
-    (3, "mime", 13, 0, None, None, 64, 0),
-    (4, "to", 13, 0, None, None, 128, 0),
-    (5, "lane", 13, 0, None, None, 128, 0),
+    (1, "target", 8, 0, None, None, 0, 0, 8),
+    (2, "format", 15, 0, AudioFormat, None, 0, 0, 18),
+    (3, "mime", 13, 0, None, None, 64, 0, 26),
+    (4, "to", 13, 0, None, None, 128, 0, 34),
+    (5, "lane", 13, 0, None, None, 128, 0, 42),
 ))
 pb.table(TextRenderOpen, (
-    (1, "role", 8, 0, None, None, 0, 0),
-    (2, "to", 13, 0, None, None, 128, 0),
-    (3, "lane", 13, 0, None, None, 128, 0),
+    (1, "role", 8, 0, None, None, 0, 0, 8),
+    (2, "to", 13, 0, None, None, 128, 0, 18),
+    (3, "lane", 13, 0, None, None, 128, 0, 26),
 ))
 pb.table(ImageRenderOpen, (
-    (1, "mime", 13, 0, None, None, 64, 0),
-    (2, "total_bytes", 3, 0, None, None, 0, 0),
-    (3, "to", 13, 0, None, None, 128, 0),
-    (4, "lane", 13, 0, None, None, 128, 0),
+    (1, "mime", 13, 0, None, None, 64, 0, 10),
+    (2, "total_bytes", 3, 0, None, None, 0, 0, 16),
+    (3, "to", 13, 0, None, None, 128, 0, 26),
+    (4, "lane", 13, 0, None, None, 128, 0, 34),
 ))
 pb.table(Render, (
-    (1, "target", 8, 0, None, None, 0, 0),
-    (2, "content", 15, 1, ContentBlock, None, 0, 4),
-    (3, "to", 13, 0, None, None, 128, 0),
-    (4, "lane", 13, 0, None, None, 128, 0),
+    (1, "target", 8, 0, None, None, 0, 0, 8),
+    (2, "content", 15, 1, ContentBlock, None, 0, 4, 18),
+    (3, "to", 13, 0, None, None, 128, 0, 26),
+    (4, "lane", 13, 0, None, None, 128, 0, 34),
 ))
 pb.table(MediaControl, (
-    (1, "action", 8, 0, None, None, 0, 0),
-    (2, "volume", 3, 0, None, None, 0, 0),
+    (1, "action", 8, 0, None, None, 0, 0, 8),
+    (2, "volume", 3, 0, None, None, 0, 0, 16),
 ))
-pb.table(PlaybackDone, ((1, "frames", 4, 0, None, None, 0, 0),))
-pb.table(Response, ((1, "content", 15, 1, ContentBlock, None, 0, 4),))
+pb.table(PlaybackDone, ((1, "frames", 4, 0, None, None, 0, 0, 8),))
+pb.table(Response, ((1, "content", 15, 1, ContentBlock, None, 0, 4, 10),))
 pb.table(Invoke, (
-    (1, "name", 13, 0, None, None, 64, 0),
-    (2, "arguments", 13, 0, None, None, 4096, 0),
-    (3, "observe", 7, 0, None, None, 0, 0),
+    (1, "name", 13, 0, None, None, 64, 0, 10),
+    (2, "arguments", 13, 0, None, None, 4096, 0, 18),
+    (3, "observe", 7, 0, None, None, 0, 0, 24),
 ))
 pb.table(ToolResult, (
-    (1, "content", 15, 1, ContentBlock, None, 0, 4),
-    (2, "is_error", 7, 0, None, None, 0, 0),
-    (3, "observe", 7, 0, None, None, 0, 0),
+    (1, "content", 15, 1, ContentBlock, None, 0, 4, 10),
+    (2, "is_error", 7, 0, None, None, 0, 0, 16),
+    (3, "observe", 7, 0, None, None, 0, 0, 24),
 ))
 pb.table(SettingsWrite, (
-    (1, "key", 13, 0, None, None, 64, 0),
-    (2, "value", 15, 0, SettingValue, None, 0, 0),
+    (1, "key", 13, 0, None, None, 64, 0, 10),
+    (2, "value", 15, 0, SettingValue, None, 0, 0, 18),
 ))
 pb.table(SettingState, (
-    (1, "key", 13, 0, None, None, 64, 0),
-    (2, "value", 15, 0, SettingValue, None, 0, 0),
+    (1, "key", 13, 0, None, None, 64, 0, 10),
+    (2, "value", 15, 0, SettingValue, None, 0, 0, 18),
 ))
 pb.table(Presence, (
-    (1, "from_", 13, 1, None, None, 128, 16),
-    (2, "lane", 13, 0, None, None, 128, 0),
+    (1, "from_", 13, 1, None, None, 128, 16, 10),
+    (2, "lane", 13, 0, None, None, 128, 0, 18),
 ))
 pb.table(PipelineState, (
-    (1, "phase", 8, 0, None, None, 0, 0),
-    (2, "error_code", 8, 0, None, None, 0, 0),
+    (1, "phase", 8, 0, None, None, 0, 0, 8),
+    (2, "error_code", 8, 0, None, None, 0, 0, 16),
 ))
 pb.table(ProvisioningRecord, (
-    (1, "core_host", 13, 0, None, None, 64, 0),
-    (2, "core_port", 3, 0, None, None, 0, 0),
-    (3, "core_key", 14, 0, None, None, 32, 0),
-    (4, "pairing_token", 13, 0, None, None, 64, 0),
-    (5, "token_expires", 4, 0, None, None, 0, 0),
-    (6, "wifi_ssid", 13, 0, None, None, 32, 0),
-    (7, "wifi_passphrase", 13, 0, None, None, 64, 0),
+    (1, "core_host", 13, 0, None, None, 64, 0, 10),
+    (2, "core_port", 3, 0, None, None, 0, 0, 16),
+    (3, "core_key", 14, 0, None, None, 32, 0, 26),
+    (4, "pairing_token", 13, 0, None, None, 64, 0, 34),
+    (5, "token_expires", 4, 0, None, None, 0, 0, 40),
+    (6, "wifi_ssid", 13, 0, None, None, 32, 0, 50),
+    (7, "wifi_passphrase", 13, 0, None, None, 64, 0, 58),
 ))
-pb.table(MicParams, ((1, "format", 15, 0, AudioFormat, None, 0, 0),))
+pb.table(MicParams, ((1, "format", 15, 0, AudioFormat, None, 0, 0, 10),))
 pb.table(SpeakerParams, (
-    (1, "format", 15, 0, AudioFormat, None, 0, 0),
-    (2, "buffer_ms", 3, 0, None, None, 0, 0),
+    (1, "format", 15, 0, AudioFormat, None, 0, 0, 10),
+    (2, "buffer_ms", 3, 0, None, None, 0, 0, 16),
 ))
 pb.table(TextDisplayParams, (
-    (1, "columns", 3, 0, None, None, 0, 0),
-    (2, "rows", 3, 0, None, None, 0, 0),
+    (1, "columns", 3, 0, None, None, 0, 0, 8),
+    (2, "rows", 3, 0, None, None, 0, 0, 16),
 ))
 pb.table(ImageDisplayParams, (
-    (1, "width", 3, 0, None, None, 0, 0),
-    (2, "height", 3, 0, None, None, 0, 0),
-    (3, "accepts", 13, 1, None, None, 64, 8),
-    (4, "max_image_bytes", 3, 0, None, None, 0, 0),
+    (1, "width", 3, 0, None, None, 0, 0, 8),
+    (2, "height", 3, 0, None, None, 0, 0, 16),
+    (3, "accepts", 13, 1, None, None, 64, 8, 26),
+    (4, "max_image_bytes", 3, 0, None, None, 0, 0, 32),
 ))
 pb.table(HtmlDisplayParams, (
-    (1, "viewport_width", 3, 0, None, None, 0, 0),
-    (2, "viewport_height", 3, 0, None, None, 0, 0),
+    (1, "viewport_width", 3, 0, None, None, 0, 0, 8),
+    (2, "viewport_height", 3, 0, None, None, 0, 0, 16),
 ))
 pb.table(MediaSinkParams, (
-    (1, "accepts", 13, 1, None, None, 64, 8),
-    (2, "buffer_ms", 3, 0, None, None, 0, 0),
+    (1, "accepts", 13, 1, None, None, 64, 8, 10),
+    (2, "buffer_ms", 3, 0, None, None, 0, 0, 16),
 ))
-pb.table(ImageCaptureParams, ((1, "kinds", 8, 2, None, None, 0, 4),))
+pb.table(ImageCaptureParams, ((1, "kinds", 8, 2, None, None, 0, 4, 10),))
 pb.table(CapabilityDescriptor, (
-    (1, "kind", 8, 0, None, None, 0, 0),
-    (2, "mic", 15, 0, MicParams, "params", 0, 0),
-    (3, "speaker", 15, 0, SpeakerParams, "params", 0, 0),
-    (4, "text_display", 15, 0, TextDisplayParams, "params", 0, 0),
-    (5, "image_display", 15, 0, ImageDisplayParams, "params", 0, 0),
-    (6, "html_display", 15, 0, HtmlDisplayParams, "params", 0, 0),
-    (7, "media_sink", 15, 0, MediaSinkParams, "params", 0, 0),
-    (8, "image_capture", 15, 0, ImageCaptureParams, "params", 0, 0),
+    (1, "kind", 8, 0, None, None, 0, 0, 8),
+    (2, "mic", 15, 0, MicParams, "params", 0, 0, 18),
+    (3, "speaker", 15, 0, SpeakerParams, "params", 0, 0, 26),
+    (4, "text_display", 15, 0, TextDisplayParams, "params", 0, 0, 34),
+    (5, "image_display", 15, 0, ImageDisplayParams, "params", 0, 0, 42),
+    (6, "html_display", 15, 0, HtmlDisplayParams, "params", 0, 0, 50),
+    (7, "media_sink", 15, 0, MediaSinkParams, "params", 0, 0, 58),
+    (8, "image_capture", 15, 0, ImageCaptureParams, "params", 0, 0, 66),
 ))
 pb.table(ToolDescriptor, (
-    (1, "name", 13, 0, None, None, 64, 0),
-    (2, "description", 13, 0, None, None, 512, 0),
-    (3, "input_schema", 13, 0, None, None, 512, 0),
+    (1, "name", 13, 0, None, None, 64, 0, 10),
+    (2, "description", 13, 0, None, None, 512, 0, 18),
+    (3, "input_schema", 13, 0, None, None, 512, 0, 26),
 ))
 pb.table(EventDescriptor, (
-    (1, "id", 13, 0, None, None, 64, 0),
-    (2, "description", 13, 0, None, None, 256, 0),
-    (3, "metadata_schema", 13, 0, None, None, 1024, 0),
+    (1, "id", 13, 0, None, None, 64, 0, 10),
+    (2, "description", 13, 0, None, None, 256, 0, 18),
+    (3, "metadata_schema", 13, 0, None, None, 1024, 0, 26),
 ))
 pb.table(SettingValue, (
-    (1, "bool_value", 7, 0, None, None, 0, 0),
-    (2, "int_value", 6, 0, None, None, 0, 0),
-    (3, "string_value", 13, 0, None, None, 128, 0),
+    (1, "bool_value", 7, 0, None, None, 0, 0, 8),
+    (2, "int_value", 6, 0, None, None, 0, 0, 16),
+    (3, "string_value", 13, 0, None, None, 128, 0, 26),
 ))
 pb.table(SettingDescriptor, (
-    (1, "key", 13, 0, None, None, 64, 0),
-    (2, "label", 13, 0, None, None, 64, 0),
-    (3, "type", 8, 0, None, None, 0, 0),
-    (4, "min", 6, 0, None, None, 0, 0),
-    (5, "max", 6, 0, None, None, 0, 0),
-    (6, "options", 13, 1, None, None, 32, 16),
-    (7, "value", 15, 0, SettingValue, None, 0, 0),
+    (1, "key", 13, 0, None, None, 64, 0, 10),
+    (2, "label", 13, 0, None, None, 64, 0, 18),
+    (3, "type", 8, 0, None, None, 0, 0, 24),
+    (4, "min", 6, 0, None, None, 0, 0, 32),
+    (5, "max", 6, 0, None, None, 0, 0, 40),
+    (6, "options", 13, 1, None, None, 32, 16, 50),
+    (7, "value", 15, 0, SettingValue, None, 0, 0, 58),
 ))

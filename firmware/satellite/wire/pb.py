@@ -56,7 +56,7 @@ _SUB = const(4)
 _ONEOF = const(5)
 _MAXSIZE = const(6)
 _MAXCOUNT = const(7)
-_KEY = const(8)  # added by table(): num << 3 | wire type
+_KEY = const(8)  # num << 3 | wire type: generated, or added by table() to an 8-item field tuple
 
 # Nesting limit of the decoder: deeper input is refused (DEPTH) instead of exhausting the stack.
 _MAX_DEPTH = const(16)
@@ -183,10 +183,20 @@ def table(cls, fields, unknown_arm=None):
     instead of one test per arm).
     """
     ext = []
+    copied = False
     for f in fields:
         wt = 2 if f[_REP] == 2 else _WT[f[_TYPE]]
-        ext.append(f + ((f[_NUM] << 3) | wt,))
-    fields = tuple(ext)
+        key = (f[_NUM] << 3) | wt
+        if len(f) > _KEY:
+            if f[_KEY] != key:
+                raise ValueError("field %s of %s: table key %d, expected %d: regenerate the codec (alabama "
+                                 "codegen)" % (f[_NAME], cls.__name__, f[_KEY], key))
+            ext.append(f)       # generated with its key: kept as is (no copy, docs/memory.md)
+        else:
+            ext.append(f + (key,))
+            copied = True
+    if copied or type(fields) is not tuple:
+        fields = tuple(ext)
     cls._F = fields
     n = {}
     b = {}

@@ -12,6 +12,12 @@ _TYPE_LEGEND = ("1 int32, 2 int64, 3 uint32, 4 uint64, 5 sint32, 6 sint64, 7 boo
                 "# 9 fixed32, 10 sfixed32, 11 fixed64, 12 sfixed64, 13 string, 14 bytes, 15 message")
 
 _DEFAULTS = {13: '""', 14: 'b""', 7: "False", T_MESSAGE: "None"}
+#: Wire type of each type code (index = code), as pb.py's _WT; packed repeated fields are length-delimited.
+_WIRE_TYPE = (0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 1, 1, 2, 2, 2)
+
+
+def _key(f):
+    return (f.number << 3) | (2 if f.rep == 2 else _WIRE_TYPE[f.code])
 
 
 def emit(schema, source_label, options_label):
@@ -58,15 +64,18 @@ def emit(schema, source_label, options_label):
         for line in body:
             w("    %s\n" % line)
         w("\n")
-    w("\n# Field tables: (number, name, type, rep, sub-message, oneof, max_size, max_count).\n")
+    w("\n# Field tables: (number, name, type, rep, sub-message, oneof, max_size, max_count, key).\n")
     w("# type: %s; rep: 0 singular, 1 repeated, 2 packed.\n" % _TYPE_LEGEND)
     for m in schema.messages:
         rows = []
         for f in m.fields:
             sub = schema.by_name[f.type_name].py_name if f.code == T_MESSAGE else "None"
-            rows.append('(%d, "%s", %d, %d, %s, %s, %d, %d)' % (
+            # The 9th item is the field's key (number << 3 | wire type), precomputed here so that pb.table()
+            # keeps these constant tuples as they are instead of copying each one (~6 KB of a 32-bit
+            # board's heap, docs/memory.md).
+            rows.append('(%d, "%s", %d, %d, %s, %s, %d, %d, %d)' % (
                 f.number, f.py_name, f.code, f.rep, sub,
-                '"%s"' % f.oneof if f.oneof else "None", f.max_size, f.max_count))
+                '"%s"' % f.oneof if f.oneof else "None", f.max_size, f.max_count, _key(f)))
         extra = ', ("%s", "%s")' % m.unknown_arm if m.unknown_arm else ""
         if not rows:
             w("pb.table(%s, ()%s)\n" % (m.py_name, extra))
