@@ -55,32 +55,65 @@ def default_firmware():
 
 
 def find_micropython():
-    return local.find_micropython(SimError)
+    """The interpreter the virtual board runs: $ALABAMA_MICROPYTHON, else the 32-bit unix port when it has
+    been built (`make mp32`; $ALABAMA_MICROPYTHON32 names another one), else the venv's 64-bit port.
+
+    The 32-bit build is preferred because its objects are the size they are on the ESP32-S3 (4-byte words),
+    so the board file's heap means the same thing here as on the chip."""
+    explicit = os.environ.get("ALABAMA_MICROPYTHON")
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise SimError("ALABAMA_MICROPYTHON=%s is not an executable micropython" % explicit)
+        return explicit
+    return micropython32() or local.find_micropython(SimError)
 
 
-_MARCH = {}
-#: Heap scale from a 32-bit board to the 64-bit unix port (measured: the firmware's modules and buffers
-#: take 1.7-2.0x the bytes there).
-HEAP_SCALE = 2 if sys.maxsize > 2 ** 32 else 1
+def micropython32():
+    """The 32-bit unix port (tools/mp32/build.sh), or None when it has not been built."""
+    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or REPO / "build" / "mp32" / "micropython")
+    if not p.is_absolute():
+        p = REPO / p
+    return str(p) if os.access(str(p), os.X_OK) else None
 
 
-def scaled_heap(heap):
-    """'256k' -> '512k' on a 64-bit host (HEAP_SCALE)."""
+_PROBED = {}
+#: Heap allowance on a 64-bit interpreter only (the 32-bit build runs at the board file's heap as-is). The
+#: firmware's modules and buffers take 1.43x the bytes on the 64-bit unix port (8-byte words and object
+#: headers; tools/bench/bench_memory.py, docs/memory.md), so a 64-bit virtual board gets the board heap
+#: times this, rounded up: a fallback for hosts without the 32-bit build, not the measure of fit.
+HEAP_ALLOWANCE_64 = 1.5
+
+
+def interpreter(micropython):
+    """(sys.implementation._mpy, word bits) of a micropython unix port."""
+    if micropython not in _PROBED:
+        try:
+            out = subprocess.run([micropython, "-c", "import sys; print(sys.implementation._mpy, sys.maxsize)"],
+                                 capture_output=True, text=True, timeout=10).stdout.split()
+            _PROBED[micropython] = (int(out[0]), 64 if int(out[1]) > 2 ** 32 else 32)
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+            raise SimError("%s does not run as a micropython unix port (is it built? `make mp32`)"
+                           % micropython) from None
+    return _PROBED[micropython]
+
+
+def heap_for(heap, micropython):
+    """The -X heapsize for a board heap on this interpreter: as-is on a 32-bit one, x HEAP_ALLOWANCE_64
+    on a 64-bit one ('192k' -> '288k')."""
     m = re.fullmatch(r"(\d+)([kKmM]?)", str(heap).strip())
     if not m:
         raise SimError("board heap %r is not a size like 256k or 8m" % heap)
-    return "%d%s" % (int(m.group(1)) * HEAP_SCALE, m.group(2).lower())
-
+    if interpreter(micropython)[1] == 32:
+        return "%s%s" % (m.group(1), m.group(2).lower())
+    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+    return "%dk" % -(-int(n * HEAP_ALLOWANCE_64) // 1024)
 
 
 def native_march(micropython):
-    """The mpy-cross -march of the unix port's native code (from sys.implementation._mpy)."""
-    if micropython not in _MARCH:
-        from . import deploy
-        out = subprocess.run([micropython, "-c", "import sys; print(sys.implementation._mpy)"],
-                             capture_output=True, text=True, timeout=10).stdout
-        _MARCH[micropython] = deploy.ARCHS[(int(out.strip()) >> 10) & 0xF]
-    return _MARCH[micropython]
+    """The mpy-cross -march of the unix port's native code (from sys.implementation._mpy): x64 for the
+    venv's port, x86 for the 32-bit build."""
+    from . import deploy
+    return deploy.ARCHS[(interpreter(micropython)[0] >> 10) & 0xF]
 
 
 def free_port():
@@ -140,10 +173,10 @@ class VirtualBoard:
         self.speaker = str(pathlib.Path(speaker).resolve()) if speaker else str(self.flash / "speaker.wav")
         self.duplex = duplex
         self.ctl_port = ctl_port or free_port()
-        # The board file's heap is a 32-bit board's; objects on the 64-bit unix port take about twice the
-        # bytes (pointers and object headers are 8 bytes), so the limit is doubled there (HEAP_SCALE).
-        self.heap_limit = heap or scaled_heap(self.board.heap)
         self.micropython = micropython or find_micropython()
+        # The board file's heap is a 32-bit board's: as-is on the 32-bit build, with the measured 64-bit
+        # allowance on the venv's port (heap_for). An explicit heap= is taken literally.
+        self.heap_limit = heap or heap_for(self.board.heap, self.micropython)
         self.extra_env = dict(env or {})
         self.echo = echo                  # callable(line) for every serial log line, or None
         self.use_pty = pty
@@ -227,8 +260,8 @@ class VirtualBoard:
         self.boots += 1
         if raw:
             self._swallow = b""
-        self._note("[virtual board] boot %d: micropython -X heapsize=%s (pid %d)%s" % (
-            self.boots, self.heap_limit, self.proc.pid, " into the raw REPL" if raw else ""))
+        self._note("[virtual board] boot %d: %s -X heapsize=%s (pid %d)%s" % (
+            self.boots, self.micropython, self.heap_limit, self.proc.pid, " into the raw REPL" if raw else ""))
 
     def stop(self):
         self._stop.set()
@@ -479,6 +512,12 @@ def register(sub):
     p.add_argument("--speaker", metavar="WAV", help="where the speaker's output goes (default DIR/speaker.wav)")
     p.add_argument("--ctl-port", type=int, default=0, metavar="N", help="control channel port (default: a free one)")
     p.add_argument("--duplex", choices=("full", "half"), help="override the board file's duplex mode")
+    p.add_argument("--micropython", metavar="PATH",
+                   help="the unix port to run (default: the 32-bit build/mp32/micropython when built, else the "
+                        "venv's 64-bit one; $ALABAMA_MICROPYTHON overrides)")
+    p.add_argument("--heap", metavar="SIZE",
+                   help="micropython -X heapsize, literally (default: the board file's heap, as-is on a 32-bit "
+                        "port, x%.1f on a 64-bit one)" % HEAP_ALLOWANCE_64)
     p.set_defaults(func=cmd_sim)
 
 
@@ -494,7 +533,8 @@ def cmd_sim(args):
     elif not (pathlib.Path(args.dir) / DATA_SUBDIR / "provision.bin").exists():
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     vb = VirtualBoard(args.dir, board=args.board, mic=args.mic, speaker=args.speaker, ctl_port=args.ctl_port,
-                      duplex=args.duplex, echo=lambda line: print(line, flush=True))
+                      duplex=args.duplex, echo=lambda line: print(line, flush=True), heap=args.heap,
+                      micropython=args.micropython)
     def _term(signum, frame):
         raise KeyboardInterrupt
 
