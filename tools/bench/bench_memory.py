@@ -1,0 +1,243 @@
+"""The satellite's RAM budget: what each firmware module and each preallocated buffer costs in the heap.
+
+For every micropython unix port available (the venv's 64-bit one and the 32-bit build of `make mp32`,
+whose word size is the ESP32-S3's), the firmware is compiled with mpy-cross for that interpreter's native
+arch exactly as `alabama deploy` / the virtual board install it, then imported module by module in
+dependency order (leaves first), each delta being gc.mem_free() before and after the import (after
+gc.collect()). The buffers are the ones satellite.buffers.sizes() gives for the board file, allocated one by
+one the same way. The 32-bit column IS the 32-bit object figure (no correction factor); the board's own
+.mpy (xtensawin) differ only in the size of the viper modules' machine code, listed beside them.
+
+    .venv/bin/python tools/bench/run.py memory                # the devkitc1-inmp441 board file
+    .venv/bin/python tools/bench/bench_memory.py --board sim --json /tmp/mem.json
+
+It prints a markdown table (docs/memory.md holds a copy, with the interpreter and the date of the run).
+A memory figure is a report, never an assertion: the functional proof that the firmware fits is the
+virtual board running every scenario at the board file's heap (tests/host, `alabama hil --board sim`).
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "host"))
+
+#: Imported on every boot of a board (app.main: keystore, x25519, runtime, the HAL), leaves first so that
+#: each delta is the module's own cost. Package __init__ modules are listed where first needed.
+BOOT = [
+    "satellite", "satellite.wire", "satellite.wire._copy", "satellite.wire._copy_viper", "satellite.wire.pb",
+    "satellite.wire.alabama_v1", "satellite.wire.frame",
+    "satellite.noise", "satellite.noise._chacha_viper", "satellite.noise.chachapoly",
+    "satellite.noise._x25519_viper", "satellite.noise.x25519", "satellite.noise.hkdf", "satellite.noise.state",
+    "satellite.noise.transport",
+    "satellite.buffers", "satellite.session", "satellite._audio_viper", "satellite.audio",
+    "satellite.keystore", "satellite.provision", "satellite.provision.record", "satellite.runtime",
+    "satellite.app",
+]
+#: The HAL: one of these per board (esp32 on the chip, with stub machine/network modules here; sim on the
+#: virtual board). es8311/es7210 only on boards with codec chips.
+HALS = ["satellite.hal", "satellite.hal.esp32", "satellite.hal.sim", "satellite.hal.es8311",
+        "satellite.hal.es7210"]
+#: Cold paths: imported only when they run (a press imports gesture; listening mode the rest).
+#: The pure twins of the viper modules: imported only where the native emitter is missing.
+FALLBACK = ["satellite.noise._chacha_pure", "satellite.noise._poly1305_pure", "satellite.noise._x25519_pure",
+            "satellite._audio_pure"]
+COLD = ["satellite.provision.gesture", "satellite.provision.rs", "satellite.provision._goertzel_pure",
+        "satellite.provision._goertzel_viper", "satellite.provision.ggwave_rx", "satellite.provision.listen"]
+
+BUFFERS = ("socket read chunk (RX_CHUNK)", "Noise receive (max_frame_bytes + 16 tag)",
+           "frame reassembly (max_frame_bytes + 10 prefix)", "jitter ring (buffer_ms + 1 frame)",
+           "playout step (20 ms)", "Noise send (TX_CAPACITY + 18)")
+
+# Stand-ins for the board-only modules hal/esp32.py imports at module level (their own RAM is the port's,
+# not the firmware's: they are built into the image).
+STUB_MACHINE = "class I2S:\n    pass\n\n\nclass Pin:\n    pass\n"
+STUB_NETWORK = ""
+
+PROBE = r"""
+import gc, sys, json
+def free():
+    gc.collect()
+    gc.collect()
+    return gc.mem_free()
+out = {"base": free(), "mods": [], "bufs": [], "boot": []}
+def load(names):
+    for n in names:
+        if n in sys.modules:
+            out["mods"].append([n, 0, "loaded earlier"])
+            continue
+        f0 = free()
+        try:
+            __import__(n)
+            note = ""
+        except ImportError as e:
+            note = "not importable: %%s" %% e
+        out["mods"].append([n, f0 - free(), note])
+load(%(boot)r)
+load(%(hals)r)
+out["boot"] = sorted(k for k in sys.modules if k.startswith("satellite"))
+load(%(cold)r)
+load(%(fallback)r)
+out["after_modules"] = free()
+from satellite import buffers
+with open(%(board)r) as f:
+    board = json.load(f)
+keep = []
+for i, n in enumerate(buffers.sizes(board)):
+    f0 = free()
+    keep.append(bytearray(n))
+    out["bufs"].append([i, n, f0 - free()])
+out["mpy"] = sys.implementation._mpy
+out["version"] = ".".join(str(x) for x in sys.implementation.version[:3])
+out["maxsize"] = sys.maxsize
+print("MEMJSON " + json.dumps(out))
+"""
+
+
+def interpreters():
+    from alabama import local
+    found = [("64-bit", local.find_micropython())]
+    mp32 = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32", REPO / "build" / "mp32" / "micropython"))
+    if os.access(str(mp32), os.X_OK):
+        found.append(("32-bit", str(mp32)))
+    return found
+
+
+def measure(micropython, board, build_root):
+    from alabama.board import deploy, sim
+    march = sim.native_march(micropython)
+    files = deploy.build(march, build_dir=build_root, out=lambda *a: None)
+    lib = pathlib.Path(files["lib/satellite/__init__.mpy"]).parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        t = pathlib.Path(tmp)
+        (t / "stubs").mkdir()
+        (t / "stubs" / "machine.py").write_text(STUB_MACHINE)
+        (t / "stubs" / "network.py").write_text(STUB_NETWORK)
+        bj = t / "board.json"
+        bj.write_bytes(deploy.board_json_bytes(board))
+        code = PROBE % {"boot": BOOT, "hals": HALS, "cold": COLD, "fallback": FALLBACK, "board": str(bj)}
+        # The stubs come after lib so they shadow nothing of the firmware; a roomy heap: this measures.
+        env = dict(os.environ, MICROPYPATH="%s:.frozen:%s" % (lib, t / "stubs"))
+        p = subprocess.run([micropython, "-X", "heapsize=4m", "-c", code], capture_output=True, text=True,
+                           cwd=tmp, env=env, timeout=120)
+    for line in p.stdout.splitlines():
+        if line.startswith("MEMJSON "):
+            r = json.loads(line[8:])
+            r["march"] = march
+            q = subprocess.run([micropython, "-X", "heapsize=%s" % board.heap, "-c",
+                                "import gc; gc.collect(); print(gc.mem_free())"], capture_output=True, text=True,
+                               timeout=30)
+            r["heap_free"] = int(q.stdout.strip())
+            return r
+    raise SystemExit("bench_memory: %s printed no result (exit %d): %s" % (micropython, p.returncode,
+                                                                          (p.stderr or p.stdout)[-800:]))
+
+
+def xtensa_sizes(build_root):
+    from alabama.board import deploy
+    files = deploy.build("xtensawin", build_dir=build_root, out=lambda *a: None)
+    return {rel[4:-4].replace("/", "."): pathlib.Path(src).stat().st_size
+            for rel, src in files.items() if rel.endswith(".mpy")}
+
+
+def heap_bytes(text):
+    n, unit = text[:-1], text[-1].lower()
+    if unit == "k":
+        return int(n) * 1024
+    if unit == "m":
+        return int(n) * 1024 * 1024
+    return int(text)
+
+
+def table(results, board, mpy_sizes):
+    cols = [label for label, _ in results]
+    rows = []
+    head = "| module | " + " | ".join("%s (%s)" % (c, r["march"]) for c, r in results) + " | .mpy xtensawin |"
+    rows.append(head)
+    rows.append("|" + "---|" * (len(cols) + 2))
+    by = [{m[0]: m for m in r["mods"]} for _, r in results]
+    boot = set(results[-1][1]["boot"])
+
+    def mod_rows(names, title):
+        rows.append("| **%s** |" % title + " |" * (len(cols) + 1))
+        tot = [0] * len(cols)
+        for n in names:
+            cells = []
+            for i, b in enumerate(by):
+                d, note = b[n][1], b[n][2]
+                tot[i] += d
+                cells.append(("%d" % d) if not note else ("%d (%s)" % (d, note[:40])))
+            rows.append("| %s | %s | %s |" % (n[len("satellite."):] or "satellite", " | ".join(cells),
+                                              mpy_sizes.get(n, mpy_sizes.get(n + ".__init__", ""))))
+        rows.append("| *subtotal* | %s | |" % " | ".join("*%d*" % t for t in tot))
+        return tot
+
+    t_boot = mod_rows(BOOT, "imported at boot")
+    t_hal = mod_rows(HALS, "HAL (one per board)")
+    t_cold = mod_rows(COLD, "cold paths (lazy)")
+    mod_rows(FALLBACK, "pure twins (only without the native emitter)")
+    rows.append("| **buffers for %s** |" % board.id + " |" * (len(cols) + 1))
+    t_buf = [0] * len(cols)
+    bufs = [{b[0]: b for b in r["bufs"]} for _, r in results]
+    for i in range(len(BUFFERS)):
+        name = BUFFERS[i]
+        cells = []
+        for j, b in enumerate(bufs):
+            t_buf[j] += b[i][2]
+            cells.append("%d" % b[i][2])
+        rows.append("| %s: %d B | %s | |" % (name, bufs[0][i][1], " | ".join(cells)))
+    rows.append("| *subtotal* | %s | |" % " | ".join("*%d*" % t for t in t_buf))
+    heap = heap_bytes(board.heap)
+    usable = [r.get("heap_free", heap) for _, r in results]
+    esp_hal = [by[i]["satellite.hal.esp32"][1] for i in range(len(cols))]
+    sim_hal = [by[i]["satellite.hal.sim"][1] for i in range(len(cols))]
+    on_chip = [t_boot[i] + esp_hal[i] + t_buf[i] for i in range(len(cols))]
+    rows.append("| **board at rest** (boot modules + esp32 HAL + buffers) | %s | |"
+                % " | ".join("**%d**" % v for v in on_chip))
+    rows.append("| free in a fresh `-X heapsize=%s` (%d B) | %s | |"
+                % (board.heap, heap, " | ".join("%d" % u for u in usable)))
+    rows.append("| headroom at rest | %s | |"
+                % " | ".join("%d (%.0f %%)" % (usable[i] - v, 100.0 * (usable[i] - v) / heap)
+                             for i, v in enumerate(on_chip)))
+    rows.append("| + listening mode (cold paths) | %s | |"
+                % " | ".join("%d left" % (usable[i] - on_chip[i] - t_cold[i]) for i in range(len(cols))))
+    rows.append("| virtual board at rest (sim HAL instead of esp32) | %s | |"
+                % " | ".join("%d" % (t_boot[i] + sim_hal[i] + t_buf[i]) for i in range(len(cols))))
+    if len(cols) == 2 and on_chip[1]:
+        rows.append("| 64-bit / 32-bit | %.2fx | |" % (on_chip[0] / on_chip[1]) + " |" * 0)
+    return "\n".join(rows), boot
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--board", default="devkitc1-inmp441", help="board file (default devkitc1-inmp441)")
+    ap.add_argument("--json", metavar="PATH", help="also write the raw figures here")
+    args = ap.parse_args(argv)
+    from alabama.board import boards
+    board = boards.load(args.board)
+    build_root = REPO / "build" / "memory"
+    results = [(label, measure(mp, board, build_root)) for label, mp in interpreters()]
+    text, boot = table(results, board, xtensa_sizes(build_root))
+    print("satellite RAM budget, board %s, %s" % (board.id, datetime.date.today().isoformat()))
+    for label, r in results:
+        print("  %s: micropython %s (.mpy arch %s), fresh heap free %d" % (label, r["version"], r["march"],
+                                                                           r["base"]))
+    print()
+    print(text)
+    print()
+    print("imported at boot (sys.modules after the boot set and the HALs): %s"
+          % ", ".join(m[len("satellite."):] or "satellite" for m in sorted(boot)))
+    leaked = [m for m in COLD if m in boot]
+    print("cold modules loaded at boot: %s" % (", ".join(leaked) if leaked else "none"))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"board": board.id, "results": dict(results)}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
