@@ -124,8 +124,14 @@ class GgwaveReceiver:
         for c in range(_NCAND):
             _fill_rot(self._cand, c * 2 * _NT, 1.0 + (c - 6) / 285.0)
         self._rot = array("h", bytes(2 * (2 * _NT)))
-        self._stage = array("h", bytes(2 * _SUB))
-        self._ring = array("h", bytes(2 * (_RING * 2 * _NT)))
+        if k is _fast:
+            # only the viper kernels touch these (ptr16): plain bytearrays, without the bytes() temporary that
+            # doubles the peak of the 16 KB ring in listening mode on a small heap (docs/memory.md)
+            self._stage = bytearray(2 * _SUB)
+            self._ring = bytearray(2 * (_RING * 2 * _NT))
+        else:
+            self._stage = array("h", bytes(2 * _SUB))
+            self._ring = array("h", bytes(2 * (_RING * 2 * _NT)))
         self._out = array("i", bytes(4 * 36))
         self._data = bytearray(_MAX_SYM)
         self._rs = _rs.RS()
