@@ -28,7 +28,7 @@ def test_every_board_loads_and_validates():
     assert loaded["esp32-s3-box-3"].duplex == "half"
     assert loaded["esp32-s3-korvo-2"].duplex == "half"
     assert loaded["atoms3r-echobase"].duplex == "half"
-    assert loaded["sim"].is_virtual and loaded["sim"].image is None and loaded["sim"].heap == "256k"
+    assert loaded["sim"].is_virtual and loaded["sim"].image is None and loaded["sim"].heap == "320k"
     assert loaded["devkitc1-inmp441"].image == "ESP32_GENERIC_S3"
     assert loaded["esp32-s3-box-3"].image == "ESP32_GENERIC_S3-SPIRAM_OCT"
 
