@@ -22,10 +22,11 @@ _TX_OVERHEAD = const(18)    # Noise send buffer: 2-byte length prefix + plaintex
 
 
 def rx_message_bytes(max_frame_bytes):
-    """One whole Noise message of a frame up to our advertised max_frame_bytes (0 = unset: 65535)."""
-    if max_frame_bytes <= 0 or max_frame_bytes > _MAX_PLAINTEXT:
+    """One whole Noise message of a frame up to our advertised max_frame_bytes: prefix + total_len + tag
+    (0 = unset: 65535)."""
+    if max_frame_bytes <= 0 or max_frame_bytes + _PREFIX_MAX_BYTES > _MAX_PLAINTEXT:
         return _MAX_MESSAGE
-    n = max_frame_bytes + _TAG
+    n = max_frame_bytes + _PREFIX_MAX_BYTES + _TAG
     return n if n > _MIN_RX_MESSAGE else _MIN_RX_MESSAGE
 
 

@@ -11,11 +11,11 @@ DEVKIT = {"limits": {"max_frame_bytes": 4096, "max_concurrent_streams": 4, "buff
 
 def test_sizes_follow_the_board_file():
     rx, noise_rx, frm, ring, play, tx = buffers.sizes(DEVKIT)
-    assert (rx, noise_rx, frm, play, tx) == (2048, 4112, 4106, 640, 4114)
+    assert (rx, noise_rx, frm, play, tx) == (2048, 4122, 4106, 640, 4114)
     assert ring == 2 * 16000 * 300 // 1000 + 4096          # buffer_ms of s16 audio + one frame
     big = {"limits": {"max_frame_bytes": 16384, "buffer_ms": 500}, "audio": {"speaker": {"rates": [24000]}}}
-    assert buffers.sizes(big)[1:4] == (16400, 16394, 2 * 24000 * 500 // 1000 + 16384)
-    assert buffers.sizes({})[1] == 4112                    # defaults: 4096-byte frames
+    assert buffers.sizes(big)[1:4] == (16410, 16394, 2 * 24000 * 500 // 1000 + 16384)
+    assert buffers.sizes({})[1] == 4122                    # defaults: 4096-byte frames
 
 
 def test_figures_agree_with_transport_and_framer():

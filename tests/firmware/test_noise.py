@@ -446,12 +446,12 @@ def test_pure_copy_path_and_cached_static_public():
 
 def test_rx_capacity_follows_max_frame_bytes():
     """The receive buffer holds one Noise message of the advertised max_frame_bytes (+ tag): 4 KiB frames
-    need 4112 bytes, not 65535; 0 (unset) and anything past one message take the full 65535."""
-    assert transport.rx_message_bytes(4096) == 4112
-    assert transport.rx_message_bytes(16384) == 16400
+    need 4122 bytes, not 65535; 0 (unset) and anything past one message take the full 65535."""
+    assert transport.rx_message_bytes(4096) == 4122          # prefix 10 + total_len 4096 + tag 16
+    assert transport.rx_message_bytes(16384) == 16410
     assert transport.rx_message_bytes(0) == 65535
-    assert transport.rx_message_bytes(65516) == 65532
-    assert transport.rx_message_bytes(65519) == 65535
+    assert transport.rx_message_bytes(65509) == 65535
+    assert transport.rx_message_bytes(65516) == 65535
     assert transport.rx_message_bytes(70000) == 65535
     assert transport.rx_message_bytes(10) == transport.MIN_RX_MESSAGE
     i, r = _pair("XX", b"rxcap", rx_buf=bytearray(transport.MIN_RX_MESSAGE))   # XX message 2 is the longest
@@ -468,9 +468,9 @@ def test_noise_message_over_rx_capacity_is_a_typed_close():
     for whole in (True, False):
         i, r = _pair("IK", b"big", rx_capacity=cap)
         _handshake(i, r)
-        ok = r.encrypt(bytes(4096))                       # one frame at the advertised limit: fits
+        ok = r.encrypt(bytes(4106))                       # one frame at the advertised limit (+ prefix): fits
         i.receive(ok)
-        assert i.read_plaintext() == bytes(4096)
+        assert i.read_plaintext() == bytes(4106)
         big = r.encrypt(bytes(cap - 15))                  # one byte over: cap + 1 on the wire
         assert len(_frames(big)) == 1
         if whole:

@@ -36,7 +36,7 @@
 # released, so a message cannot be consumed piecemeal): rx_capacity bytes, plus 2 header bytes kept as
 # ints. A satellite sizes it with rx_message_bytes(its advertised max_frame_bytes): the core sends each
 # frame as its own Noise message(s) and never a frame over that limit (spec §6.1), so no message it
-# sends is longer than max_frame_bytes + the 16-byte tag. A longer claimed length is refused before a
+# sends is longer than max_frame_bytes + the frame prefix (10) + the 16-byte tag. A longer claimed length is refused before a
 # byte is buffered (HandshakeError / TransportError "MESSAGE_TOO_LARGE": the connection closes). The
 # default, MAX_MESSAGE = 65535, takes any message. The send buffer is tx_capacity + 18 bytes (65537 by
 # default; a satellite that only sends small frames may pass a smaller tx_capacity, at least its Hello
@@ -59,6 +59,9 @@ MAX_PLAINTEXT = const(65519)
 # receive (e 32 + encrypted s 32+16 + the empty payload's tag 16); the offer (32) and IK message 2 (48)
 # are shorter.
 MIN_RX_MESSAGE = const(96)
+# A frame on the wire is its prefix (two varints, at most 10 bytes: wire/frame.py PREFIX_MAX_BYTES) plus
+# total_len bytes; max_frame_bytes bounds total_len.
+FRAME_PREFIX_MAX = const(10)
 # The offer is one of the two 32-byte names: a longer claimed length is refused before buffering.
 _MAX_OFFER = const(32)
 _EMPTY = b""
@@ -79,10 +82,11 @@ except (ImportError, SyntaxError, NameError):  # CPython or no viper emitter
 
 def rx_message_bytes(max_frame_bytes):
     """The receive buffer for a peer that advertised `max_frame_bytes` (0 = unset: the protocol default,
-    one full Noise message): its largest frame plus the tag, between MIN_RX_MESSAGE and MAX_MESSAGE."""
-    if max_frame_bytes <= 0 or max_frame_bytes > MAX_PLAINTEXT:
+    one full Noise message): its largest frame (total_len + its prefix, wire/frame.py PREFIX_MAX_BYTES) plus
+    the tag, between MIN_RX_MESSAGE and MAX_MESSAGE."""
+    if max_frame_bytes <= 0 or max_frame_bytes + FRAME_PREFIX_MAX > MAX_PLAINTEXT:
         return MAX_MESSAGE
-    n = max_frame_bytes + _TAGLEN
+    n = max_frame_bytes + FRAME_PREFIX_MAX + _TAGLEN
     return n if n > MIN_RX_MESSAGE else MIN_RX_MESSAGE
 
 
