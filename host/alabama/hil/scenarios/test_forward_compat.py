@@ -111,7 +111,10 @@ def test_r2_2_a_render_with_unknown_fields(hil):
     frames.append(wire.encode_frame(_field(1, 0, wire.varint(rid)) + _len_field(
         9, end.stream_end.SerializeToString() + _len_field(702, b"x"))))
     m = hil.tl.mark()
-    hil.core.inject(did, b"".join(frames), note="bench: a 400 ms render with unknown fields everywhere")
+    # one frame per Noise message, as the core writes them: the satellite's receive buffer holds one message
+    # of its max_frame_bytes (docs/memory.md), not a whole render packed into one
+    for k, f in enumerate(frames):
+        hil.core.inject(did, f, note="bench: a 400 ms render with unknown fields everywhere" if k == 0 else None)
     done = hil.expect(SAT_TO_CORE, "playback_done", rid, after=m, timeout=10)
     assert done.env.playback_done.frames == len(pcm) // 2, done.summary
     hil.assert_conformant(allow=INJECTED)
