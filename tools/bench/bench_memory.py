@@ -50,7 +50,7 @@ FALLBACK = ["satellite.noise._chacha_pure", "satellite.noise._poly1305_pure", "s
 COLD = ["satellite.provision.gesture", "satellite.provision.rs", "satellite.provision._goertzel_pure",
         "satellite.provision._goertzel_viper", "satellite.provision.ggwave_rx", "satellite.provision.listen"]
 
-BUFFERS = ("socket read chunk (RX_CHUNK)", "Noise receive (max_frame_bytes + 16 tag)",
+BUFFERS = ("socket read chunk (RX_CHUNK)", "Noise receive (prefix + max_frame_bytes + 16 tag)",
            "frame reassembly (max_frame_bytes + 10 prefix)", "jitter ring (buffer_ms + 1 frame)",
            "playout step (20 ms)", "Noise send (TX_CAPACITY + 18)")
 
