@@ -163,10 +163,12 @@ def start_board(flash, fresh=True):
     until a deploy lands), with the import path of a board (sys.path '', '.frozen', '/lib') so deployed
     modules are the ones imported; else the sim's own install, which uses deploy.stage."""
     from alabama.board.sim import VirtualBoard
+    from alabama import local
+    mp = local.find_micropython()        # mpremote's raw REPL does not answer on the 32-bit build yet
     if fresh:
-        vb = VirtualBoard(flash, compiled=False, env={"MICROPYPATH": ".frozen:lib:" + str(FIRMWARE)})
+        vb = VirtualBoard(flash, compiled=False, env={"MICROPYPATH": ".frozen:lib:" + str(FIRMWARE)}, micropython=mp)
     else:
-        vb = VirtualBoard(flash)
+        vb = VirtualBoard(flash, micropython=mp)
     vb.start()
     return vb
 
