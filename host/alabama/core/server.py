@@ -23,8 +23,10 @@ import asyncio
 import json
 import logging
 import os
+import gc
 import pathlib
 import secrets
+import weakref
 
 from alabama.v1 import surface_pb2
 
@@ -95,6 +97,7 @@ class Connection:
         self._closing = False
         self.ping_rounds = []
         self.hello_done = asyncio.Event()
+        self.ended = False           # set when _teardown has released everything (state_accounting)
 
     # ---------------------------------------------------------------------- lifecycle
     async def run(self):
@@ -347,6 +350,12 @@ class Connection:
             return cs.Admission(cs.Admission.ACCEPT, trust=reg.PAIRED, send_paired=True, path="token")
         if surface.pairing_token and dev.trust != reg.PAIRED:
             path += "+bad_token"
+        if dev.trust == reg.PAIRED and self.stream is not None and self.stream.pattern == "XX":
+            # A paired device that comes back over XX has not pinned our key: its Paired was lost (the
+            # connection dropped before it arrived, or it was approved while offline). Send it again on
+            # this authenticated session (spec §7.3, §10.2): otherwise the device stays a TOFU guest
+            # forever, since its single-use token is already spent.
+            return cs.Admission(cs.Admission.ACCEPT, trust=dev.trust, send_paired=True, path=path + "+repaired")
         return cs.Admission(cs.Admission.ACCEPT, trust=dev.trust, path=path)
 
     async def _ping_loop(self):
@@ -483,6 +492,7 @@ class Connection:
         for fut in self.waiters.values():
             if not fut.done():
                 fut.set_exception(NotConnected("the device disconnected before answering", "DISCONNECTED"))
+                fut.exception()     # retrieved here: a waiter nobody awaits any more (a cancelled turn) is not an error
         try:
             self.writer.close()
         except Exception:  # noqa: BLE001
@@ -500,6 +510,35 @@ class Connection:
                 del srv.connections[self.device_id]
             log.info("%s session %s ended: %s (%d violations)", self.device_id, self.session_id,
                      rep.close_reason, len(rep.violations))
+            # The session is dead: nothing it held may outlive it (streams, unconsumed uploads, queued
+            # frames; an upload never outlives its connection, §10.4). DEFERRED entries stay in the
+            # server's store for a resume (released above), by design.
+            s = self.session
+            s.slots.clear()
+            s._uploads.clear()
+            s._control.clear()
+            s._bulk.clear()
+        if self.pipeline is not None:
+            self.pipeline.captures.clear()
+            self.pipeline.turn_task = None
+        self.waiters.clear()
+        self.ended = True
+
+    def held_state(self):
+        """What this connection holds right now, by kind (counts; all 0 once it has ended)."""
+        s, p = self.session, self.pipeline
+        srv = self.server
+        return {
+            "streams": len(s.slots) if s is not None else 0,
+            "uploads": len(s._uploads) if s is not None else 0,
+            "queued_frames": (len(s._control) + len(s._bulk)) if s is not None else 0,
+            "waiters": sum(1 for f in self.waiters.values() if not f.done()),
+            "tasks": sum(1 for t in self.tasks if not t.done()),
+            "captures": len(p.captures) if p is not None else 0,
+            "deferred_holds": sum(1 for c in p.captures.values() if c.get("held")) if p is not None else 0,
+            "registered": int(self.device_id is not None and srv.connections.get(self.device_id) is self),
+            "live_report": int(self.session_id in srv.live_reports),
+        }
 
 
 class _FastRead(asyncio.Protocol):
@@ -558,6 +597,7 @@ class CoreServer:
         self.deferred = DeferredStore(deferred_ttl, deferred_max_bytes)   # partial DEFERRED captures (R10.4-d)
         self.handshake_failures = 0
         self._conn_tasks = set()
+        self._all_conns = weakref.WeakValueDictionary()   # session_id -> Connection, until collected
         self._count = 0
         self._server = None
         self._control = None
@@ -612,12 +652,36 @@ class CoreServer:
     async def _accept(self, reader, writer):
         self._count += 1
         conn = Connection(self, reader, writer, self._count)
+        self._all_conns[conn.session_id] = conn
         task = asyncio.current_task()
         self._conn_tasks.add(task)
         try:
             await conn.run()
         finally:
             self._conn_tasks.discard(task)
+
+    # ---------------------------------------------------------------------- accounting
+    def state_accounting(self, collect=True):
+        """Read-only accounting of per-session state, for fault benches (docs/reliability.md).
+
+        ``live``: session_id -> ``Connection.held_state()`` of each connection still being served;
+        ``dead``: the same for every connection whose session has ended but that is still held
+        somewhere (after a ``gc.collect()`` when ``collect``): each one is retained state, and each
+        non-zero count in it is state the dead session failed to release; ``registry``: device_id ->
+        session_id of ``connections`` (only live sessions may appear); ``conn_tasks``: connection tasks
+        running; ``live_reports``; ``deferred``: the DEFERRED store (``entries`` kept across reconnects for
+        a resume *by design*, R10.4-d, and ``held``: entries pinned by an open capture, which only a live
+        session may do). Call on the server's loop thread."""
+        if collect:
+            gc.collect()
+        live, dead = {}, {}
+        for sid, c in list(self._all_conns.items()):
+            (dead if c.ended else live)[sid] = c.held_state()
+        d = self.deferred
+        return {"live": live, "dead": dead,
+                "registry": {did: c.session_id for did, c in self.connections.items()},
+                "conn_tasks": len(self._conn_tasks), "live_reports": sorted(self.live_reports),
+                "deferred": {"entries": len(d), "held": sum(1 for k in d.keys() if d.held(k)), "bytes": d.bytes}}
 
     # ---------------------------------------------------------------------- reports
     @property
