@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 import time
+import weakref
 
 from alabama.core.server import CoreServer
 
@@ -38,6 +39,9 @@ class Relay:
         self.links = []
         self.server = None
         self.count = 0
+        self.pending = []                # Rules armed on the next link that opens (arm_next)
+        self.refuse = False              # accept and close at once (a core host that is down)
+        self.fired = []                  # (t_monotonic, link n, rule, chunk offset)
 
     async def start(self):
         self.server = await asyncio.start_server(self._client, self.host, self.port)
@@ -58,7 +62,7 @@ class Relay:
         peer = writer.get_extra_info("peername")
         tl.note("board connects (TCP #%d from %s:%s)" % (n, peer[0], peer[1]) if peer else "board connects")
         self.on_event("connect", n, time.monotonic())
-        tgt = self.target()
+        tgt = None if self.refuse else self.target()
         if tgt is None:
             tl.note("core is down: connection #%d refused" % n)
             self.on_event("refused", n, time.monotonic())
@@ -72,6 +76,9 @@ class Relay:
             writer.close()
             return
         link = _Link(n, reader, writer, ur, uw, self)
+        for rule in self.pending:
+            link.arm(rule)
+        self.pending = []
         self.links.append(link)
         try:
             await link.run()
@@ -90,8 +97,100 @@ class Relay:
         """Close every live connection at once (both directions)."""
         k = len(self.links)
         for link in list(self.links):
+            if link.closed_by is None:
+                link.closed_by = "bench (cut)"
             link.close()
         return k
+
+    # -- fault injection (alabama.hil.faults); call on the relay's loop -----------------------------
+    def arm(self, rule):
+        """Arm ``rule`` on every live link (a message-relative rule without ``msg``: the next message)."""
+        for link in self.links:
+            link.arm(rule if len(self.links) == 1 else Rule(rule.kind, rule.dir, rule.byte, rule.msg, rule.frac,
+                                                            rule.on_fire))
+        return len(self.links)
+
+    def arm_next(self, rule):
+        """Arm ``rule`` on the next link that opens (e.g. a cut inside the next Noise handshake)."""
+        self.pending.append(rule)
+
+    def delay(self, up_s=0.0, down_s=0.0):
+        """Hold every chunk this long before forwarding it, per direction, on the live links (0: none)."""
+        for link in self.links:
+            link.delay_s[UP], link.delay_s[DOWN] = up_s, down_s
+        return len(self.links)
+
+    def _fired(self, link, rule, off):
+        self.fired.append((time.monotonic(), link.n, rule, off))
+        self.timeline_fn().note("bench: %s fired on TCP #%d (%s byte %d)" % (rule.kind, link.n, rule.dir, rule.byte))
+        if rule.on_fire is not None:
+            rule.on_fire(link, rule)
+
+
+#: Directions of a relayed byte stream.
+UP, DOWN = "up", "down"           # board -> core, core -> board
+#: Noise-over-TCP message prefix (spec §5.1.2): 2-byte big-endian length.
+NOISE_PREFIX = 2
+
+
+class Rule:
+    """One armed fault on a link's byte stream in direction ``dir_`` (UP: board -> core, DOWN: core -> board).
+
+    ``kind``: "cut" (close both directions), "stall" (stop forwarding both ways, keep TCP open) or
+    "flip" (xor one byte with 0x01 and keep going). Where: at absolute byte offset ``byte`` of the
+    direction, or in Noise message ``msg`` (0-based index in that direction; ``msg=None`` with no
+    ``byte``: the next message that starts after arming) at ``frac`` of it: a cut or stall lands at
+    ``start + floor(frac * (2 + len))`` (the length prefix included), a flip at ``start + 2 +
+    floor(frac * len)`` (always inside the ciphertext, so the receiver's AEAD must fail: R5-a)."""
+
+    def __init__(self, kind, dir_, byte=None, msg=None, frac=0.0, on_fire=None):
+        if kind not in ("cut", "stall", "flip") or dir_ not in (UP, DOWN):
+            raise BenchError("bad relay rule %s/%s" % (kind, dir_))
+        self.kind, self.dir, self.byte, self.msg, self.frac = kind, dir_, byte, msg, frac
+        self.on_fire = on_fire
+        self.armed_at = None        # the direction's message count when armed (msg=None rules)
+        self.fired = False
+
+    def __repr__(self):
+        where = "byte %d" % self.byte if self.byte is not None else "msg %s at %.2f" % (
+            "next" if self.msg is None else self.msg, self.frac)
+        return "Rule(%s %s %s)" % (self.kind, self.dir, where)
+
+
+class _Tracker:
+    """Where the Noise messages of one direction start (the relay sees only ciphertext, but the 2-byte
+    length prefixes of spec §5.1.2 are in the clear)."""
+
+    def __init__(self):
+        self.pos = 0                # bytes seen
+        self.count = 0              # messages whose prefix has been seen
+        self._skip = 0              # body bytes of the current message still to come
+        self._pfx = b""
+        self._start = 0
+
+    def feed(self, data):
+        """Consume ``data``; returns [(index, start, body_len)] for each message whose prefix completes in it."""
+        out = []
+        i, end = 0, len(data)
+        while i < end:
+            if self._skip:
+                k = min(self._skip, end - i)
+                self._skip -= k
+                i += k
+                continue
+            if not self._pfx:
+                self._start = self.pos + i
+            take = bytes(data[i:i + NOISE_PREFIX - len(self._pfx)])
+            self._pfx += take
+            i += len(take)
+            if len(self._pfx) == NOISE_PREFIX:
+                n = int.from_bytes(self._pfx, "big")
+                out.append((self.count, self._start, n))
+                self.count += 1
+                self._pfx = b""
+                self._skip = n
+        self.pos += end
+        return out
 
 
 class _Link:
@@ -101,8 +200,55 @@ class _Link:
         self.relay = relay
         self.silent = False
         self.closed_by = None
+        self.rules = []             # armed Rule objects (relay.arm / relay.arm_next)
+        self.delay_s = {UP: 0.0, DOWN: 0.0}
+        self.track = {UP: _Tracker(), DOWN: _Tracker()}
+        self.sent = {UP: 0, DOWN: 0}         # bytes forwarded per direction
+        self.t_open = time.monotonic()
 
-    async def _pump(self, src, dst, who):
+    def arm(self, rule):
+        rule.armed_at = self.track[rule.dir].count
+        self.rules.append(rule)
+        return rule
+
+    def _resolve(self, rule, msgs):
+        """Give a message-relative rule its absolute offset once its message's prefix has been seen."""
+        for idx, start, n in msgs:
+            if (rule.msg is not None and idx == rule.msg) or (rule.msg is None and idx >= rule.armed_at):
+                if rule.kind == "flip":
+                    rule.byte = start + NOISE_PREFIX + min(n - 1, int(rule.frac * n)) if n else None
+                else:
+                    rule.byte = start + min(NOISE_PREFIX + n - 1, int(rule.frac * (NOISE_PREFIX + n)))
+                return
+
+    def _apply(self, dir_, data):
+        """The bytes of ``data`` to forward now and the rule that stops forwarding after them (or None)."""
+        tr = self.track[dir_]
+        base = tr.pos
+        msgs = tr.feed(data)
+        stop = None
+        buf = None
+        for rule in self.rules:
+            if rule.dir != dir_ or rule.fired:
+                continue
+            if rule.byte is None:
+                self._resolve(rule, msgs)
+            if rule.byte is None or not base <= rule.byte < base + len(data):
+                continue
+            off = rule.byte - base
+            rule.fired = True
+            if rule.kind == "flip":
+                buf = bytearray(data) if buf is None else buf
+                buf[off] ^= 0x01
+            elif stop is None or off < stop[0]:
+                stop = (off, rule)
+            self.relay._fired(self, rule, off)
+        out = buf if buf is not None else data
+        if stop is not None:
+            return out[:stop[0]], stop[1]
+        return out, None
+
+    async def _pump(self, src, dst, who, dir_):
         try:
             while True:
                 data = await src.read(RELAY_CHUNK)
@@ -110,16 +256,32 @@ class _Link:
                     if self.closed_by is None:
                         self.closed_by = who
                     return
-                if not self.silent:
+                if self.silent:
+                    continue
+                if self.rules:
+                    data, stop = self._apply(dir_, data)
+                else:
+                    self.track[dir_].feed(data)
+                    stop = None
+                if self.delay_s[dir_]:
+                    await asyncio.sleep(self.delay_s[dir_])
+                if data and not self.silent:
                     dst.write(data)
+                    self.sent[dir_] += len(data)
                     await dst.drain()
+                if stop is not None:
+                    if stop.kind == "cut":
+                        self.closed_by = "bench (cut at %s byte %d)" % (dir_, stop.byte)
+                        self.close()
+                        return
+                    self.silent = True
         except (ConnectionError, OSError, asyncio.CancelledError):
             if self.closed_by is None:
                 self.closed_by = who + " (reset)"
 
     async def run(self):
-        a = asyncio.ensure_future(self._pump(self.dr, self.uw, "board"))
-        b = asyncio.ensure_future(self._pump(self.ur, self.dw, "core"))
+        a = asyncio.ensure_future(self._pump(self.dr, self.uw, "board", UP))
+        b = asyncio.ensure_future(self._pump(self.ur, self.dw, "core", DOWN))
         self._tasks = (a, b)
         await asyncio.wait((a, b), return_when=asyncio.FIRST_COMPLETED)
         self.close()
@@ -150,7 +312,7 @@ class CoreHost:
         self.loop = None
         self.thread = None
         self.link_events = []            # (kind, n, t_monotonic, ...)
-        self.recorders = {}
+        self.recorders = weakref.WeakKeyDictionary()   # Connection -> recorders (never keeps one alive)
         self.old_reports = []            # reports of cores stopped by restart()
 
     # ------------------------------------------------------------------ thread plumbing
@@ -249,9 +411,20 @@ class CoreHost:
         if rec is None:
             sid = conn.session_id
             rec = self.recorders[conn] = (StreamRecorder(self.timeline, SAT_TO_CORE, sid),
-                                          StreamRecorder(self.timeline, CORE_TO_SAT, sid))
+                                          StreamRecorder(self.timeline, CORE_TO_SAT, sid), [0])
+            count = rec[2]
+
+            def out(frame):
+                count[0] += 1
+            conn.session.on_frame_out.append(out)     # before the recorder: a listener sees its own frame counted
             conn.session.on_frame_out.append(rec[1].feed)
         rec[0].feed(data)
+
+    def frames_out(self, conn):
+        """Frames the core has handed to ``conn``'s writer so far (one Noise transport message each: the core
+        writes frame by frame), counting the one being written when called from a Timeline listener."""
+        rec = self.recorders.get(conn)
+        return rec[2][0] if rec is not None else 0
 
     # ------------------------------------------------------------------ controls used by scenarios
     def silence(self):
@@ -263,6 +436,31 @@ class CoreHost:
         n = self.call_soon(self.relay.cut)
         self.timeline.note("bench: %d connection(s) cut" % n)
         return n
+
+    # -- fault injection (alabama.hil.faults) ---------------------------------------------------------
+    def arm(self, rule):
+        """Arm a corehost.Rule on the live link(s); returns how many."""
+        return self.call_soon(self.relay.arm, rule)
+
+    def arm_next(self, rule):
+        """Arm a corehost.Rule on the next link the board opens."""
+        self.call_soon(self.relay.arm_next, rule)
+
+    def delay(self, up_s=0.0, down_s=0.0):
+        n = self.call_soon(self.relay.delay, up_s, down_s)
+        self.timeline.note("bench: relay delay %.0f ms up, %.0f ms down on %d connection(s)"
+                           % (1000 * up_s, 1000 * down_s, n))
+        return n
+
+    def cut_now(self):
+        """Cut from the core's loop thread itself (a Timeline listener): the frame being written is lost."""
+        return self.relay.cut()
+
+    def accounting(self):
+        """CoreServer.state_accounting() of the running core, read on its thread (None while it is down)."""
+        if self.server is None:
+            return None
+        return self.call_soon(self.server.state_accounting)
 
     def connection(self, device_id):
         return self.server.connections.get(device_id)

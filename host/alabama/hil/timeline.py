@@ -164,6 +164,9 @@ class Timeline:
         self.events = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        #: fn(event) called for every row as it is added, on the adding thread (frames: the core's loop
+        #: thread, before a core -> sat frame is encrypted and written); keep them short, never raise.
+        self.listeners = []
 
     def now(self):
         return self.clock() - self.t0
@@ -172,6 +175,8 @@ class Timeline:
         with self._cond:
             self.events.append(ev)
             self._cond.notify_all()
+        for fn in list(self.listeners):
+            fn(ev)
         return ev
 
     def note(self, text, session=""):
