@@ -198,7 +198,7 @@ class CoreSession:
             else:
                 break
             end = p + total
-            if total > limit or end > n:
+            if total == 0 or total > limit or end > n:   # total_len 0: the decoder reports it
                 break
             hl = data[p]
             if hl >= 0x80 or hl > total - 1:
@@ -264,7 +264,17 @@ class CoreSession:
             self._violate("R10.10-e", "wrong_direction", "%s is sent by the core, never by a satellite" % op, env.id, op)
             self._error(env.id, _E.INVALID_REQUEST, "%s is a core-to-satellite operation" % op)
             return
-        getattr(self, "_on_" + op)(env, getattr(env, op), tail)
+        try:
+            getattr(self, "_on_" + op)(env, getattr(env, op), tail)
+        except LocalProtocolError as e:
+            if e.code != "FRAME_TOO_LARGE":
+                raise
+            # The answer this frame needs does not fit the max_frame_bytes the satellite advertised:
+            # the core may not send it (R6.1-b) and cannot leave the request unanswered, so it closes.
+            self._violate("R6.1-b", "max_frame_bytes_too_small", "the answer to %s on id %d does not fit the "
+                          "satellite's max_frame_bytes %d" % (op, env.id, self.surface.max_frame_bytes), env.id, op)
+            self.close("the satellite's max_frame_bytes %d is too small for the core's answers"
+                       % self.surface.max_frame_bytes)
 
     # ---------------------------------------------------------------------------- Tier 0
     def _on_hello(self, env, hello, tail):

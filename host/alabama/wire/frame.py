@@ -253,7 +253,12 @@ class FrameDecoder:
                         ev, k = self._parse(self._buf, 0, len(self._buf))
                     if ev is None:
                         break
-                    assert k == len(self._buf)  # topped up exactly to the event's end
+                    extra = len(self._buf) - k
+                    if extra > 0:
+                        # set_limit() lowered the limit after this partial frame was held: it is now an
+                        # over-limit frame, and the held bytes past its header belong to the remainder
+                        # being discarded (the buffer never holds bytes past one frame's end).
+                        self._skip -= extra
                     self._events.append(ev)
                     self._buf = bytearray()
                     continue
