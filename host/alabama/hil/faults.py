@@ -20,6 +20,7 @@ docs/reliability.md.
 import asyncio
 import json
 import random
+import re
 import statistics
 import threading
 import time
@@ -48,6 +49,10 @@ SLACK_S = 6.0
 #: After recovery, how long the core may take to finish tearing the dead session down (its writer gets
 #: 2 s to flush) before what it still holds counts as leaked.
 RELEASE_WAIT_S = 4.0
+
+
+#: The board's log line when a received transport message fails (runtime.run: the NoiseError's class).
+BOARD_AEAD_FAILED = re.compile(r"connection failed \((?:Noise|Transport)Error\)")
 
 
 class FaultSpec:
@@ -237,6 +242,7 @@ class FaultBench:
     def _fired_cb(self, link, rule):
         if self._fire_t is None:
             self._fire_t = self.tl.now()
+            self._fire_link = link.n
 
     def _phase_trigger(self, spec, kind):
         """A _Trigger that reaches ``spec.phase`` of a live session and arms ``kind`` there (None: the test
@@ -307,6 +313,7 @@ class FaultBench:
     def run(self, spec):
         r = FaultResult(spec)
         self._fire_t = None
+        self._fire_link = None
         self._pressed = False
         self._invoke = None
         self._cap_mark = None
@@ -315,7 +322,7 @@ class FaultBench:
             r.problems.append("the bench could not reach a settled, admitted board before the fault")
             return r
         before = self.core.call_soon(self._current)
-        t_start = self.tl.now()
+        self._log_mark = len(hil.target.log_text())
         connects0 = len(self.core.link_events)
         self.tl.note("fault: %r" % spec)
         try:
@@ -458,6 +465,7 @@ class FaultBench:
             r.problems.append("reconnect storm: %d connection attempts in %.2f s with the core down; a board keeping "
                               "its backoff (base %d ms, cap %d ms) makes at most %d" % (
                                   attempts, window, self.base_ms, self.cap_ms, allowed))
+        self._settle_invoke(spec, r)
         acc = self.core.call_soon(old.state_accounting)
         if acc["live"]:
             r.leaks.append("the stopped core still serves sessions %s" % sorted(acc["live"]))
@@ -482,21 +490,19 @@ class FaultBench:
                 reps = [x for x in hil.reports() if x["session"] == before[1]]
                 if reps and not any(v["rule"] == "R5-a" for v in reps[-1].get("violations", [])):
                     r.problems.append("board -> core byte flipped but the core's report has no R5-a decrypt failure")
+        if spec.kind == "stall" and spec.phase not in ("handshake", "hello") and self._fire_link is not None:
+            # R10.1-b: the board's own liveness check must end a stalled session, not the core's (slower) one
+            closes = [e for e in self.core.link_events[connects0:] if e[0] == "closed" and e[1] == self._fire_link]
+            by = closes[0][3] if closes and len(closes[0]) > 3 else None
+            if by != "board":
+                r.problems.append("R10.1-b: the stalled connection was not closed by the board's liveness check "
+                                  "(closed by %s)" % (by or "nobody"))
+        if spec.kind == "flip" and spec.params.get("dir") == DOWN and spec.phase not in ("handshake", "hello"):
+            if not BOARD_AEAD_FAILED.search(hil.target.log_text()[self._log_mark:]):
+                r.problems.append("R5-a: core -> board byte flipped but the board logged no Noise failure")
         if spec.phase == "capture" and r.recovered:
             self._check_live_capture(r)
-        if spec.phase == "tool" and self._invoke is not None and spec.kind in ("cut", "stall", "flip", "restart"):
-            try:
-                self._invoke.result(self.bound_s(spec) + 10)
-                answered = True
-            except (NotConnected, asyncio.CancelledError):
-                answered = False
-            except Exception as e:  # noqa: BLE001 — any other outcome is reported as such
-                answered = False
-                if not isinstance(e, NotConnected):
-                    r.detail += " invoke: %s: %s" % (type(e).__name__, e)
-            if spec.params.get("at") == "invoke" and answered and spec.kind != "restart":
-                r.problems.append("the Invoke was answered although its message was %s" % spec.kind)
-            self._invoke = None      # drop the caller's reference (its exception's traceback holds the connection)
+        self._settle_invoke(spec, r)
         if spec.phase == "paired" and r.recovered:
             key = hil.core.public_key
             deadline = time.monotonic() + self.cap_ms / 1000.0 + SLACK_S
@@ -508,6 +514,24 @@ class FaultBench:
             rec = hil.target.stored_record()
             if rec is not None and rec.pairing_token:
                 r.problems.append("the board still stores its pairing token after Paired")
+
+    def _settle_invoke(self, spec, r):
+        """The Invoke of a mid-tool-call fault: its caller must get an answer or NotConnected, never hang
+        (the core resolves a dead session's waiters); the bench then drops its reference to the outcome."""
+        if self._invoke is None:
+            return
+        try:
+            self._invoke.result(self.bound_s(spec) + 10)
+            answered = True
+        except NotConnected:
+            answered = False
+        except Exception as e:  # noqa: BLE001 — a hang (TimeoutError) or anything else is a problem
+            answered = False
+            r.problems.append("the Invoke's caller got %s: %s (expected its answer or NotConnected)"
+                              % (type(e).__name__, e))
+        if spec.params.get("at") == "invoke" and answered and spec.kind in ("cut", "stall", "flip"):
+            r.problems.append("the Invoke was answered although its message was %s" % spec.kind)
+        self._invoke = None      # the outcome's traceback references the connection: let it go
 
     def _check_live_capture(self, r):
         """R10.4-e: the LIVE capture cut mid-way carried no correlation_ref and died with its connection:

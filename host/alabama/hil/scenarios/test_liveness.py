@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from alabama.hil.faults import max_attempts
 from alabama.hil.timeline import CORE_TO_SAT, NOTE, SAT_TO_CORE
 
 #: The virtual board pings every 1 s (targets.SimTarget.SIM_ENV); it must call a connection dead after 3 ping
@@ -58,6 +59,31 @@ def test_reconnect_after_core_restart(hil):
     hil.measure("reconnect_ms", 1000 * (acc.t - t_stop))
     pats = [r["noise_pattern"] for r in hil.reports()]
     assert pats == ["IK", "IK"], "sessions: %s" % pats
+    hil.assert_conformant()
+
+
+@pytest.mark.spec("§10.1")
+def test_reconnect_backoff_no_storm(hil):
+    """The core is down for 3 s: the board keeps its backoff (base doubling to the cap, jitter in [d/2, d)),
+    so its connection attempts in that window are at most what the shortest waits of that schedule allow
+    (derived from the board's backoff knobs), never a storm; then it is back by itself."""
+    hil.start_core()
+    hil.provision("ik")
+    hil.boot()
+    env = getattr(hil.target, "env", {})
+    base = int(env.get("ALABAMA_SIM_BACKOFF_BASE_MS", 500))
+    cap = int(env.get("ALABAMA_SIM_BACKOFF_CAP_MS", 60000))
+    n0 = len(hil.core.link_events)
+    t0, t_stop = time.monotonic(), hil.tl.now()
+    hil.restart_core(down_s=3.0)
+    window = time.monotonic() - t0
+    attempts = sum(1 for e in hil.core.link_events[n0:] if e[0] == "connect")
+    allowed = max_attempts(window, base, cap) + 1
+    hil.measure("attempts_while_down", attempts)
+    assert attempts <= allowed, ("%d connection attempts in %.1f s with the core down: a board keeping its backoff "
+                                 "(base %d ms, cap %d ms) makes at most %d" % (attempts, window, base, cap, allowed))
+    hil.expect(CORE_TO_SAT, "hello_response", pred=lambda e: e.t > t_stop and "accepted" in e.summary,
+               timeout=RECONNECT_BOUND_S, what="the board back after the core was down")
     hil.assert_conformant()
 
 
