@@ -54,7 +54,7 @@ def test_every_core_fixture_replays_without_crash():
 
 def test_core_short_budget_no_crash():
     outcomes = {}
-    for i in range(2000):
+    for i in range(1200):
         o = corefuzz.run(corefuzz.gen(5, i))   # raises Crash on a finding
         outcomes[o] = outcomes.get(o, 0) + 1
     assert len(outcomes) >= 8, outcomes
@@ -71,7 +71,7 @@ def test_core_oracle_flags_a_missing_unknown_stream_r10_10_d():
 
 @pytest.mark.parametrize("target", ["fw_frame", "fw_noise", "fw_session"])
 def test_firmware_short_budget_under_micropython(target):
-    n = 400 if target == "fw_noise" else 1500
+    n = 200 if target == "fw_noise" else 800
     r = run_micropython([str(FUZZ / "mp_main.py"), "batch", target, "3", "0", str(n)], timeout=300, heap="8m",
                         env={"MICROPYPATH": "%s:%s" % (ROOT / "firmware", FUZZ)})
     out = r.stdout.decode(errors="replace")
