@@ -395,7 +395,9 @@ class FaultBench:
         rng = self.rng
         pat = self._pattern_next()
         dir_ = spec.params.setdefault("dir", rng.choice((UP, DOWN)))
-        hs_up = 1 if pat == "IK" else 2       # IK: -> e,es,s,ss / <- e,ee,se;  XX: -> e / <- e,ee,s,es / -> s,se
+        # Board -> core, the binding's protocol-name offer comes first (noise/transport.py start()), then the
+        # pattern's messages: IK -> name, (e, es, s, ss) / <- (e, ee, se);  XX -> name, (e) / <- (e, ee, s, es) / -> (s, se)
+        hs_up = 2 if pat == "IK" else 3
         if spec.phase == "handshake":
             msg = rng.randrange(hs_up) if dir_ == UP else 0
         else:
