@@ -42,7 +42,7 @@ def _check_bounds():
     t1 = MASK + (t0 >> W)
     assert MASK + (t1 >> W) <= L
     # add/sub: columns <= L + 16382 + carry; mla: L + 121665*L + carry
-    for colmax in (2 * L + 2, L + max(Q) + 4, L + 121665 * L + top_carry):
+    for colmax in (2 * L + 2, L + max(Q) + 4, L + 121665 * L + top_carry, 9 * L + top_carry):
         assert colmax <= lim
         t0 = MASK + FOLD * (colmax >> W)
         assert t0 <= lim
@@ -55,39 +55,49 @@ def _cols(k):
     return [(i, k - i) for i in range(N) if 0 <= k - i < N]
 
 
-def _mul_col(k):
-    return " + ".join("a%d * b%d" % (i, j) for i, j in _cols(k))
+def _mul_terms(k):
+    return ["a%d * b%d" % (i, j) for i, j in _cols(k)]
 
 
-def _sq_col(k):
+def _col_lines(k, first, terms_of, sq):
+    """Column k accumulated in the register local Q, one product per statement ("Q = x * y + Q": the
+    native emitter keeps Q in a register, so a product costs two stack loads, MULL and ADD; one long
+    sum expression makes it spill its value stack instead). On entry Q holds the previous column."""
+    out = []
+    if not sq:
+        terms = terms_of(k)
+        out.append("Q = %s" % terms[0] if first else "Q = (Q >> %d) + %s" % (W, terms[0]))
+        out += ["Q = %s + Q" % t for t in terms[1:]]
+        return out
     cross = ["a%d * a%d" % (i, j) for i, j in _cols(k) if i < j]
-    sq = ["a%d * a%d" % (k // 2, k // 2)] if k % 2 == 0 and k // 2 < N else []
-    parts = []
-    if cross:
-        parts.append("((%s) << 1)" % " + ".join(cross))
-    parts += sq
-    return " + ".join(parts)
+    square = "a%d * a%d" % (k // 2, k // 2) if k % 2 == 0 else None
+    if not cross:
+        out.append("Q = %s" % square if first else "Q = (Q >> %d) + %s" % (W, square))
+        return out
+    if not first:
+        out.append("T = Q >> %d" % W)      # the carry waits in T while Q sums the cross products
+    out.append("Q = %s" % cross[0])
+    out += ["Q = %s + Q" % t for t in cross[1:]]
+    out.append("Q = Q + Q" if first else "Q = Q + Q + T")
+    if square:
+        out.append("Q = %s + Q" % square)
+    return out
 
 
-def _reduce(col, ind):
-    """Lines that turn the 39 product columns col(k) into 20 limbs stored in d (see module comment)."""
+def _reduce(sq, ind):
+    """Lines that turn the 39 product columns into 20 limbs stored in d (see module comment)."""
     out = []
     # high columns 20..38, carried as they are produced, kept as h0..h19 (< 2**13, h19 small)
     for k in range(N, 2 * N - 1):
-        e = col(k)
-        if k > N:
-            e = "(t >> %d) + %s" % (W, e)
-        out.append("t = %s" % e)
-        out.append("h%d = t & %d" % (k - N, MASK))
-    out.append("h%d = t >> %d" % (N - 1, W))
+        out += _col_lines(k, k == N, _mul_terms, sq)
+        out.append("h%d = Q & %d" % (k - N, MASK))
+    out.append("h%d = Q >> %d" % (N - 1, W))
     # low columns plus 608 * high limb; limbs 0..2 wait in locals for the wrap-around carry
     for k in range(N):
-        e = col(k) + " + %d * h%d" % (FOLD, k)
-        if k:
-            e = "(t >> %d) + %s" % (W, e)
-        out.append("t = %s" % e)
-        out.append(("r%d = t & %d" if k < 3 else "d[%d] = t & %d") % (k, MASK))
-    out += _wrap()
+        out += _col_lines(k, k == 0, _mul_terms, sq)
+        out.append("Q = %d * h%d + Q" % (FOLD, k))
+        out.append(("r%d = Q & %d" if k < 3 else "d[%d] = Q & %d") % (k, MASK))
+    out += [s.replace("t", "Q") for s in _wrap()]
     return [ind + s for s in out]
 
 
@@ -121,14 +131,16 @@ def _chains(specs, ind):
 
 
 # opcodes of the little field-op program run by _run (one call per X25519: no per-op call overhead)
-OPS = {"END": 0, "MUL": 1, "SQ": 2, "ADDSUB": 3, "SUB": 4, "MLA": 5, "BIT": 6, "LOOP": 7, "SWAP": 8}
+OPS = {"END": 0, "MUL": 1, "SQ": 2, "ADDSUB": 3, "SUB": 4, "MLA": 5, "BIT": 6, "LOOP": 7, "SWAP": 8, "MUL9": 9}
 # slots (20 limbs = 80 bytes each) of the state buffer
 X1, X2, Z2, X3, Z3, SA, SB, SC, SD, SE, ST = range(11)
 NSLOTS = 11
 
 
-def program():
-    """The whole X25519 after decoding u: RFC 7748 ladder (bits 254..0) then z2 ** (p-2) and x2 * 1/z2."""
+def program(base=False):
+    """The whole X25519 after decoding u: RFC 7748 ladder (bits 254..0) then z2 ** (p-2) and x2 * 1/z2.
+    base: u is the base point 9 (public keys, the Noise ephemeral): z3 = 9 * (DA - CB)^2 is a small
+    multiple (MUL9, ~a tenth of a MUL) instead of a multiplication by x1."""
     prog = []
 
     def op(name, d=0, a=0, b=0):
@@ -145,7 +157,10 @@ def program():
     op("ADDSUB", X3, SD, SC)        # DA + CB, DA - CB (slots X3, Z3)
     op("SQ", X3, X3, 1)             # x3 = (DA + CB)^2
     op("SQ", Z3, Z3, 1)
-    op("MUL", Z3, Z3, X1)           # z3 = x1 * (DA - CB)^2
+    if base:
+        op("MUL9", Z3, Z3)          # z3 = 9 * (DA - CB)^2
+    else:
+        op("MUL", Z3, Z3, X1)       # z3 = x1 * (DA - CB)^2
     op("SUB", SE, X2, Z2)           # E = AA - BB
     op("MLA", SA, SE, X2)           # AA + a24 * E, a24 = 121665
     op("MUL", X2, X2, Z2)           # x2 = AA * BB
@@ -190,15 +205,18 @@ def generate():
                       SUBMAX=L + max(Q), MLAMAX=L + 121665 * L))
     prog = program()
     w("_PROG = %r" % prog)
+    w("_PROG_BASE = %r  # the same for u = 9" % program(base=True))
     w("_SLOTS = const(%d)  # field elements in the state buffer (80 bytes each)" % NSLOTS)
     w("_X1 = const(%d)" % X1)
     w("_X2 = const(%d)" % X2)
+    w("_BASEPOINT = b\"\\x09\" + bytes(31)")
     w("_TMP = const(%d)" % ST)
     w("")
     w("")
     w("@micropython.viper")
-    w("def _run(st: ptr32, prog: ptr8, k: ptr8):")
-    w('    """Run the field-op program prog over the slots of st; k is the clamped scalar (BIT ops)."""')
+    w("def _run(T: int, Q: int, st: ptr32, prog: ptr8, k: ptr8):")
+    w('    """Run the field-op program prog over the slots of st; k is the clamped scalar (BIT ops).')
+    w('    T and Q are the two register locals of the native emitter (the caller passes 0, 0)."""')
     w("    base = int(st)")
     w("    i = 254")
     w("    swap = 0")
@@ -215,22 +233,24 @@ def generate():
         w("            a%d = a[%d]" % (i, i))
     for i in range(N):
         w("            b%d = b[%d]" % (i, i))
-    L_ += _reduce(_mul_col, "            ")
+    L_ += _reduce(False, "            ")
     w("        elif op == %d:  # SQ: d = a ** (2 ** n), n >= 1 squarings in a row; d may alias a" % OPS["SQ"])
     w("            while n > 0:")
     for i in range(N):
         w("                a%d = a[%d]" % (i, i))
-    L_ += _reduce(_sq_col, "                ")
+    L_ += _reduce(True, "                ")
     w("                a = d")
     w("                n -= 1")
     w("        elif op == %d:  # ADDSUB: d = a + b, next slot e = a - b + 64p" % OPS["ADDSUB"])
     w("            e = ptr32(base + prog[pc - 3] * 80 + 80)")
-    L_ += _chains([("d", "t", lambda k: "a[%d] + b[%d]" % (k, k)),
-                   ("e", "u", lambda k: "a[%d] + %d - b[%d]" % (k, Q[k], k))], "            ")
+    L_ += _chains([("d", "Q", lambda k: "a[%d] + b[%d]" % (k, k)),
+                   ("e", "T", lambda k: "a[%d] + %d - b[%d]" % (k, Q[k], k))], "            ")
     w("        elif op == %d:  # SUB: d = a - b + 64p (limbs stay non-negative)" % OPS["SUB"])
-    L_ += _chains([("d", "t", lambda k: "a[%d] + %d - b[%d]" % (k, Q[k], k))], "            ")
+    L_ += _chains([("d", "Q", lambda k: "a[%d] + %d - b[%d]" % (k, Q[k], k))], "            ")
     w("        elif op == %d:  # MLA: d = b + 121665 * a" % OPS["MLA"])
-    L_ += _chains([("d", "t", lambda k: "b[%d] + 121665 * a[%d]" % (k, k))], "            ")
+    L_ += _chains([("d", "Q", lambda k: "b[%d] + 121665 * a[%d]" % (k, k))], "            ")
+    w("        elif op == %d:  # MUL9: d = 9 * a" % OPS["MUL9"])
+    L_ += _chains([("d", "Q", lambda k: "9 * a[%d]" % k)], "            ")
     w(CTRL.strip("\n"))
     w("")
     w("")
@@ -259,8 +279,10 @@ HEADER = """
 #    carry goes into limb 1 and that carry (<= 3) into limb 2, so limb 2 <= 8191 + 3 and every
 #    other limb <= 8191: the result keeps the invariant (the generator asserts all of this).
 #  * SQ doubles the cross products of a column (<= 10 pairs) and adds the square: same bound.
+#    Every column is summed term by term into the register local Q (partial sums of non-negative
+#    terms never exceed the column's total), the SQ carry-in waiting in T.
 #  * ADDSUB/SUB add 64*p in borrowed limbs {Q0}, {Q1}, {Q1}, ... (each > _L, so no limb goes
-#    negative): <= {SUBMAX}; MLA: {L} + 121665 * {L} = {MLAMAX}. Carry and wrap as above.
+#    negative): <= {SUBMAX}; MLA: {L} + 121665 * {L} = {MLAMAX}; MUL9: 9 * {L}. Carry and wrap as above.
 #  * shifts only ever see non-negative values, so arithmetic == logical shift; every limb is
 #    masked with 0x1fff explicitly; nothing relies on wrap-around.
 import micropython
@@ -280,9 +302,9 @@ CTRL = """
             b = ptr32(base + 240)
             j = 0
             while j < 40:
-                t = m & (a[j] ^ b[j])
-                a[j] = a[j] ^ t
-                b[j] = b[j] ^ t
+                Q = m & (a[j] ^ b[j])
+                a[j] = a[j] ^ Q
+                b[j] = b[j] ^ Q
                 j += 1
         elif op == 7:  # LOOP: next scalar bit, back to instruction d while bits remain
             i -= 1
@@ -379,7 +401,7 @@ def scalarmult(k, u):
     st[80 * _X2] = 1                    # x2 = 1, z2 = 0
     st[80 * 3:80 * 4] = mv[0:80]        # x3 = x1
     st[80 * 4] = 1                      # z3 = 1
-    _run(st, _PROG, k)
+    _run(0, 0, st, _PROG_BASE if u == _BASEPOINT else _PROG, k)   # u is public: not a secret branch
     out = bytearray(32)
     _tobytes(out, mv[80 * _X2:80 * _X2 + 80], mv[80 * _TMP:80 * _TMP + 80])
     return bytes(out)

@@ -9,10 +9,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MP = pathlib.Path(sys.executable).parent / "micropython"
 
 
-def run(text, *args, wrap=(), timeout=1800):
-    """Run `text` as a script (argv = args), optionally under `wrap` (e.g. valgrind); fixed hash seed so
-    instruction counts repeat. Exits the benchmark with micropython's output when it fails."""
-    env = dict(os.environ, MICROPYPATH=str(ROOT / "firmware"), PYTHONHASHSEED="0")
+def run(text, *args, wrap=(), timeout=1800, root=ROOT):
+    """Run `text` as a script (argv = args), optionally under `wrap` (e.g. valgrind), with root/firmware
+    on the path (root: another checkout, e.g. baseline.tree()); fixed hash seed so instruction counts
+    repeat. Exits the benchmark with micropython's output when it fails."""
+    env = dict(os.environ, MICROPYPATH=str(pathlib.Path(root) / "firmware"), PYTHONHASHSEED="0")
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(text)
     try:
