@@ -21,7 +21,9 @@ HEAD = '''\
 #    .mpy code for the board, 3 on the unix port); every other local lives on the C stack. A quarter
 #    round step keeps the value it just produced in T/Q, so each statement loads at most one stack
 #    local and the emitter never spills its value stack. The caller passes T = Q = 0.
-#  * A rotate is (T << r) | ((T >> (32 - r)) & (2**r - 1)): small immediate masks, no 0xFFFFFFFF.
+#  * A rotate is (T * 2**r) | ((T >> (32 - r)) & (2**r - 1)): small immediate masks, no 0xFFFFFFFF;
+#    the emitter has no shift-by-immediate, so the left shift is a MULL by a literal (ssl+sll+movi
+#    otherwise). T * 2**r equals T << r modulo the word size at 32 and at 64 bits.
 #
 # Correct at 32 and 64 bits: every value is uint (logical shifts). ChaCha words may carry garbage
 # above bit 31 on a 64-bit port (carries of +, bits shifted out by <<); it never reaches the low 32
@@ -151,7 +153,7 @@ def quarter(a, b, c, d):
         out.append("x%d = Q" % add)
         out.append("T = x%d ^ Q" % xo)
         out.append("Q = (T >> %d) & 0x%X" % (32 - r, ROT[r]))
-        out.append("T = (T << %d) | Q" % r)
+        out.append("T = (T * %d) | Q" % (1 << r))  # T << r: MULL by a literal is one instruction less
         out.append("x%d = T" % xo)
     return out
 

@@ -237,43 +237,70 @@ def host_main():
     if "viper" not in impls:
         print("callgrind: no viper path on this micropython, skipped")
         return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import baseline
+    old = str(baseline.tree())
+    now = estimate(root, True)
+    before = estimate(old, False)
+    if now is None or before is None:
+        print("Xtensa: xtensa-lx106-elf-objdump not found (apt-get install -y binutils-xtensa-lx106), skipped")
+        return
+    print("Issue 12 target: AEAD for one 20 ms frame each way <= %.0f%% of one 240 MHz core (Xtensa static"
+          " native counts + x86 bytecode glue, 1 instruction/cycle)" % TARGET_PCT)
+    pn, pb = now["pct"], before["pct"]
+    print("  %s %.2f%% -> now %.2f%%: now/%s = %.2f; now/target = %.2f (%s)"
+          % (baseline.BASELINE, pb, pn, baseline.BASELINE, pn / pb, pn / TARGET_PCT,
+             "met" if pn <= TARGET_PCT else "NOT met"))
+    print("  x86-64 callgrind cross-check, whole frame: now/%s = %.2f" % (baseline.BASELINE, now["frame"] / before["frame"]))
+
+
+TARGET_PCT = 5.0  # issue 12: AEAD per 20 ms frame each way <= 5 % of one 240 MHz core
+
+
+def estimate(root, full):
+    """Callgrind and Xtensa figures of the firmware under root (full: also the in-place and empty-frame
+    variants); prints them and returns {"frame", "glue", "native", "pct"} or None without objdump."""
+    import os
     k1, k2 = 5, 45
+    label = "now" if full else "baseline " + os.path.basename(root)
 
     def per_frame(*extra):
         a = _callgrind_instructions(root, ["--frames", str(k1)] + list(extra))
         b = _callgrind_instructions(root, ["--frames", str(k2)] + list(extra))
         return (b - a) / (k2 - k1)
     frame = per_frame()
-    frame_tx = per_frame("--shift", "2")
-    empty = per_frame("--seal", "0", "--open", "0")
     glue = per_frame("--stub")
     hz = 240e6  # assumption: ~1 instruction per cycle
-    print("callgrind, viper path, micropython unix x86-64 (difference of %d and %d frame runs)" % (k1, k2))
+    print("callgrind, viper path, micropython unix x86-64, %s (difference of %d and %d frame runs)" % (label, k1, k2))
     print("  one 20 ms frame each way (seal %d B + open %d B): %.0f instructions" % (FRAME_SEAL, FRAME_OPEN, frame))
-    print("    the same with the seal in place at offset 2 (the transport's tx_buf layout): %.0f" % frame_tx)
-    print("    fixed per-frame cost (seal 0 B + open 0 B, 32-byte AD): %.0f" % empty)
+    if full:
+        frame_tx = per_frame("--shift", "2")
+        empty = per_frame("--seal", "0", "--open", "0")
+        print("    the same with the seal in place at offset 2 (the transport's tx_buf layout): %.0f" % frame_tx)
+        print("    fixed per-frame cost (seal 0 B + open 0 B, 32-byte AD): %.0f" % empty)
     print("    bytecode glue alone (two encrypt/decrypt_into calls into a native stub): %.0f" % glue)
     print("  ESP32-S3 estimate, assuming Xtensa executes about as many instructions as x86-64 for this")
     print("  viper/VM code at ~1 instruction/cycle, 240 MHz: %.2f ms per frame = %.1f%% of one core"
-          " (target <= 10%%)" % (frame / hz * 1e3, 100 * frame / hz / 0.020))
+          % (frame / hz * 1e3, 100 * frame / hz / 0.020))
     xt = xtensa_static(root)
     if xt is None:
-        print("Xtensa: xtensa-lx106-elf-objdump not found (apt-get install -y binutils-xtensa-lx106), skipped")
-        return
+        return None
     # blocks per frame: seal = key block + 10 data blocks, open = key block + 15 (ChaCha);
     # Poly1305 = AD 2 + data + 1 length block per message (seal 43, open 63)
     nch = 2 + (FRAME_SEAL + 63) // 64 + (FRAME_OPEN + 63) // 64
     npo = 2 * ((len(AD) + 15) // 16 + 1) + (FRAME_SEAL + 15) // 16 + (FRAME_OPEN + 15) // 16
     native = nch * xt["chacha_block"] + npo * xt["poly_block"]
     total = native + glue
-    print("Xtensa, mpy-cross -march=xtensawin static counts (the emitted code, each instruction once):")
+    pct = 100 * total / hz / 0.020
+    print("Xtensa, mpy-cross -march=xtensawin static counts, %s (the emitted code, each instruction once):" % label)
     print("  double round %d, ChaCha20 block %d, Poly1305 block %d instructions"
           % (xt["double_round"], xt["chacha_block"], xt["poly_block"]))
     print("  one frame: %d ChaCha blocks + %d Poly1305 blocks = %.0f native instructions (key set-up and"
           " tag not counted)" % (nch, npo, native))
-    print("  + the bytecode glue measured above (an x86 count, %.0f) = %.0f -> %.2f ms = %.1f%% of one 240 MHz"
+    print("  + the bytecode glue measured above (an x86 count, %.0f) = %.0f -> %.2f ms = %.2f%% of one 240 MHz"
           " core at 1 instruction/cycle (LX7 load-use stalls and flash-cache misses not modelled)"
-          % (glue, total, total / hz * 1e3, 100 * total / hz / 0.020))
+          % (glue, total, total / hz * 1e3, pct))
+    return {"frame": frame, "glue": glue, "native": native, "pct": pct}
 
 
 if __name__ == "__main__":

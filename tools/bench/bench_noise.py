@@ -14,7 +14,7 @@ Measured, all in one run:
     (fixed ephemeral, so the same reply is valid every time).
 ESP32-S3 estimate: instructions / 240 MHz at 1 instruction per cycle -- a lower bound (Xtensa may need
 more instructions than x86-64 for the same work, and load-use stalls and flash-cache misses are not
-modelled; the SHA-256 accelerator is not used by hashlib's software path either). Target: <= 0.4 s.
+modelled; the unix port's hashlib is software SHA-256, the board's uses the accelerator). Target: <= 0.25 s.
 """
 import pathlib
 import re
@@ -22,13 +22,14 @@ import shutil
 import sys
 import timeit
 
-import mpscript  # noqa: E402  (tools/bench is the script's directory)
+import baseline  # noqa: E402  (tools/bench is the script's directory)
+import mpscript  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 MP = BIN / "micropython"
 S3_HZ = 240e6
-TARGET_S3_S = 0.4
+TARGET_S3_S = 0.25  # issue 12: the satellite's IK handshake <= 0.25 s on the ESP32-S3
 
 COMMON = """
 import sys, time
@@ -84,6 +85,22 @@ for k in range(n):
     i.receive(m2)
 """
 
+# How many X25519s one initiator handshake computes (x25519() counted; public_key goes through it).
+MP_DH_COUNT = COMMON + """
+state.set_impl("viper")
+m2 = reply_for(EI)
+real = x25519.x25519
+calls = []
+def counted(k, u, impl=None):
+    calls.append(bytes(u) == b"\\x09" + bytes(31))
+    return real(k, u, impl)
+x25519.x25519 = counted
+i = NoiseConnection(True, SI, "IK", PR, ephemeral=EI, static_public=PI)
+i.start()
+i.receive(m2)
+print(len(calls), sum(calls))
+"""
+
 
 def micropython_times(n=10):
     res = {}
@@ -127,13 +144,13 @@ def host_times():
     return {"initiator": (t_start + t_recv) * 1000, "responder": (t_pair - t_start) * 1000}
 
 
-def callgrind_per_handshake(n=3):
+def callgrind_per_handshake(n=3, root=ROOT):
     vg = shutil.which("valgrind")
     if not vg:
         return None
     counts = []
     for m in (0, n):
-        r = mpscript.run(MP_COUNT, m, wrap=(vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"))
+        r = mpscript.run(MP_COUNT, m, wrap=(vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"), root=root)
         counts.append(int(re.search(r"Collected : (\d+)", r.stderr).group(1)))
     return (counts[1] - counts[0]) / n
 
@@ -153,17 +170,24 @@ def main():
     print("  CPython host responder (pyca/cryptography) : %8.3f ms" % host["responder"])
     print("  one 640-byte transport message, viper: %.3f ms, pure: %.3f ms"
           % (mp[("viper", "msg640")], mp[("pure", "msg640")]))
+    dh, dh_base = (int(x) for x in mpscript.run(MP_DH_COUNT).stdout.split())
+    print("initiator IK handshake (static public key cached): %d X25519s, %d of them with u = 9 (the ephemeral"
+          " key); SHA-256 through hashlib (mbedtls on the esp32 port)" % (dh, dh_base))
     ir = callgrind_per_handshake()
     if ir is None:
         print("valgrind not found: no instruction count (apt-get install -y valgrind)")
-    else:
-        est = ir / S3_HZ
-        print("callgrind, viper path, x86-64 unix port: %.2f M instructions per IK initiator handshake "
-              "(static public key cached)" % (ir / 1e6))
-        print("  -> ESP32-S3 estimate: %.0f ms at 240 MHz, 1 instr/cycle (lower bound); target <= %.0f ms: %s"
-              % (est * 1e3, TARGET_S3_S * 1e3, "within" if est <= TARGET_S3_S else "OVER"))
-        print("     x2 margin for Xtensa code density and stalls: %.0f ms (%s)"
-              % (2 * est * 1e3, "within" if 2 * est <= TARGET_S3_S else "over"))
+        return
+    old = baseline.tree()
+    ir_old = callgrind_per_handshake(root=old)
+    est, est_old = ir / S3_HZ, ir_old / S3_HZ
+    print("callgrind, viper path, x86-64 unix port: %.2f M instructions per IK initiator handshake "
+          "(static public key cached; %s: %.2f M)" % (ir / 1e6, baseline.BASELINE, ir_old / 1e6))
+    print("  -> ESP32-S3 estimate: %.0f ms at 240 MHz, 1 instr/cycle (lower bound)" % (est * 1e3))
+    print("Issue 12 target: the satellite's IK handshake <= %.0f ms (x86-64 callgrind count / 240 MHz)"
+          % (TARGET_S3_S * 1e3))
+    print("  %s %.0f ms -> now %.0f ms: now/%s = %.2f; now/target = %.2f (%s)"
+          % (baseline.BASELINE, est_old * 1e3, est * 1e3, baseline.BASELINE, est / est_old, est / TARGET_S3_S,
+             "met" if est <= TARGET_S3_S else "NOT met"))
 
 
 if __name__ == "__main__":
