@@ -298,8 +298,8 @@ def test_pure_equals_viper_kernels_bit_for_bit():
         VIPER.gblock(st_v, rx._coef, rx._cw, si, ring_v, si * 64)
     assert ring_p == ring_v
     assert max(abs(v) for v in ring_p) > 16000       # the extremes really were exercised
-    out_p = array("i", [0] * 36)
-    out_v = array("i", [0] * 36)
+    out_p = array("i", [0] * 38)
+    out_v = array("i", [0] * 38)
     for c in range(13):
         for t0, n in ((0, 16), (9, 16), (15, 7)):
             PURE.csum(ring_p, 16, t0, n, rx._cand, c * 64, out_p)

@@ -86,6 +86,8 @@ def csum(ring, rlen, t0, nsub, rot, roff, out):
     off = 0
     cs = 0
     ce = 0
+    gs = 0
+    ge = 0
     for i in range(16):
         a = out[2 * i + (i & 1)]
         b = out[2 * i + 1 - (i & 1)]
@@ -95,7 +97,13 @@ def csum(ring, rlen, t0, nsub, rot, roff, out):
             cs += 1
         if b > 2 * a:
             ce += 1
+        if a > b:
+            gs += 1
+        if b > a:
+            ge += 1
     out[32] = on
     out[33] = off
     out[34] = cs
     out[35] = ce
+    out[36] = gs
+    out[37] = ge

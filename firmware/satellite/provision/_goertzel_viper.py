@@ -74,7 +74,8 @@ def csum(ring, rlen, t0, nsub, rot, roff, out):
 def _csum(pr: int, pi: int, j: int, ring, rlen: int, t0: int, nsub: int, rot, roff: int, out):
     # Coherent sum of nsub sub-blocks from ring slot t0 (wrapping at rlen) for each of 32 tones,
     # de-rotated by rot[roff + 2k] (Q14) per sub-block; out[k] = CORDIC magnitude (gain ~1.6457),
-    # out[32..35] = start-tone sum, end-tone sum, pairs with start > 2*end, pairs with end > 2*start.
+    # out[32..35] = start-tone sum, end-tone sum, pairs with start > 2*end, pairs with end > 2*start;
+    # out[36..37] = pairs with start > end, pairs with end > start (the low-SNR marker votes).
     r = ptr16(ring)
     q = ptr16(rot)
     o = ptr32(out)
@@ -121,6 +122,8 @@ def _csum(pr: int, pi: int, j: int, ring, rlen: int, t0: int, nsub: int, rot, ro
     off = 0
     cs = 0
     ce = 0
+    gs = 0
+    ge = 0
     i = 0
     while i < 16:
         a = int(o[2 * i + (i & 1)])
@@ -131,8 +134,14 @@ def _csum(pr: int, pi: int, j: int, ring, rlen: int, t0: int, nsub: int, rot, ro
             cs += 1
         if b > 2 * a:
             ce += 1
+        if a > b:
+            gs += 1
+        if b > a:
+            ge += 1
         i += 1
     o[32] = on
     o[33] = off
     o[34] = cs
     o[35] = ce
+    o[36] = gs
+    o[37] = ge

@@ -45,11 +45,19 @@ _RING = const(128)              # sub-blocks kept (512 ms)
 _HOP = const(16)                # idle marker search every 16 sub-blocks (disjoint windows)
 _DWIN = const(16)               # idle marker window (1024 samples)
 _NCAND = const(13)              # clock ratios tried while idle: 1 + (c - 6)/285 (+-2.1 %)
+_NVOTE = const(3)               # low-SNR marker test: pair votes (start tone > partner) summed
+                                # over the last 3 idle windows, per clock ratio
+_VOTE_MIN = const(41)           # of 48 votes; noise alone gives 24 +- 3.5 (binomial), a marker
+                                # at -5 dB 46..48, at -8 dB 40..46 (bench runs)
 _MWIN = const(48)               # marker window for the fine clock estimate
 _NFINE = const(17)              # fine clock ratios: coarse + (j - 8) * 0.0004
 _SYNC_SPAN = const(8)           # data start searched at the estimate +- 8 sub-blocks (half a symbol)
 _RISE_BACK = const(110)         # how far back the marker's rising edge is looked for
 _RISE_WIN = const(16)           # window of the rising-edge profile
+_RISE_STEP = 1.4                # the edge is in view if the marker level is 1.4 x the level
+                                # before it (at -8 dB SNR a marker gives about 1.8)
+_FOLLOW_MIN = const(12)         # following the marker: it goes on while >= 12 of 16 pairs vote
+                                # for it (noise gives 8 +- 2)
 _GUARD = const(98304)           # symbol window guard: 1.5 sub-blocks (Q16)
 _Q = const(65536)
 _MAX_SYM = const(3 + 140 + 56)  # length code + longest payload + its parity
@@ -132,7 +140,8 @@ class GgwaveReceiver:
         else:
             self._stage = array("h", bytes(2 * _SUB))
             self._ring = array("h", bytes(2 * (_RING * 2 * _NT)))
-        self._out = array("i", bytes(4 * 36))
+        self._out = array("i", bytes(4 * 38))
+        self._votes = bytearray(_NVOTE * _NCAND)   # ring of per-window pair votes, per ratio
         self._data = bytearray(_MAX_SYM)
         self._rs = _rs.RS()
         self.reset()
@@ -155,6 +164,11 @@ class GgwaveReceiver:
         self._st = _S_LISTEN
         self._hits = 0
         self._hop = _HOP
+        self._vslot = 0
+        self._vwin = 0
+        v = self._votes
+        for i in range(_NVOTE * _NCAND):
+            v[i] = 0
 
     def _fail(self, code):
         self.state = STATE_FAILED
@@ -228,6 +242,10 @@ class GgwaveReceiver:
         best = -1
         bscore = 0
         bcount = 0
+        votes = self._votes
+        vo = self._vslot * _NCAND
+        vbest = 0
+        vc = 0
         for c in range(_NCAND):
             self._csum(self._ring, _RING, t0, _DWIN, self._cand, c * 2 * _NT, out)
             score = out[32] - 2 * out[33]
@@ -235,12 +253,27 @@ class GgwaveReceiver:
                 best = c
                 bscore = score
                 bcount = out[34]
+            votes[vo + c] = out[36]
+            v = 0
+            for w in range(_NVOTE):
+                v += votes[w * _NCAND + c]
+            if v > vbest:
+                vbest = v
+                vc = c
+        self._vslot += 1
+        if self._vslot == _NVOTE:
+            self._vslot = 0
+        if self._vwin < _NVOTE:
+            self._vwin += 1
         if bscore > 0 and bcount >= 12:
             self._hits += 1
             if self._hits >= 2:
                 self._begin(best)
+                return
         else:
             self._hits = 0
+        if self._vwin == _NVOTE and vbest >= _VOTE_MIN:
+            self._begin(vc)
 
     def _begin(self, c):
         self.state = STATE_RECEIVING
@@ -266,7 +299,7 @@ class GgwaveReceiver:
             return
         out = self._out
         self._csum(self._ring, _RING, self._slot(self._t - _DWIN + 1), _DWIN, self._rot, 0, out)
-        if out[34] < 9:
+        if out[36] < _FOLLOW_MIN:
             self._low += 1
             if self._low == 1:
                 self._m1 = self._t - 4
@@ -295,7 +328,7 @@ class GgwaveReceiver:
             prof[i] = out[32]
         floor = sum(prof[:8]) / 8.0
         top = sum(prof[n - 8:]) / 8.0
-        if top < 3.0 * floor:
+        if top < _RISE_STEP * floor:
             return 0                        # no quiet stretch before the marker in view
         area = 0.0
         for v in prof:
