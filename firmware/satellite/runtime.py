@@ -288,6 +288,9 @@ class Satellite:
 
     # -- capture --------------------------------------------------------------------------------------
     def open_capture(self, trigger, ptt=False, ambient=False, request_id=0):
+        if not self.rt.has_mic:
+            raise S.SessionError("UNAVAILABLE", "this board's microphone is unsupported with its image: %s"
+                                 % getattr(self.hal, "mic_error", ""))
         if request_id:
             env = self.s.accept_request(request_id, format=self.rt.mic_format())
         else:
@@ -714,6 +717,9 @@ class Runtime:
         self.mic_rate = (au.get("mic") or {}).get("rates", [16000])[0]
         self.spk_rate = (au.get("speaker") or {}).get("rates", [16000])[0]
         self.duplex = self.opt.get("duplex") or board.get("duplex", "full")
+        # A board whose microphone the flashed image cannot drive (hal.mic_supported False: an ES7210 without
+        # MCLK on the official esp32 image) declares no mic and opens no capture (docs/boards.md).
+        self.has_mic = getattr(hal, "mic_supported", True)
         self.ping_ms = self.opt.get("ping_ms", 10000)
         self.backoff_base_ms = self.opt.get("backoff_base_ms", 500)
         self.backoff_cap_ms = min(self.opt.get("backoff_cap_ms", 60000), 60000)
@@ -811,6 +817,8 @@ class Runtime:
     def surface(self, token):
         caps = [
             pb.CapabilityDescriptor(kind=pb.CapabilityKind.CAPABILITY_MIC, mic=pb.MicParams(format=self.mic_format())),
+        ] if self.has_mic else []
+        caps += [
             pb.CapabilityDescriptor(kind=pb.CapabilityKind.CAPABILITY_SPEAKER, speaker=pb.SpeakerParams(
                 format=pb.AudioFormat(encoding=pb.Encoding.PCM_S16LE, sample_rate=self.spk_rate, channels=1,
                                       sample_bits=16), buffer_ms=self.buffer_ms)),
@@ -974,9 +982,20 @@ class Runtime:
         self._pend = None
 
     # -- one connection -------------------------------------------------------------------------------------
+    def _quiet_mic(self):
+        """Before any X25519: no microphone may be capturing. A scalar multiplication holds the CPU for tens
+        of ms on the S3 (seconds with the pure fallback) and the esp32 port drops RX DMA frames silently
+        when nobody reads them (hal/esp32.py). A connection's Satellite is closed before the next handshake,
+        so this only catches a capture some other path left open: it is closed, and said."""
+        busy = getattr(self.hal, "mic_busy", None)
+        if busy is not None and busy():
+            self.log("mic still open before a handshake: closing it (X25519 would overrun its DMA)")
+            self.hal.mic_close()
+
     async def _handshake(self, host, port, pattern, core_key, priv, pub):
         """Connect and run the Noise handshake; the NoiseConnection, or None when the core did not prove
         the pinned key under IK (the caller tries the next candidate or gives up: never XX)."""
+        self._quiet_mic()
         self._close_sock()
         self.sock = await self._connect(host, port)
         self.conn = None
@@ -1017,6 +1036,7 @@ class Runtime:
         core_key = rec.core_key or self.ks.pinned_core_key()
         pattern = "IK" if core_key else "XX"
         if self._device_key is None:
+            self._quiet_mic()
             # computed once: deriving the public key is an X25519 (~50 ms on the S3) per connection otherwise
             self._device_key = self.ks.device_key()
         priv, pub = self._device_key
@@ -1231,6 +1251,8 @@ class Runtime:
         if self.state != "halted":          # a halted board listens too, but stays "halted" (no retry)
             self.state = "listening"
         try:
+            if not self.has_mic:
+                raise listen.ListenError("NO_MIC", "no usable microphone: provision this board by QR code or serial")
             rec = await listen.run(self.hal, self.ks, rate=self.mic_rate, log=self.log, stop=stop)
         except listen.ListenError as e:
             self.log("provision: %s" % e)
