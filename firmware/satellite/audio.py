@@ -7,17 +7,27 @@ except ImportError:
     def const(x):
         return x
 
-try:
-    from satellite._audio_viper import mic_to_s16, s16_to_spk
-    VIPER = True
-except (ImportError, SyntaxError, NameError, NotImplementedError):   # CPython, or no viper emitter
-    from satellite._audio_pure import mic_to_s16, s16_to_spk
-    VIPER = False
 
-try:
-    from satellite.wire._copy_viper import copy
-except (ImportError, SyntaxError, NameError, NotImplementedError):
-    from satellite.wire._copy import copy
+def load_fast(fast, pure):
+    """(module, True) for the viper module `fast`, else (the pure twin `pure`, False). The fast one fails on
+    CPython or a port without the native emitter (ImportError, SyntaxError, NameError, NotImplementedError)
+    and, on a board, with MemoryError when its native code finds no room (esp_native_code_commit allocates
+    it outside the GC heap, ports/esp32): a failed import leaves nothing in sys.modules, so the pure
+    module loads cleanly after a collection."""
+    try:
+        return __import__(fast, None, None, ("_",)), True
+    except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
+        pass
+    import gc
+    gc.collect()
+    return __import__(pure, None, None, ("_",)), False
+
+
+_m, VIPER = load_fast("satellite._audio_viper", "satellite._audio_pure")
+mic_to_s16 = _m.mic_to_s16
+s16_to_spk = _m.s16_to_spk
+copy = load_fast("satellite.wire._copy_viper", "satellite.wire._copy")[0].copy
+del _m
 
 MIC_SHIFT = const(8)      # mic gain is q8: 256 = unity
 VOL_SHIFT = const(14)     # speaker volume is q14: 16384 = unity
