@@ -11,8 +11,9 @@ except ImportError:
 def load_fast(fast, pure):
     """(module, True) for the viper module `fast`, else (the pure twin `pure`, False). The fast one fails on
     CPython or a port without the native emitter (ImportError, SyntaxError, NameError, NotImplementedError)
-    and, on a board, with MemoryError when its native code finds no room (esp_native_code_commit allocates
-    it outside the GC heap, ports/esp32): a failed import leaves nothing in sys.modules, so the pure
+    and, on a board, with MemoryError when its native code finds no room (MicroPython v1.27.0 ports/esp32/main.c
+    esp_native_code_commit: heap_caps_malloc(MALLOC_CAP_EXEC) outside the GC heap, m_malloc_fail on NULL):
+    a failed import leaves nothing in sys.modules, so the pure
     module loads cleanly after a collection."""
     try:
         return __import__(fast, None, None, ("_",)), True

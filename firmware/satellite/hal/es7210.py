@@ -14,7 +14,10 @@
 #
 # Always an I2S slave, Philips format, MIC1 on the left slot and MIC2 on the right of SDOUT1
 # (two microphones or fewer: no TDM, which machine.I2S cannot receive). The ES7210 needs a real MCLK
-# (it has no BCLK-as-MCLK mode in this driver): the HAL must provide one, default 256*fs.
+# (it has no BCLK-as-MCLK mode in this driver), 256*fs and locked to BCLK. MicroPython's esp32 machine.I2S
+# outputs none (v1.27.0 ports/esp32/machine_i2s.c: gpio_cfg.mclk = I2S_GPIO_UNUSED, no `mck` argument), and
+# a PWM pin runs from another clock and drifts against BCLK: hal/esp32.py marks this mic unsupported
+# unless the board file says the image drives mck (audio.mic.mck_output "custom_image", docs/boards.md).
 try:
     from micropython import const
 except ImportError:  # CPython tests

@@ -71,6 +71,10 @@ I2S_END = _obj(
     channels=req(("int", 1, 16)),
     rates=req(("list", ("int", 8000, 96000), 1)),
     slot=opt(("enum", ("left", "right"))),
+    # DMA depth the HAL asks machine.I2S for (ms; whole 256-frame DMA buffers, RX frames 8 bytes) and whether
+    # the flashed image drives `mck` (the official esp32 image does not: hal/esp32.py, docs/boards.md).
+    dma_ms=opt(("int", 20, 1000)),
+    mck_output=opt(("enum", ("none", "custom_image"))),
 )
 
 SCHEMA = _obj(
@@ -249,6 +253,9 @@ def _check_audio(d, errs):
         if e["channels"] > HAL_MAX_CHANNELS:
             errs.append((f + ".channels", "%d channels cannot be driven: machine.I2S is MONO or STEREO "
                          "(at most 2; more needs TDM)" % e["channels"]))
+        if end == "mic" and e.get("dma_ms", 200) < 200:
+            errs.append((f + ".dma_ms", "%d ms of microphone DMA is too little: an X25519, a GC pass or a flash "
+                         "write must not drop audio (at least 200)" % e["dma_ms"]))
         if end == "mic" and "slot" not in e:
             errs.append((f + ".slot", "is missing: say which I2S slot (left/right) carries the microphone"))
         if not virtual:
