@@ -135,7 +135,7 @@ def test_mic_overruns_are_counted_when_a_stall_outlasts_the_dma_ring():
 
 
 # -- X25519 kept out of an active capture -----------------------------------------------------------------
-def test_r10_handshake_closes_an_open_mic_before_any_x25519():
+def test_handshake_closes_an_open_mic_before_any_x25519():
     import asyncio
     import rt_harness as H
     from satellite import runtime as RT
