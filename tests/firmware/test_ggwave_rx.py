@@ -360,3 +360,30 @@ def test_listening_allocates_nothing():
                 buf[j] = ((rnd.next() & 0xFFFF) - 32768) // 8
             assert mem_alloc_delta(rx.feed, buf, 320) == 0, blk
             assert rx.state == G.STATE_IDLE
+
+
+def test_receiving_allocates_nothing_per_block():
+    # once the data phase runs (progress > 0), each block costs 0 bytes until the payload comes
+    # back; only the one-off steps (edge, clock refinement, length search, the payload) allocate
+    if not IS_MICROPYTHON:
+        return
+    payload = b"0123456789abcdefghij"
+    for kern in (PURE, VIPER):
+        if kern is None:
+            continue
+        rx = G.GgwaveReceiver(kernels=kern)
+        sig = synth(encode_bytes(payload), ratio=1.02, noise=2000, seed=4)
+        buf = array("h", bytes(2 * 320))
+        measured = 0
+        got = []
+        for i in range(0, len(sig) - 320, 320):
+            for j in range(320):
+                buf[j] = sig[i + j]
+            before = rx.progress if rx.state == G.STATE_RECEIVING else 0
+            d = mem_alloc_delta(rx.feed, buf, 320)
+            if before > 0 and rx.state == G.STATE_RECEIVING:
+                assert d == 0, (i, d)
+                measured += 1
+            elif rx.state == G.STATE_DONE and not got:
+                got.append(rx.progress)
+        assert got == [100] and measured > 60, (got, measured)

@@ -182,6 +182,9 @@ def table(trials, jobs, n, snrs, drifts, seed=0):
             d = lost.setdefault(k, {})
             d[where] = d.get(where, 0) + 1
     import platform
+    from satellite.provision import ggwave_rx
+    where = os.path.abspath(ggwave_rx.__file__)
+    print("receiver %s" % (os.path.relpath(where, ROOT) if where.startswith(str(ROOT)) else where))
     print("%s, %s, python %s; seed %d; payload %s; %d trials per point; %.0f s with %d job(s)"
           % (time.strftime("%Y-%m-%d"), platform.node() or platform.machine(),
              platform.python_version(), seed,
@@ -227,10 +230,10 @@ print('RESULT', got is not None, time.ticks_diff(time.ticks_us(), t0))
 """
 
 
-def _callgrind(mp, raw, run, tmp):
+def _callgrind(mp, raw, run, tmp, fw):
     scr = os.path.join(tmp, "cost_%d.py" % run)
     with open(scr, "w") as f:
-        f.write(_COST_SCRIPT % {"fw": str(ROOT / "firmware"), "raw": raw, "run": run})
+        f.write(_COST_SCRIPT % {"fw": fw, "raw": raw, "run": run})
     out = os.path.join(tmp, "cg.%d" % run)
     r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, mp, scr],
                        capture_output=True, text=True)
@@ -240,7 +243,9 @@ def _callgrind(mp, raw, run, tmp):
     raise RuntimeError(r.stderr[-2000:])
 
 
-def cost(seconds=10.0):
+def cost(seconds=10.0, fw=None):
+    """fw: a firmware tree to measure instead of ours (e.g. an older commit's, for before/after)."""
+    fw = str(fw or ROOT / "firmware")
     import shutil
     mp = str(ROOT / ".venv" / "bin" / "micropython")
     rng = np.random.default_rng(7)
@@ -260,8 +265,8 @@ def cost(seconds=10.0):
             raw = os.path.join(tmp, "in.raw")
             x.tofile(raw)
             secs = len(x) / 16000.0
-            base, _ = _callgrind(mp, raw, 0, tmp)
-            full, outp = _callgrind(mp, raw, 1, tmp)
+            base, _ = _callgrind(mp, raw, 0, tmp, fw)
+            full, outp = _callgrind(mp, raw, 1, tmp, fw)
             ips = (full - base) / secs
             print("%-42s %.1f s audio: %.2f M instr per s of audio (decoded: %s)"
                   % (name, secs, ips / 1e6, outp.split()[1] if outp else "?"))
@@ -311,12 +316,17 @@ def main():
     ap.add_argument("--low-snr", action="store_true",
                     help="the low-SNR rows only: --snr 5,3,0,-3,-5 --drift 0.98,1.0,1.02 --bytes 0")
     ap.add_argument("--cost", action="store_true")
+    ap.add_argument("--fw", default=None,
+                    help="firmware directory to measure instead of ours (table and cost), e.g. an "
+                         "older commit's from `git archive OLD firmware | tar -x -C DIR` (DIR/firmware)")
     ap.add_argument("--no-cost", action="store_true")
     ap.add_argument("--make-test-data", action="store_true")
     a = ap.parse_args()
     if a.make_test_data:
         make_test_data()
         return
+    if a.fw:
+        sys.path.insert(0, os.path.abspath(a.fw))     # before the receiver is first imported
     if a.low_snr:
         a.snr, a.drift, a.bytes = "5,3,0,-3,-5", "0.98,1.0,1.02", 0
     if a.bytes < 0 or a.bytes > MAX_PAYLOAD:
@@ -325,7 +335,7 @@ def main():
         table(a.trials, a.jobs, a.bytes, [float(s) for s in a.snr.split(",")],
               [float(s) for s in a.drift.split(",")], a.seed)
     if a.cost or not a.no_cost:
-        cost()
+        cost(fw=a.fw)
 
 
 if __name__ == "__main__":
