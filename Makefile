@@ -67,6 +67,7 @@ logs: install
 	$(ALABAMA) logs $(if $(PORT),--port $(PORT))
 
 fuzz: install
+	$(BIN)/pip install -q -e '.[test,fuzz]'
 	$(BIN)/python tools/fuzz/run.py
 
 faults: install

@@ -27,17 +27,19 @@ _outcomes = {}
 
 
 def one_input(data):
-    if len(data) < 2:
-        return
-    t = _TARGETS[data[0] % len(_TARGETS)]
-    o = t + " " + fwfuzz.run(t, bytearray(data[1:]))   # raises Crash on a finding
-    _outcomes[o] = _outcomes.get(o, 0) + 1
+    # libFuzzer ends a -runs=N pass with a C exit(): Python's atexit never runs there, so the counts
+    # are written every 1000 runs and on the last one (every call counts, as libFuzzer counts them).
     _n[0] += 1
-    if _n[0] % 5000 == 0:
+    if len(data) >= 2:
+        t = _TARGETS[data[0] % len(_TARGETS)]
+        o = t + " " + fwfuzz.run(t, bytearray(data[1:]))   # raises Crash on a finding
+        _outcomes[o] = _outcomes.get(o, 0) + 1
+    if _n[0] % 1000 == 0 or _n[0] >= _runs[0]:
         _report()
 
 
 _n = [0]
+_runs = [1 << 62]
 
 
 @atexit.register
@@ -54,5 +56,8 @@ if __name__ == "__main__":
             for i in range(300):
                 t = i % len(_TARGETS)
                 (d / ("seed-%d" % i)).write_bytes(bytes((t,)) + bytes(fwfuzz.gen(_TARGETS[t], 1, i)))
+    for a in sys.argv[1:]:
+        if a.startswith("-runs="):
+            _runs[0] = int(a[6:])
     atheris.Setup(sys.argv, one_input)
     atheris.Fuzz()
