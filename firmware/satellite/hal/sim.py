@@ -7,12 +7,12 @@
 # reply line per command ("ok ..." or "err ..."):
 #   press | release | long            the button (long = held past the long-press time, then released)
 #   mic PATH | mic silence            what the microphone hears next (a WAV restarts at its beginning)
-#   mic live PATH                     a WAV another process is still writing (the web board's browser mic):
-#                                     its end is not the end, the mic hears silence until more arrives
 #   heap                              "ok free=<gc.mem_free()> alloc=<gc.mem_alloc()>"
 #   state                             "ok {json}": connection, pattern, capture/render ids, settings, ...
 #   knob KEY VALUE                    a setting changed on the device (spontaneous SettingState)
 #   mute on|off                       the speaker's hardware mute (renders and set_volume: UNAVAILABLE)
+# A board file with a "display" section gets a panel (hal/simpanel.py): its framebuffer is exported to
+# $ALABAMA_SIM_PANEL (default panel.fb in the flash dir); `state` reports it as "panel".
 # Environment: ALABAMA_SIM_CTL_PORT, ALABAMA_SIM_MIC, ALABAMA_SIM_SPEAKER, ALABAMA_SIM_DUPLEX (full|half),
 # ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs).
 import gc
@@ -118,7 +118,6 @@ class SimHal:
         # mic
         self._mic = None
         self._mic_on = False
-        self._mic_live = False       # `mic live PATH`: a growing WAV, a short read pads silence and waits
         self._mic_raw = None
         self._mic_n = 0
         self._mic_due = 0
@@ -132,6 +131,7 @@ class SimHal:
         self._spk_due = 0
         self._spk_frames = 0
         self.led_phase = 0
+        self._panel = None
 
     def log(self, line):
         self._out.write(line)
@@ -156,6 +156,17 @@ class SimHal:
 
     def led(self, phase, brightness):
         self.led_phase = phase
+
+    def panel(self):
+        """The board's panel (satellite.hal.simpanel, imported only for a board file with a "display"
+        section), or None. Its framebuffer goes to $ALABAMA_SIM_PANEL, else panel.fb (docs/display.md)."""
+        d = self.board.get("display")
+        if not d:
+            return None
+        if self._panel is None:
+            from satellite.hal.simpanel import SimPanel
+            self._panel = SimPanel(d["width"], d["height"], _env("ALABAMA_SIM_PANEL", "panel.fb"))
+        return self._panel
 
     def gesture(self):
         if self._gest:
@@ -202,11 +213,7 @@ class SimHal:
         f = self._mic
         if f is not None:
             n = f.readinto(raw) or 0
-            if n < len(raw) and self._mic_live:
-                if n & 1:            # half a sample written so far: read it again with the next frame
-                    f.seek(-1, 1)
-                    n -= 1
-            elif n < len(raw):
+            if n < len(raw):
                 f.close()
                 self._mic = None
                 self.mic_path = None
@@ -331,9 +338,7 @@ class SimHal:
                 if self._mic is not None:
                     self._mic.close()
                     self._mic = None
-                self._mic_live = parts[1] == "live" and len(parts) > 2
-                self.mic_path = (None if parts[1] == "silence" else
-                                 line.split(None, 2)[2] if self._mic_live else line.split(None, 1)[1])
+                self.mic_path = None if parts[1] == "silence" else line.split(None, 1)[1]
                 if self.mic_path and self._mic_on:
                     self._open_mic_file()
             elif cmd == "heap":
@@ -370,4 +375,5 @@ class SimHal:
             "render": sat.render_id if sat else 0, "phase": sat.phase if sat else 0,
             "settings": rt.settings if rt else {}, "duplex": self.duplex,
             "mic_open": sat.mic_open if sat else False, "heap_free": gc.mem_free(),
+            "panel": self._panel.info() if self._panel else None,
         }

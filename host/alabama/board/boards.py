@@ -106,6 +106,14 @@ SCHEMA = _obj(
         max_concurrent_streams=req(("int", 1, 8)),
         buffer_ms=req(("int", 20, 10000)),
     )),
+    # A panel (docs/display.md): the SPI pins and init facts of its driver (firmware/satellite/hal/ili9342.py).
+    display=opt(_obj(
+        driver=req(("enum", ("ili9342c",))),
+        width=req(("int", 16, 1024)), height=req(("int", 16, 1024)),
+        spi_id=opt(("enum", (1, 2))), sck=opt(PIN), mosi=opt(PIN), cs=opt(PIN), dc=opt(PIN),
+        rst=opt(PIN), rst_active_level=opt(LEVEL), backlight=opt(PIN), baudrate=opt(("int", 1000000, 80000000)),
+        madctl=opt(("int", 0, 255)), max_image_bytes=req(("int", 1024, 4194304)),
+    )),
     reserved=opt(("list", _obj(pin=req(PIN), use=req(STR)), 0)),
     unsupported=opt(("list", STR, 0)),
     sources=req(("list", _obj(ref=req(STR), what=req(STR), pins=req(("list", PIN, 0))), 1)),
@@ -228,6 +236,9 @@ def _pin_uses(d):
             add(b.get("pin"), "buttons[%d].pin" % i)
     led = d.get("led") or {}
     add(led.get("pin"), "led.pin")
+    disp = d.get("display") or {}
+    for key in ("sck", "mosi", "cs", "dc", "rst", "backlight"):
+        add(disp.get(key), "display.%s" % key)
     for i, r in enumerate(d.get("reserved") or []):
         if isinstance(r, dict):
             add(r.get("pin"), "reserved[%d].pin (%s)" % (i, r.get("use", "?")))
