@@ -25,7 +25,8 @@ simulators' own CPU. An N is only judged when every simulator kept pace (>= 0.98
 p99 within one chunk period); otherwise it is marked ``SIM-BEHIND`` and no verdict is given.
 The last line names the largest N with p99 <= --budget-ms.
 
-    .venv/bin/python tools/bench/bench_core.py                   # N = 25 50 100 150 200 250 300
+    .venv/bin/python tools/bench/bench_core.py                   # N = 100..600, 1 and 2 core workers
+    .venv/bin/python tools/bench/bench_core.py --workers 2 --n 500 --sim-procs 2
     .venv/bin/python tools/bench/bench_core.py --n 200 --seconds 20 --mode wakeword
 
 --mode ambient (default): an ambient CaptureOpen (no trigger) streamed continuously (spec §10.4).
@@ -59,7 +60,7 @@ def runq_wait_s():
 
 
 # ----------------------------------------------------------------------------------- core child
-def core_child(data_dir, out_path):
+def core_child(data_dir, out_path, workers=1):
     from alabama.core import pipeline
     from alabama.core.server import CoreServer
 
@@ -76,24 +77,45 @@ def core_child(data_dir, out_path):
     # a tone that never stops: keep the endpointer from ending the turn inside the run
     pipeline.EnergyEndpointer.__init__.__defaults__ = (1, 400.0, 3.0, 600, 10 ** 9, 10 ** 9)
 
+    kw = dict(ping_interval=0, control=False, save_reports=False, max_concurrent_streams=8, hello_timeout=120,
+              handshake_timeout=120)
+    state = {}
+
+    def reset():
+        delays.clear()
+        state["cpu0"], state["wait0"] = os.times(), runq_wait_s()
+
+    def finish(srv, path):
+        t = os.times()
+        c0 = state["cpu0"]
+        cpu = (t.user + t.system) - (c0.user + c0.system)
+        violations = sum(len(r.violations) for r in srv.reports)
+        pathlib.Path(path).write_text(json.dumps({"delays_ns": delays, "cpu_s": cpu, "violations": violations,
+                                                  "runq_wait_s": runq_wait_s() - state["wait0"],
+                                                  "sessions": len(srv.connections)}))
+
+    if workers > 1:   # alabama core serve --workers N: N worker processes on one port (workers.py)
+        from alabama.core import workers as wk
+
+        def on_start(srv, i):
+            reset()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, reset)
+        wk.serve(data_dir, workers, host="127.0.0.1", port=0,
+                 ready=lambda port, key: print(port, key, flush=True), on_start=on_start,
+                 on_stop=lambda srv, i: finish(srv, "%s.w%d" % (out_path, i)), **kw)
+        return
+
     async def main():
-        srv = CoreServer(data_dir, host="127.0.0.1", port=0, ping_interval=0, control=False, save_reports=False,
-                         max_concurrent_streams=8, hello_timeout=120, handshake_timeout=120)
+        srv = CoreServer(data_dir, host="127.0.0.1", port=0, **kw)
         await srv.start()
         print(srv.port, srv.public_key_hex, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        cpu0 = [os.times(), runq_wait_s()]
+        reset()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        loop.add_signal_handler(signal.SIGUSR1, lambda: (delays.clear(), cpu0.__setitem__(0, os.times()),
-                                                         cpu0.__setitem__(1, runq_wait_s())))
+        loop.add_signal_handler(signal.SIGUSR1, reset)
         await stop.wait()
-        t = os.times()
-        cpu = (t.user + t.system) - (cpu0[0].user + cpu0[0].system)
-        wait = runq_wait_s() - cpu0[1]
-        violations = sum(len(r.violations) for r in srv.reports)
-        pathlib.Path(out_path).write_text(json.dumps({"delays_ns": delays, "cpu_s": cpu, "violations": violations,
-                                                      "runq_wait_s": wait, "sessions": len(srv.connections)}))
+        finish(srv, out_path + ".w0")
         await srv.stop()
     prof = os.environ.get("BENCH_CORE_PROFILE")
     if prof:
@@ -248,8 +270,8 @@ def run_one(n, args):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "stats.json")
         pre = (lambda: _prioritize(args.nice)) if args.nice else None
-        core = subprocess.Popen([sys.executable, __file__, "--core-child", d, out], stdout=subprocess.PIPE, text=True,
-                                preexec_fn=pre)
+        core = subprocess.Popen([sys.executable, __file__, "--core-child", d, out, str(args.workers_now)],
+                                stdout=subprocess.PIPE, text=True, preexec_fn=pre)
         sims = []
         try:
             port, key = core.stdout.readline().split()
@@ -286,7 +308,13 @@ def run_one(n, args):
             if core.poll() is None:
                 core.send_signal(signal.SIGTERM)
                 core.wait(60)
-        stats = json.loads(pathlib.Path(out).read_text())
+        parts = [json.loads(p.read_text()) for p in sorted(pathlib.Path(d).glob("stats.json.w*"))]
+        if len(parts) != args.workers_now:
+            raise SystemExit("bench_core: %d of %d core workers reported" % (len(parts), args.workers_now))
+        stats = {"delays_ns": [x for p in parts for x in p["delays_ns"]], "cpu_s": sum(p["cpu_s"] for p in parts),
+                 "violations": sum(p["violations"] for p in parts), "sessions": sum(p["sessions"] for p in parts),
+                 "runq_wait_s": max(p["runq_wait_s"] for p in parts),
+                 "worker_cpu_s": [p["cpu_s"] for p in parts], "worker_frames": [len(p["delays_ns"]) for p in parts]}
     dl = sorted(stats["delays_ns"])
     pct = (lambda p: dl[min(len(dl) - 1, int(p * len(dl)))] / 1e6) if dl else (lambda p: float("nan"))
     sent = sum(r["sent"] for r in results)
@@ -297,19 +325,24 @@ def run_one(n, args):
             "pace": min(r["pace"] for r in results), "lag_p99_ms": max(r["lag_p99_ms"] for r in results),
             "sim_cpu_pct": 100 * sum(r["cpu_s"] for r in results) / args.seconds,
             "blocked": sum(r["blocked"] for r in results), "violations": stats["violations"],
+            "sessions": stats["sessions"], "worker_cpu_s": stats["worker_cpu_s"],
+            "worker_frames": stats["worker_frames"],
             "core_wait_pct": 100 * stats["runq_wait_s"] / args.seconds,
             "sim_wait_pct": 100 * max(r["runq_wait_s"] / max(1e-9, r["elapsed"]) for r in results)}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--core-child", nargs=2, metavar=("DIR", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--core-child", nargs=3, metavar=("DIR", "OUT", "WORKERS"), help=argparse.SUPPRESS)
     ap.add_argument("--sim-child", nargs=8, help=argparse.SUPPRESS)
-    ap.add_argument("--n", type=int, nargs="*", default=[25, 50, 100, 150, 200, 250, 300])
+    ap.add_argument("--n", type=int, nargs="*", default=[100, 200, 300, 400, 500, 600])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--chunk-ms", type=int, default=20)
     ap.add_argument("--budget-ms", type=float, default=20.0)
     ap.add_argument("--sim-procs", type=int, default=1, help="simulator processes (default 1)")
+    ap.add_argument("--workers", type=int, nargs="*", default=[1, 2],
+                    help="core worker processes on one port (alabama core serve --workers): one ladder per value, "
+                         "1 = today's single-process core (default: 1 2)")
     ap.add_argument("--mode", choices=("ambient", "wakeword"), default="ambient")
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--nice", type=int, default=0,
@@ -320,24 +353,56 @@ def main():
                     help="above this core run-queue wait (%% of the run) an over-budget N is CONTENDED, not judged")
     args = ap.parse_args()
     if args.core_child:
-        core_child(*args.core_child)
+        core_child(args.core_child[0], args.core_child[1], int(args.core_child[2]))
         return
     if args.sim_child:
         a = args.sim_child
         sim_child(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]), float(a[5]), int(a[6]), a[7])
         return
     print("bench_core: %s captures, 16 kHz mono, %d ms chunks, %.0f s per N, %d CPUs, load avg %.2f, %d sim proc(s), "
-          "nice %d" % (args.mode, args.chunk_ms, args.seconds, os.cpu_count(), os.getloadavg()[0], args.sim_procs,
-                       args.nice))
+          "nice %d, core workers %s" % (args.mode, args.chunk_ms, args.seconds, os.cpu_count(), os.getloadavg()[0],
+                                        args.sim_procs, args.nice, "/".join(map(str, args.workers))))
+    best, all_rows = {}, {}
+    for nw in args.workers:
+        best[nw], all_rows[nw] = ladder(args, nw)
+    print("CPU%%/strm = core CPU (all workers) / N / duration (%% of one core per stream); core %% and sim %% are %% of one"
+          " core; load avg now %.2f" % os.getloadavg()[0])
+    print("wait%% c/s = time the core (its most-waiting worker) / a simulator was runnable but waited for a CPU "
+          "(/proc schedstat), %% of the run: other processes on this machine, not the core's own work; CONTENDED = over "
+          "budget while the core waited > %.0f%%: no verdict" % args.max_wait_pct)
+    print("load: %d simulator process(es) on the same %d CPUs as the core (sim %% above is their CPU)"
+          % (args.sim_procs, os.cpu_count()))
+    today = best.get(1)
+    for nw in args.workers:
+        b = best[nw]
+        line = "issue 12 target: >= %d live satellites within %.0f ms p99 -- %d worker(s): largest N %s" % (
+            TARGET_N, args.budget_ms, nw, b)
+        if b:
+            line += "; now/target = %.2f (%s)" % (b / TARGET_N, "met" if b >= TARGET_N else "NOT met")
+            if today and nw != 1:
+                line += "; %d workers / today's single process (%d) = %.2f" % (nw, today, b / today)
+        print(line)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({str(k): v for k, v in all_rows.items()}, indent=1))
+
+
+TARGET_N = 500   # issue 12: >= 500 live 16 kHz satellites, p99 frame handling <= 20 ms, this 2-core machine
+
+
+def ladder(args, nw):
+    """The N ladder with nw core workers: prints one row per N; returns (largest N within budget, rows)."""
+    args.workers_now = nw
+    print("-- core: %s" % ("one process (today's core, alabama core serve)" if nw == 1 else
+                           "%d worker processes on one port (alabama core serve --workers %d)" % (nw, nw)))
     hdr = ("N", "p50 ms", "p99 ms", "max ms", "dropped", "pace", "lag99 ms", "CPU%/strm", "us/frame", "core %",
-           "sim %", "wait% c/s", "viol", "verdict")
-    print("%4s %7s %7s %8s %7s %6s %8s %9s %8s %6s %6s %10s %4s  %s" % hdr)
+           "sim %", "wait% c/s", "viol", "sess", "verdict")
+    print("%4s %7s %7s %8s %7s %6s %8s %9s %8s %6s %6s %10s %4s %5s  %s" % hdr)
     best = None
     rows = []
     for n in args.n:
         r = run_one(n, args)
         kept = r["pace"] >= 0.98 and r["lag_p99_ms"] <= args.chunk_ms
-        ok = kept and r["p99_ms"] <= args.budget_ms and r["dropped"] == 0
+        ok = kept and r["p99_ms"] <= args.budget_ms and r["dropped"] == 0 and r["sessions"] == n
         if ok:
             r["verdict"] = "ok"
         elif not kept:
@@ -347,24 +412,21 @@ def main():
         else:
             r["verdict"] = "OVER"
         rows.append(r)
-        print("%4d %7.2f %7.2f %8.2f %7d %6.3f %8.2f %9.3f %8.1f %6.1f %6.1f %5.0f/%-4.0f %4d  %s" % (
+        split = "" if nw == 1 else "  (frames per worker %s, CPU %% %s)" % (
+            "/".join(map(str, r["worker_frames"])), "/".join("%.0f" % (100 * c / args.seconds) for c in r["worker_cpu_s"]))
+        print("%4d %7.2f %7.2f %8.2f %7d %6.3f %8.2f %9.3f %8.1f %6.1f %6.1f %5.0f/%-4.0f %4d %5d  %s%s" % (
             r["n"], r["p50_ms"], r["p99_ms"], r["max_ms"], r["dropped"], r["pace"], r["lag_p99_ms"],
             r["cpu_per_stream_pct"], r["us_per_frame"], r["core_cpu_pct"], r["sim_cpu_pct"], r["core_wait_pct"],
-            r["sim_wait_pct"], r["violations"],
-            r["verdict"]), flush=True)
-        if ok:
+            r["sim_wait_pct"], r["violations"], r["sessions"], r["verdict"], split), flush=True)
+        if ok and (best is None or n > best):
             best = n
-    print("largest N with p99 <= %.0f ms (simulator at pace, nothing dropped): %s (goal >= 200)" % (args.budget_ms, best))
-    print("CPU%%/strm = core process CPU / N / duration (%% of one core per stream); core %% and sim %% are %% of one core;"
-          " load avg now %.2f" % os.getloadavg()[0])
-    print("wait%% c/s = time the core / a simulator was runnable but waited for a CPU (/proc schedstat), %% of the run: "
-          "other processes on this machine, not the core's own work; CONTENDED = over budget while the core waited "
-          "> %.0f%%: no verdict" % args.max_wait_pct)
+    print("largest N with p99 <= %.0f ms (simulator at pace, nothing dropped, every satellite live in the core): %s"
+          % (args.budget_ms, best))
     big = max(rows, key=lambda r: r["n"])
-    print("core CPU at N=%d: %.1f us per frame -> one core would be saturated at N = %.0f (%d ms chunks)"
-          % (big["n"], big["us_per_frame"], 1e6 / big["us_per_frame"] / (1000.0 / args.chunk_ms), args.chunk_ms))
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+    print("core CPU at N=%d: %.1f us per frame -> %d core(s) would be saturated at N = %.0f (%d ms chunks)"
+          % (big["n"], big["us_per_frame"], nw, nw * 1e6 / big["us_per_frame"] / (1000.0 / args.chunk_ms),
+             args.chunk_ms))
+    return best, rows
 
 
 if __name__ == "__main__":

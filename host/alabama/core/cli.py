@@ -32,6 +32,8 @@ def register(sub):
     s.add_argument("--min-wire-version", type=int, default=1, help="lowest Hello.wire_version admitted (§13)")
     s.add_argument("--brain", default="echo", choices=("echo", "espeak"), help="what answers a voice turn")
     s.add_argument("--ping-interval", type=float, default=15.0, help="seconds between core Pings (0: none)")
+    s.add_argument("--workers", type=int, default=1, help="worker processes on the one port (each device is served by "
+                   "one of them; docs/core.md); default %(default)s")
     s.set_defaults(func=cmd_serve)
 
     k = csub.add_parser("key", help="print the core's static public key (64 hex chars)")
@@ -105,6 +107,21 @@ def _listen(spec):
 def cmd_serve(args):
     from .server import CoreServer
     host, port = _listen(args.listen)
+    if args.workers < 1:
+        raise UsageError("--workers wants 1 or more worker processes")
+    logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
+    if args.workers > 1:
+        from . import workers
+
+        def ready(port, key):
+            print("alabama core: key %s" % key)
+            print("alabama core: listening on %s:%d%s (data %s, %d workers)" % (
+                host, port, " [closed]" if args.closed else "", args.data, args.workers), flush=True)
+        status = workers.serve(args.data, args.workers, host=host, port=port, ready=ready, closed=args.closed,
+                               min_wire_version=args.min_wire_version, brain=args.brain,
+                               ping_interval=args.ping_interval)
+        print("alabama core: shutting down", flush=True)
+        return status
 
     async def main():
         srv = CoreServer(args.data, host=host, port=port, closed=args.closed, min_wire_version=args.min_wire_version,
@@ -121,7 +138,6 @@ def cmd_serve(args):
         print("alabama core: shutting down", flush=True)
         await srv.stop()
     # admissions and session ends at INFO even without -v; -vv adds one line per frame (DEBUG)
-    logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
     asyncio.run(main())
     return 0
 

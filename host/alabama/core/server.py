@@ -58,6 +58,7 @@ WRITE_HIGH_WATER = 64 * 1024
 #: the kernel cannot queue bulk bytes ahead of a waiting Ping).
 SEND_BUFFER_BYTES = 64 * 1024
 READ_CHUNK = 65536
+READ_LIMIT = 1 << 17
 #: An image stream keeps at most this many chunk frames queued ahead of the writer (RELIABLE: it waits,
 #: never drops; control frames still overtake them, and the slow-reader count stays meaningful).
 IMAGE_WINDOW_FRAMES = 64
@@ -66,6 +67,8 @@ IMAGE_WINDOW_FRAMES = 64
 LIVENESS_PINGS = 3
 LIVENESS_RATE_BPS = 100_000
 CONTROL_FILE = "control.json"
+#: A connection handed to another worker waits at most this long for its handshake reply to leave.
+HANDOFF_FLUSH_S = 2.0
 REPORTS_DIR = "reports"
 
 
@@ -84,7 +87,7 @@ class Connection:
         self.server = server
         self.reader, self.writer = reader, writer
         self.peer = "%s:%s" % (writer.get_extra_info("peername") or ("?", "?"))[:2]
-        self.session_id = "s%d" % number
+        self.session_id = "%ss%d" % (server.session_prefix, number)
         self.stream = None
         self.session = None
         self.device_id = None
@@ -98,6 +101,7 @@ class Connection:
         self.ping_rounds = []
         self.hello_done = asyncio.Event()
         self.ended = False           # set when _teardown has released everything (state_accounting)
+        self.adopted = False         # handed over by another worker with its Noise handshake done
 
     # ---------------------------------------------------------------------- lifecycle
     async def run(self):
@@ -110,14 +114,19 @@ class Connection:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
                 self.writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-                self.stream = await asyncio.wait_for(noise_aio.accept(self.reader, self.writer, srv.static_private),
-                                                     srv.handshake_timeout)
+                if self.stream is None:
+                    self.stream = await asyncio.wait_for(noise_aio.accept(self.reader, self.writer,
+                                                                          srv.static_private), srv.handshake_timeout)
             except (NoiseError, asyncio.TimeoutError, ConnectionError, OSError) as e:
                 log.info("%s: Noise handshake failed: %s", self.peer, e)
                 srv.handshake_failures += 1
                 return
             self.pubkey = self.stream.remote_static
             self.device_id = reg.fingerprint(self.pubkey)
+            w = srv.worker
+            if w is not None and not self.adopted and w.owner(self.device_id) != w.index:
+                await self._hand_off(w)
+                return
             self.session = cs.CoreSession(self._admit, session_id=self.session_id, peer=self.peer,
                                           device_id=self.device_id, min_wire_version=srv.min_wire_version,
                                           max_frame_bytes=srv.max_frame_bytes,
@@ -137,6 +146,36 @@ class Connection:
                 self.session.close("core exception")
         finally:
             await self._teardown()
+
+    async def _hand_off(self, w):
+        """Another worker owns this device (docs/core.md, workers): give it the TCP socket, the Noise
+        transport state and every byte read past the handshake, then let go of this socket's fd
+        (the connection lives on in the owner: closing one descriptor of it neither shuts it down nor
+        resets it). Nothing is left here: no session, report or registry entry was made."""
+        srv = self.server
+        transport = self.writer.transport
+        transport.pause_reading()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HANDOFF_FLUSH_S
+        while transport.get_write_buffer_size() and loop.time() < deadline and not transport.is_closing():
+            await asyncio.sleep(0.001)     # the handshake's last message leaves from here, first
+        buf = getattr(self.reader, "_buffer", None)
+        if transport.is_closing() or transport.get_write_buffer_size() or self.reader.at_eof() or buf is None:
+            log.info("%s: not handed to worker %d (closing, unsent or unread state): dropped", self.peer,
+                     w.owner(self.device_id))
+            srv.handoff_failures += 1
+            return
+        raw = bytes(buf)
+        buf.clear()
+        try:
+            w.hand_off(w.owner(self.device_id), {"noise": self.stream.conn.export_established(), "raw": raw.hex(),
+                                                 "peer": self.peer}, self.writer.get_extra_info("socket").fileno())
+        except (OSError, NoiseError, ValueError) as e:
+            log.warning("%s: hand-off to worker %d failed: %s (the satellite reconnects)", self.peer,
+                        w.owner(self.device_id), e)
+            srv.handoff_failures += 1
+            return
+        srv.handed_off += 1
 
     async def _read_loop(self):
         """Feed the session until the connection ends. After the handshake the transport's bytes go
@@ -575,8 +614,14 @@ class CoreServer:
                  handshake_timeout=HANDSHAKE_TIMEOUT_S, hello_timeout=HELLO_TIMEOUT_S,
                  max_queued_frames=MAX_QUEUED_FRAMES, write_timeout=WRITE_TIMEOUT_S, control=True,
                  frame_observer=None, save_reports=True, deferred_ttl=DEFERRED_TTL_S,
-                 deferred_max_bytes=DEFERRED_MAX_BYTES):
+                 deferred_max_bytes=DEFERRED_MAX_BYTES, worker=None):
         self.data_dir = pathlib.Path(data_dir)
+        # One of several worker processes behind one port (workers.py): connections of devices another
+        # worker owns are handed to it after the handshake, so each device's state lives in one place.
+        self.worker = worker
+        self.session_prefix = "" if worker is None else "w%d-" % worker.index
+        self.control_file = CONTROL_FILE if worker is None else worker.control_file
+        self.handed_off = self.handoff_failures = self.adopted = 0
         self.host, self.port = host, port
         self.closed = closed
         self.min_wire_version = min_wire_version
@@ -610,8 +655,11 @@ class CoreServer:
         self.public_key = public_key(self.static_private)
         self.public_key_hex = self.public_key.hex()
         self.registry = reg.Registry(self.data_dir)
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=1 << 17)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=READ_LIMIT,
+                                                  reuse_port=self.worker is not None)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.worker is not None:
+            asyncio.get_running_loop().add_reader(self.worker.inbox.fileno(), self._on_inbox)
         self._last_version = self.registry.data_version()
         self._poll_task = asyncio.ensure_future(self._poll_registry())
         if self.control_enabled:
@@ -622,10 +670,12 @@ class CoreServer:
     async def stop(self):
         if self._server is not None:
             self._server.close()
+        if self.worker is not None:
+            asyncio.get_running_loop().remove_reader(self.worker.inbox.fileno())
         if self._control is not None:
             self._control.close()
             try:
-                os.unlink(self.data_dir / CONTROL_FILE)
+                os.unlink(self.data_dir / self.control_file)
             except OSError:
                 pass
         if self._poll_task is not None:
@@ -649,9 +699,47 @@ class CoreServer:
     async def __aexit__(self, *exc):
         await self.stop()
 
-    async def _accept(self, reader, writer):
+    def _on_inbox(self):
+        """A connection handed over by another worker: its socket, Noise state and unread bytes."""
+        import socket
+        try:
+            msg, fds, _, _ = socket.recv_fds(self.worker.inbox, self.worker.MAX_MESSAGE, 1)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not fds:
+            return
+        sock = socket.socket(fileno=fds[0])
+        for fd in fds[1:]:
+            os.close(fd)
+        try:
+            hdr = json.loads(msg)
+            from ..noise.transport import NoiseConnection
+            nc = NoiseConnection.restore_established(self.static_private, hdr["noise"])
+            raw = bytes.fromhex(hdr["raw"])
+        except (ValueError, KeyError, TypeError, NoiseError) as e:
+            log.warning("a connection handed over by another worker is unreadable (%s): closed", e)
+            sock.close()
+            return
+        self.adopted += 1
+        asyncio.ensure_future(self._adopt(sock, nc, raw))
+
+    async def _adopt(self, sock, nc, raw):
+        sock.setblocking(False)
+        try:
+            reader, writer = await asyncio.open_connection(sock=sock, limit=READ_LIMIT)
+        except OSError as e:
+            log.info("a handed-over connection is gone already: %s", e)
+            sock.close()
+            return
+        if raw:
+            reader.feed_data(raw)      # read by the first worker past the handshake: first in line here
+        await self._accept(reader, writer, noise_aio.NoiseStream(nc, reader, writer))
+
+    async def _accept(self, reader, writer, stream=None):
         self._count += 1
         conn = Connection(self, reader, writer, self._count)
+        if stream is not None:
+            conn.stream, conn.adopted = stream, True
         self._all_conns[conn.session_id] = conn
         task = asyncio.current_task()
         self._conn_tasks.add(task)
@@ -873,7 +961,7 @@ class CoreServer:
         self._secret = secrets.token_hex(16)
         self._control = await asyncio.start_server(self._control_client, "127.0.0.1", 0)
         port = self._control.sockets[0].getsockname()[1]
-        path = self.data_dir / CONTROL_FILE
+        path = self.data_dir / self.control_file
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump({"port": port, "secret": self._secret, "pid": os.getpid()}, f)
@@ -919,7 +1007,11 @@ class CoreServer:
             return {"id": shown.id, "path": shown.path, "mime": im.mime, "bytes": len(im.data), "size": list(im.size),
                     "original_size": list(im.original_size) if im.original_size else None, "changed": im.changed}
         elif op == "status":
-            return {"connections": {d: c.session.report.as_dict() for d, c in self.connections.items()}}
+            out = {"connections": {d: c.session.report.as_dict() for d, c in self.connections.items()}}
+            if self.worker is not None:
+                out["worker"] = {"index": self.worker.index, "handed_off": self.handed_off,
+                                 "handoff_failures": self.handoff_failures, "adopted": self.adopted}
+            return out
         else:
             raise CoreError("unknown control op %r" % op, "BAD_OP")
         return json_format.MessageToDict(msg)
@@ -937,12 +1029,41 @@ class ImageShown:
 
 
 async def control_call(data_dir, req, timeout=30.0):
-    """Send one request to a running server's control endpoint (used by the CLI)."""
+    """Send one request to a running server's control endpoint (used by the CLI). A core of several
+    workers (workers.py) lists one control file per worker: a device request goes to each in turn and
+    the answer of the one serving the device counts; ``status`` merges every worker's connections."""
     path = pathlib.Path(data_dir) / CONTROL_FILE
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         raise NotConnected("no running core for %s: start it with `alabama core serve --data %s`" % (data_dir, data_dir))
+    if "workers" not in info:
+        return await _control_one(data_dir, info, req, timeout)
+    infos = []
+    for name in info["workers"]:
+        try:
+            infos.append(json.loads((pathlib.Path(data_dir) / name).read_text()))
+        except (OSError, ValueError):
+            raise NotConnected("the core for %s lost worker file %s: restart `alabama core serve`" % (data_dir, name))
+    if req.get("op") == "status":
+        merged, ws = {}, []
+        for i in infos:
+            r = await _control_one(data_dir, i, req, timeout)
+            merged.update(r["connections"])
+            ws.append(r.get("worker"))
+        return {"connections": merged, "workers": ws}
+    last = None
+    for i in infos:
+        try:
+            return await _control_one(data_dir, i, req, timeout)
+        except CoreError as e:
+            if e.code != NotConnected.code:
+                raise
+            last = e
+    raise last
+
+
+async def _control_one(data_dir, info, req, timeout):
     req = dict(req, secret=info["secret"])
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", info["port"])
@@ -955,5 +1076,7 @@ async def control_call(data_dir, req, timeout=30.0):
     writer.close()
     resp = json.loads(line)
     if not resp["ok"]:
+        if resp.get("code") == NotConnected.code:
+            raise NotConnected(resp["error"])
         raise CoreError(resp["error"], resp.get("code"))
     return resp["result"]

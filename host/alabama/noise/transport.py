@@ -213,5 +213,37 @@ class NoiseConnection:
         self._hs = None
         self._send = self._recv = None
 
+    # -- continuing an established connection in another process of the same core ---------------
+    def export_established(self):
+        """The state of an established, open connection as plain values (pattern, both transport keys
+        and nonces, handshake hash, peer key, bytes received but not yet read), so another process of
+        the same core can continue it (``restore_established``): the core's workers hand a connection
+        to the worker that owns its device. Secret (the transport keys): only over a private channel."""
+        if not self.handshake_done or self.closed or self._out:
+            raise NoiseStateError("WRONG_STATE", "only an established, open connection with nothing left to "
+                                  "send can be continued elsewhere")
+        return {"initiator": self.initiator, "pattern": self.pattern, "rs": bytes(self.remote_static).hex(),
+                "hh": bytes(self.handshake_hash).hex(), "send": [self._send.k.hex(), self._send.n],
+                "recv": [self._recv.k.hex(), self._recv.n], "in": bytes(self._in).hex(),
+                "plain": bytes(self._plain).hex()}
+
+    @classmethod
+    def restore_established(cls, static_private, st):
+        """The connection ``export_established`` described, ready for transport messages."""
+        from .state import CipherState
+        c = cls(st["initiator"], static_private, pattern=st["pattern"] if st["initiator"] else None,
+                remote_static=bytes.fromhex(st["rs"]) if st["initiator"] else None)
+        c.pattern = st["pattern"]
+        c._offer_seen = c._started = c.handshake_done = True
+        c.remote_static = bytes.fromhex(st["rs"])
+        c.handshake_hash = bytes.fromhex(st["hh"])
+        c._send, c._recv = CipherState(), CipherState()
+        for cs, (k, n) in ((c._send, st["send"]), (c._recv, st["recv"])):
+            cs.initialize_key(bytes.fromhex(k))
+            cs.set_nonce(n)
+        c._in = bytearray(bytes.fromhex(st["in"]))
+        c._plain = bytearray(bytes.fromhex(st["plain"]))
+        return c
+
 
 __all__ = ["NoiseConnection", "PROTOCOL_NAMES", "LEN_PREFIX", "MAX_MESSAGE", "MAX_PLAINTEXT", "TAGLEN"]
