@@ -14,7 +14,8 @@ except ImportError:
 try:
     from satellite.noise import _chacha_viper
     IMPLS = ("viper", "pure")
-except (ImportError, SyntaxError):  # CPython, or a MicroPython built without the native emitter
+except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
+    # CPython, a MicroPython without the native emitter, or (MemoryError) no room for its native code on a board
     _chacha_viper = None
     IMPLS = ("pure",)
 

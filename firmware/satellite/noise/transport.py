@@ -76,7 +76,7 @@ from ..wire._copy import copy as _copy_pure
 
 try:
     from ..wire._copy_viper import copy as _copy
-except (ImportError, SyntaxError, NameError):  # CPython or no viper emitter
+except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):  # CPython, no viper, no room
     _copy = _copy_pure
 
 
@@ -98,7 +98,7 @@ def use_pure_copy(flag):
     else:
         try:
             from ..wire._copy_viper import copy as c
-        except (ImportError, SyntaxError, NameError):
+        except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
             c = _copy_pure
         _copy = c
 

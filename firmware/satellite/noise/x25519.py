@@ -15,7 +15,8 @@ _KEY_LEN = const(32)
 
 try:
     from . import _x25519_viper
-except (ImportError, SyntaxError, NameError):  # no micropython module / no viper emitter (CPython)
+except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
+    # CPython / no viper emitter; MemoryError: on a board its native code found no room (satellite.audio.load_fast)
     _x25519_viper = None
 
 IMPLS = ("viper", "pure") if _x25519_viper else ("pure",)

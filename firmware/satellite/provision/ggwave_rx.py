@@ -26,7 +26,7 @@ from satellite.provision import rs as _rs
 
 try:
     from satellite.provision import _goertzel_viper as _fast
-except (ImportError, AttributeError, SyntaxError, ValueError, NotImplementedError):
+except (ImportError, AttributeError, SyntaxError, ValueError, NotImplementedError, MemoryError):
     _fast = None
 from satellite.provision import _goertzel_pure as _pure
 
