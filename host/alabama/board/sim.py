@@ -518,6 +518,9 @@ def register(sub):
     p.add_argument("--heap", metavar="SIZE",
                    help="micropython -X heapsize, literally (default: the board file's heap, as-is on a 32-bit "
                         "port, x%.1f on a 64-bit one)" % HEAP_ALLOWANCE_64)
+    p.add_argument("--web", nargs="?", type=int, const=0, default=None, metavar="PORT",
+                   help="also serve the board as a page on http://127.0.0.1:PORT/ (button, LED ring, panel, "
+                        "browser mic and speaker, frame timeline, serial log; no PORT: a free one)")
     p.set_defaults(func=cmd_sim)
 
 
@@ -543,6 +546,10 @@ def cmd_sim(args):
     print("virtual board %s: REPL on %s (mpremote connect %s), control on 127.0.0.1:%d"
           % (vb.board.id, vb.pty_path, vb.pty_path, vb.ctl_port), flush=True)
     try:
+        if args.web is not None:
+            import asyncio
+            from . import web
+            asyncio.run(web.serve(vb, args.web, mic_wav=args.mic))
         while True:
             time.sleep(0.5)
     except KeyboardInterrupt:

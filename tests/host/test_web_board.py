@@ -1,0 +1,367 @@
+"""The virtual board in a browser (`alabama board sim --web`, alabama.board.web): a real headless Chromium
+(Debian's /usr/bin/chromium, driven by Playwright for Python; never `playwright install`) opens the page.
+
+* test_browser_push_to_talk_exchange: the real firmware under micropython against the reference core.
+  Hold the page's button with the browser's (fake) microphone: the LED ring goes LISTENING -> SPEAKING ->
+  IDLE, the core's echo of what the browser's microphone heard (a 440 Hz tone) reaches the browser's
+  speaker sample for sample; on a board with a panel the transcript and an image appear on it. The
+  screenshot is kept as build/web-board/board.png.
+* test_page_shows_panel_speaker_log_and_drives_the_board: the page against a scripted board (no
+  micropython): the framebuffer shown pixel for pixel, the speaker's samples, the timeline and log, the
+  button's commands, the browser mic's PCM in the HAL's live file, a chosen WAV converted.
+
+Chromium missing: skipped with the reason outside CI, a failure under CI=true (.ci/run installs it).
+"""
+import asyncio
+import io
+import json
+import math
+import os
+import pathlib
+import struct
+import threading
+import time
+import urllib.request
+import wave
+
+import numpy as np
+import pytest
+
+from alabama.board import panel as panel_mod
+from alabama.board import web
+from alabama.hil import report
+
+import vb_support as vs
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "build" / "web-board"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                 "--autoplay-policy=no-user-gesture-required"]
+
+
+def _need(what, why):
+    if os.environ.get("CI") == "true":
+        pytest.fail("%s under CI=true: %s" % (what, why))
+    pytest.skip(what)
+
+
+@pytest.fixture
+def chromium_exe():
+    exe = report.find_chromium()
+    if exe is None:
+        _need("chromium is not installed (apt-get install -y chromium)", ".ci/run apt-installs it")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _need("playwright is not installed (make install: it is in the test extra)", "the test extra has it")
+    return exe
+
+
+class Browser:
+    def __init__(self, exe, extra=()):
+        from playwright.sync_api import sync_playwright
+        self._pw = sync_playwright().start()
+        self.browser = self._pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS + list(extra))
+        self.console = []
+
+    def page(self, url):
+        pg = self.browser.new_page(viewport={"width": 1280, "height": 860})
+        pg.on("console", lambda m: self.console.append(m.text))
+        pg.goto(url)
+        pg.wait_for_selector("#link[data-state=online]", state="attached", timeout=15000)
+        return pg
+
+    def close(self):
+        self.browser.close()
+        self._pw.stop()
+
+
+class LoopThread:
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, coro, timeout=30):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def wait_js(pg, expr, timeout=20.0, what=None):
+    try:
+        pg.wait_for_function(expr, timeout=timeout * 1000)
+    except Exception as e:   # noqa: BLE001 - say what the page had instead
+        seen = pg.evaluate("JSON.stringify(window.alabama)")
+        raise AssertionError("page never had %s (%s); window.alabama = %s" % (what or expr, type(e).__name__, seen))
+
+
+def page_pixels(pg):
+    """The panel as the browser decoded it: (w, h, RGB bytes) read back from a canvas."""
+    got = pg.evaluate("""() => { const img = document.getElementById('panel');
+        const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+        const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+        const d = g.getImageData(0, 0, c.width, c.height).data; const rgb = [];
+        for (let i = 0; i < d.length; i += 4) rgb.push(d[i], d[i + 1], d[i + 2]);
+        return [c.width, c.height, rgb]; }""")
+    return got[0], got[1], bytes(got[2])
+
+
+def tone_share(pcm, rate, freq):
+    """Share of the energy of s16 PCM within 25 Hz of freq."""
+    x = np.frombuffer(pcm, "<i2").astype(np.float64)
+    if len(x) < rate // 10:
+        return 0.0
+    p = np.abs(np.fft.rfft(x * np.hanning(len(x)))) ** 2
+    f = np.fft.rfftfreq(len(x), 1.0 / rate)
+    total = p[(f > 60) & (f < 7000)].sum()
+    return float(p[np.abs(f - freq) < 25].sum() / total) if total else 0.0
+
+
+def afb1(w, h, seq, phase, pixels565):
+    return (struct.pack("<4sHHIB3x", b"AFB1", w, h, seq, phase) +
+            b"".join(struct.pack(">H", v) for v in pixels565))
+
+
+# ---------------------------------------------------------------------------------------- a scripted board
+class _Board:
+    def __init__(self, id_, display):
+        self.id = id_
+        self.data = {"id": id_, "name": "scripted board"}
+        if display:
+            self.data["display"] = {"width": display[0], "height": display[1]}
+
+
+class ScriptedBoard:
+    """What WebBoard uses of a VirtualBoard, recording the control commands it is sent."""
+
+    def __init__(self, tmp, display=(64, 48)):
+        self.board = _Board("scripted", display)
+        self.flash = pathlib.Path(tmp) / "flash"
+        self.flash.mkdir(parents=True, exist_ok=True)
+        self.extra_env = {}
+        self.speaker = str(pathlib.Path(tmp) / "speaker.wav")
+        self.echo = None
+        self.running = True
+        self.commands = []
+
+    def command(self, line, timeout=5.0):
+        self.commands.append(line)
+        return ""
+
+    def press(self):
+        self.command("press")
+
+    def release(self):
+        self.command("release")
+
+    def long_press(self):
+        self.command("long")
+
+    def state(self):
+        return {"state": "connected", "pattern": "IK", "heap_free": 12345, "panel": None}
+
+
+def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_exe):
+    lt = LoopThread()
+    vb = ScriptedBoard(tmp_path)
+    wb = web.WebBoard(vb)
+    lt.call(wb.start())
+    br = Browser(chromium_exe)
+    try:
+        assert wb.url.startswith("http://127.0.0.1:")
+        pg = br.page(wb.url)
+        # serial log, LED ring, timeline: lines as the board's pump thread delivers them
+        for line in ("sat: tx capture_open id 3", "sat: rx pipeline_state id 0", "sat: led LISTENING",
+                     "sat: rx pipeline_state id 0", "sat: led SPEAKING", "sat: rx pipeline_state id 0", "sat: led IDLE"):
+            vb.echo(line)
+        wait_js(pg, "window.alabama.ledHistory.join() === 'LISTENING,SPEAKING,IDLE'", what="the LED phases")
+        assert pg.get_attribute("#ring", "data-phase") == "IDLE"
+        rows = pg.inner_text("#timeline")
+        assert "Sat → Core" in rows and "CaptureOpen" in rows and "{id 0, SPEAKING}" in rows, rows
+        assert "sat: led SPEAKING" in pg.inner_text("#log")
+
+        # the panel: a picture the HAL exported, shown pixel for pixel (RGB565 widened like panel.py does)
+        w, h = 64, 48
+        px = [((x * 31 // (w - 1)) << 11) | ((y * 63 // (h - 1)) << 5) | ((x + y) & 31) for y in range(h) for x in range(w)]
+        raw = afb1(w, h, 7, 3, px)
+        (vb.flash / "panel.fb.tmp").write_bytes(raw)
+        os.rename(vb.flash / "panel.fb.tmp", vb.flash / "panel.fb")
+        wait_js(pg, "window.alabama.panelSeq === 7", what="panel seq 7")
+        assert page_pixels(pg) == (w, h, panel_mod.parse(raw).image().tobytes())
+        # a file of the wrong size is ignored, the last good picture stays
+        (vb.flash / "panel.fb").write_bytes(raw[:-2])
+        time.sleep(0.4)
+        assert pg.evaluate("window.alabama.panelSeq") == 7 and wb.panel.bad
+
+        # the speaker: what the HAL writes to its WAV reaches the browser as it is written
+        with open(vb.speaker, "wb") as f:
+            f.write(web.wav_header(16000, 0))
+            for _ in range(5):
+                f.write(struct.pack("<640h", *range(-320, 320)))
+                f.flush()
+                time.sleep(0.05)
+        wait_js(pg, "window.alabama.speakerSamples === 3200", what="3200 speaker samples")
+        assert "16000 Hz" in pg.inner_text("#spk")
+
+        # the button with the browser's microphone: mic live FILE, press, PCM in FILE, release
+        pg.check("input[name=mic][value=browser]")
+        box = pg.locator("#ptt").bounding_box()
+        pg.mouse.move(box["x"] + 20, box["y"] + 20)
+        pg.mouse.down()
+        wait_js(pg, "window.alabama.micSamples > 8000", what="8000 microphone samples sent")
+        pg.mouse.up()
+        deadline = time.monotonic() + 5
+        while "release" not in vb.commands and time.monotonic() < deadline:
+            time.sleep(0.05)
+        live = [c for c in vb.commands if c.startswith("mic live ")]
+        assert vb.commands[-2:] == ["press", "release"] and len(live) == 1, vb.commands
+        data = pathlib.Path(live[0][9:]).read_bytes()
+        assert data[:4] == b"RIFF" and data[20:24] == struct.pack("<HH", 1, 1)
+        pcm = np.frombuffer(data[44:], "<i2")
+        lead = 2 * web.MIC_RATE * web.MIC_LEAD_MS // 1000 // 2
+        assert not pcm[:lead].any() and len(pcm) > lead + 8000 and np.abs(pcm[lead:]).max() > 1000
+
+        # a chosen WAV (8-bit stereo 22.05 kHz) becomes the mic's 16 kHz mono WAV
+        chosen = tmp_path / "choice.wav"
+        with wave.open(str(chosen), "wb") as wv:
+            wv.setnchannels(2)
+            wv.setsampwidth(1)
+            wv.setframerate(22050)
+            wv.writeframes(bytes((128 + int(100 * math.sin(i / 7.0))) for i in range(2 * 22050)))
+        pg.set_input_files("#wav", str(chosen))
+        wait_js(pg, "document.getElementById('wav-name').textContent.includes('choice.wav')", what="the chosen WAV")
+        pg.click("#ptt")
+        deadline = time.monotonic() + 5
+        while vb.commands[-1] != "release" or not any(c.startswith("mic /") for c in vb.commands):
+            assert time.monotonic() < deadline, vb.commands
+            time.sleep(0.05)
+        path = [c for c in vb.commands if c.startswith("mic /")][-1][4:]
+        with wave.open(path) as wv:
+            assert (wv.getnchannels(), wv.getsampwidth(), wv.getframerate()) == (1, 2, 16000)
+            assert abs(wv.getnframes() - 16000) <= 1
+        assert not br.console or all("favicon" not in c for c in br.console)
+        assert pg.evaluate("window.alabama.errors") == []
+    finally:
+        br.close()
+        lt.call(wb.stop())
+        lt.close()
+
+
+def test_chosen_wav_that_is_not_a_wav_is_refused_in_one_line(tmp_path):
+    with pytest.raises(web.WebError, match="not a PCM WAV"):
+        web.to_mic_wav(b"hello, not a wav", tmp_path / "x.wav")
+
+
+def test_served_on_loopback_only(tmp_path):
+    lt = LoopThread()
+    wb = web.WebBoard(ScriptedBoard(tmp_path))
+    try:
+        lt.call(wb.start())
+        assert wb.addresses == [("127.0.0.1", wb.port)]
+        with urllib.request.urlopen(wb.url, timeout=5) as r:
+            assert b"Hold to talk" in r.read()
+        req = urllib.request.Request(wb.url + "mic?name=x.wav", data=b"RIFFnope", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=5)
+        assert e.value.code == 400 and "not a PCM WAV" in json.loads(e.value.read())["error"]
+    finally:
+        lt.call(wb.stop())
+        lt.close()
+
+
+# ---------------------------------------------------------------------------------------- the real board
+def _panel_board():
+    """The board the end-to-end test runs: the BOX-3 when its board file declares the panel, else sim."""
+    from alabama.board import boards
+    b = boards.load("esp32-s3-box-3")
+    return "esp32-s3-box-3" if b.data.get("display") else "sim"
+
+
+@pytest.mark.slow
+def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
+    tone = tmp_path / "tone.wav"
+    vs.write_wav(tone, vs.tone(4.0, rate=48000, freq=440.0, amp=12000), rate=48000)
+    core = vs.CoreThread(tmp_path / "core", host="127.0.0.1", brain="echo", control=False).start()
+    board_name = _panel_board()
+    vb = vs.board(tmp_path, core, key=core.key, board_name=board_name)
+    wb = web.WebBoard(vb)
+    br = None
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "board.png"
+    try:
+        vb.start()
+        core.call(wb.start())
+        vb.wait_log(r"accepted", 60)
+        did = vs.device_id(vb)
+        br = Browser(chromium_exe, ["--use-file-for-fake-audio-capture=%s" % tone])
+        pg = br.page(wb.url)
+        pg.check("input[name=mic][value=browser]")
+        box = pg.locator("#ptt").bounding_box()
+        pg.mouse.move(box["x"] + 30, box["y"] + 30)
+        m = vb.mark()
+        pg.mouse.down()
+        wait_js(pg, "document.getElementById('ring').dataset.phase === 'LISTENING'", what="LED LISTENING")
+        time.sleep(1.6)
+        pg.mouse.up()
+        wait_js(pg, "window.alabama.ledHistory.includes('SPEAKING')", 30, what="LED SPEAKING")
+        wait_js(pg, "window.alabama.ledHistory.lastIndexOf('IDLE') > window.alabama.ledHistory.indexOf('SPEAKING')",
+                30, what="LED IDLE after SPEAKING")
+        hist = pg.evaluate("window.alabama.ledHistory")
+        assert hist.index("LISTENING") < hist.index("SPEAKING") < len(hist) - 1 - hist[::-1].index("IDLE"), hist
+        played = int(vb.wait_log(r"playback done \d+ frames (\d+)", 10, m).group(1))
+        wait_js(pg, "window.alabama.speakerSamples === %d" % played, 10, what="%d speaker samples" % played)
+        with wave.open(vb.speaker) as wv:
+            echo = wv.readframes(wv.getnframes())
+        share = tone_share(echo, 16000, 440.0)
+        assert share > 0.5, "the echo is not the browser's 440 Hz tone (share %.2f)" % share
+        rows = pg.inner_text("#timeline")
+        for needle in ("CaptureOpen", "StreamEnd", "MediaRenderOpen", "PlaybackDone", "Response", "SPEAKING"):
+            assert needle in rows, needle
+        if board_name != "sim":
+            _transcript_and_image_on_the_panel(pg, core, did, vb, wb)
+        pg.screenshot(path=str(shot), full_page=True)
+        with capsys.disabled():
+            print("\nweb board screenshot: %s" % shot)
+        assert core.violations() == []
+    finally:
+        if br is not None:
+            br.close()
+        core.call(wb.stop())
+        vb.stop()
+        core.close()
+
+
+def _transcript_and_image_on_the_panel(pg, core, did, vb, wb):
+    from alabama.v1 import surface_pb2
+    from PIL import Image
+    wait_js(pg, "window.alabama.panelLoads > 0", 10, what="a first picture on the panel")
+    before = page_pixels(pg)
+    seq0 = pg.evaluate("window.alabama.panelSeq")
+    core.call(core.core.render_text(did, "hello from the browser test", role=surface_pb2.TRANSCRIPT))
+    wait_js(pg, "window.alabama.panelSeq > %d" % seq0, 10, what="the transcript painted")
+    time.sleep(0.5)                                    # the HAL coalesces a stream's chunks (100 ms)
+    wait_js(pg, "window.alabama.panelSeq === %d" % panel_mod.read(wb.panel.path).seq, 10, what="the last picture")
+    after = page_pixels(pg)
+    assert after == (*panel_mod.read(wb.panel.path).size, panel_mod.read(wb.panel.path).image().tobytes())
+    changed = sum(1 for i in range(0, len(after[2]), 3) if after[2][i:i + 3] != before[2][i:i + 3])
+    assert changed > 200, "the transcript changed only %d pixels of the panel" % changed
+    # an image larger than one frame on a colour the panel shows nowhere else: pure magenta / green halves
+    im = Image.new("RGB", (640, 480), (255, 0, 255))
+    im.paste((0, 255, 0), (0, 240, 640, 480))
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    seq1 = pg.evaluate("window.alabama.panelSeq")
+    core.call(core.core.show_image(did, buf.getvalue(), "image/png"), timeout=60)
+    wait_js(pg, "window.alabama.panelSeq > %d" % seq1, 20, what="the image painted")
+    time.sleep(0.5)
+    wait_js(pg, "window.alabama.panelSeq === %d" % panel_mod.read(wb.panel.path).seq, 10, what="the last picture")
+    w, h, rgb = page_pixels(pg)
+    px = [rgb[i:i + 3] for i in range(0, len(rgb), 3)]
+    magenta = sum(1 for p in px if p[0] > 200 and p[1] < 60 and p[2] > 200)
+    green = sum(1 for p in px if p[0] < 60 and p[1] > 200 and p[2] < 60)
+    assert magenta > w * h // 10 and green > w * h // 10, (magenta, green, w * h)
