@@ -41,6 +41,10 @@ def main(board=None, hal=None):
     ks = keystore.KeyStore(DATA_DIR, os.urandom, x25519.public_key)
     ks.recover()
     rt = Runtime(board, hal, ks, options=getattr(hal, "options", None), buffers=bufs)
+    kb = (getattr(hal, "options", None) or {}).get("deferred_kb") or (board.get("limits") or {}).get("deferred_kb", 0)
+    if kb:
+        from satellite import deferred
+        rt.deferred = deferred.Deferred(rt, deferred.Store(DATA_DIR + "/deferred", kb * 1024, rt.log).load())
     hal.log("sat: alabama satellite on %s (%s)" % (board.get("id"), sys.implementation.name))
     asyncio.run(rt.run())
     return rt

@@ -43,8 +43,9 @@ _DEBOUNCE_MS = const(30)
 _PRESS = const(1)
 _RELEASE = const(2)
 _LONG = const(3)
-# LED colours per PipelineState phase (IDLE, LISTENING, PROCESSING, SPEAKING, ERROR).
-_COLOURS = ((0, 0, 0), (0, 0, 255), (255, 160, 0), (0, 255, 0), (255, 0, 0))
+# LED colours per PipelineState phase (IDLE, LISTENING, PROCESSING, SPEAKING, ERROR), then the device-local
+# "recording queued" (satellite.deferred.LED_QUEUED = 5: DEFERRED recordings wait for the core).
+_COLOURS = ((0, 0, 0), (0, 0, 255), (255, 160, 0), (0, 255, 0), (255, 0, 0), (160, 0, 255))
 
 _DMA_BUF_FRAMES = const(256)  # DMA_BUF_LEN_IN_I2S_FRAMES (ports/esp32/machine_i2s.c)
 _RX_FRAME_BYTES = const(8)    # I2S_RX_FRAME_SIZE_IN_BYTES: RX DMA is 32-bit stereo for every format
@@ -53,6 +54,9 @@ _MIN_DMA_BUFS = const(2)      # "ESP-IDF requires at least two DMA buffers"
 _MIC_DMA_MS_MIN = const(200)  # an X25519, a GC pass or a flash write must not drop microphone audio
 _MIC_DMA_MS = const(240)      # when the board file does not say (audio.mic.dma_ms)
 _SPK_DMA_MS = const(64)       # audio.speaker.dma_ms default: stop latency is a deinit, not this depth
+
+
+_RESET_CAUSES = ("PWRON_RESET", "HARD_RESET", "WDT_RESET", "DEEPSLEEP_RESET", "SOFT_RESET")
 
 
 class HalError(Exception):
@@ -235,6 +239,29 @@ class Esp32Hal:
                 return
             await asyncio.sleep_ms(200)
         rt.log("Wi-Fi %s up: %s" % (rec.wifi_ssid, wlan.ifconfig()[0]))
+
+    # -- health (satellite.health) ---------------------------------------------------------------------
+    def rssi(self):
+        """dBm of the access point we are associated with: WLAN.status('rssi') (docs/library/network.WLAN.rst:
+        STA interface, connected only); None when not connected."""
+        import network
+        w = network.WLAN(network.STA_IF)
+        return w.status("rssi") if w.isconnected() else None
+
+    def reset_cause(self):
+        """machine.reset_cause() by its constant's name (docs/library/machine.rst: PWRON_RESET, HARD_RESET,
+        WDT_RESET, DEEPSLEEP_RESET, SOFT_RESET; the esp32 port maps a panic and esp_restart to SOFT_RESET)."""
+        c = self._machine.reset_cause()
+        for name in _RESET_CAUSES:
+            if getattr(self._machine, name, None) == c:
+                return name
+        return "reset_cause %d" % c
+
+    def flash_free(self):
+        """Free bytes of the filesystem (os.statvfs: f_bsize * f_bavail)."""
+        import os
+        st = os.statvfs("/")
+        return st[0] * st[4]
 
     # -- knobs -----------------------------------------------------------------------------------------
     def set_volume(self, q14):

@@ -105,6 +105,7 @@ SCHEMA = _obj(
         max_frame_bytes=req(("int", 512, 65516)),
         max_concurrent_streams=req(("int", 1, 8)),
         buffer_ms=req(("int", 20, 10000)),
+        deferred_kb=opt(("int", 0, 65536)),
     )),
     # A panel (docs/display.md): the SPI pins and init facts of its driver (firmware/satellite/hal/ili9342.py).
     display=opt(_obj(

@@ -1,0 +1,262 @@
+# dual: cpython micropython
+# DEFERRED store-and-forward (satellite.deferred): the flash ring (bounded, oldest dropped and counted,
+# crash-safe index, survives a reboot), the hand-written StreamChunk header (byte-identical to the codec's),
+# capture_ts carried as two small ints, and the upload path: resume from the core's CaptureAck (R10.4-d),
+# one frame per scheduler turn (R10.1-a), and 0 bytes allocated per steady-state deferred chunk.
+import os
+
+from mpsupport import IS_MICROPYTHON, mem_alloc_delta
+
+import rt_harness as H
+from satellite import deferred as D
+from satellite.wire import alabama_v1 as pb
+from satellite.wire import pb as codec
+
+_n = [0]
+
+
+def _rmtree(p):
+    try:
+        names = os.listdir(p)
+    except OSError:
+        return
+    for f in names:
+        try:
+            os.remove(p + "/" + f)
+        except OSError:
+            _rmtree(p + "/" + f)
+    os.rmdir(p)
+
+
+def fresh_dir():
+    _n[0] += 1
+    root = "/tmp/alabama-deferred-%d-%d" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0])
+    _rmtree(root)
+    return root + "/data/deferred"
+
+
+def store(path, capacity=1 << 20, lines=None):
+    log = lines.append if lines is not None else (lambda s: None)
+    return D.Store(path, capacity, log, rng=lambda n: b"\xab" * n).load()
+
+
+def records(n, nframes=320, t0=5000000, base=0):
+    rb = D.TS_BYTES + 2 * nframes
+    b = bytearray(n * rb)
+    i = 0
+    while i < n:
+        t = t0 + 20000 * i
+        D.put_ts(b, i * rb, t // (1 << 28), t % (1 << 28))
+        j = 0
+        while j < 2 * nframes:
+            b[i * rb + D.TS_BYTES + j] = (base + i + j) & 0xFF
+            j += 1
+        i += 1
+    return b
+
+
+def test_ts_limbs_round_trip_and_header_matches_the_codec():
+    buf = bytearray(8)
+    for t in (0, 1, 127, 128, (1 << 28) - 1, 1 << 28, (1 << 30) + 5, 3600 * 1000000 * 24 * 40, (1 << 57) + 3):
+        hi, lo = t // (1 << 28), t % (1 << 28)
+        D.put_ts(buf, 0, hi, lo)
+        assert D.ts_hi(buf, 0) == hi and D.ts_lo(buf, 0) == lo and D.ts_value(buf, 0) == t
+        for id_, seq in ((1, 0), (3, 1), (301, 129), (70001, 40000)):
+            env = pb.Envelope(id=id_, stream_chunk=pb.StreamChunk(seq=seq, capture_ts=t))
+            want = codec.encode(env)
+            assert D.chunk_header_size(id_, seq, hi, lo) == len(want), (t, id_, seq)
+            out = bytearray(40)
+            end = D.write_chunk_header(out, 0, id_, seq, hi, lo)
+            assert bytes(out[:end]) == bytes(want), (t, id_, seq)
+
+
+def test_store_survives_a_reboot_with_a_stable_correlation_ref():
+    p = fresh_dir()
+    st = store(p)
+    rec = st.begin(320, 16000)
+    assert st.append(rec, records(8), 8)
+    ref = st.ref(rec)
+    assert ref == "abababab-1"
+    # reset mid-recording: the next boot closes it at its committed batch and keeps ref and bytes
+    lines = []
+    st2 = store(p, lines=lines)
+    (r2,) = st2.queued()
+    assert st2.ref(r2) == ref and r2.count == 8 and r2.done == 1
+    assert st2.read_all(r2) == bytes(records(8))
+    assert any("closed after a reset" in ln for ln in lines)
+    assert st2.begin(320, 16000).n == 2          # numbering goes on: never a ref reused
+
+
+def test_crash_between_append_and_index_keeps_only_committed_records():
+    p = fresh_dir()
+    st = store(p)
+    rec = st.begin(320, 16000)
+    st.append(rec, records(8), 8)
+    # an append whose index rename never happened (power cut): extra bytes on the file, old index
+    with open(p + "/%d.rec" % rec.n, "ab") as f:
+        f.write(records(3, base=9))
+    with open(p + "/idx.tmp", "w") as f:
+        f.write("half-written")
+    st2 = store(p)
+    (r2,) = st2.recs
+    assert r2.count == 8 and st2.read_all(r2) == bytes(records(8))
+    assert "idx.tmp" not in os.listdir(p)
+    # an orphan recording file no index names is removed
+    with open(p + "/99.rec", "wb") as f:
+        f.write(b"x")
+    store(p)
+    assert "99.rec" not in os.listdir(p)
+
+
+def test_ring_full_drops_the_oldest_recording_logs_and_counts():
+    p = fresh_dir()
+    lines = []
+    rb = D.TS_BYTES + 640
+    st = store(p, capacity=20 * rb, lines=lines)
+    a = st.begin(320, 16000)
+    st.append(a, records(8), 8)
+    st.finish(a)
+    b = st.begin(320, 16000)
+    st.append(b, records(8), 8)
+    st.finish(b)
+    c = st.begin(320, 16000)
+    assert st.append(c, records(8), 8)           # 24 > 20 records: the oldest (a) goes
+    assert [r.n for r in st.recs] == [b.n, c.n] and st.dropped == 1
+    assert any("ring full" in ln and st.ref(a) in ln for ln in lines)
+    assert st.used() <= st.capacity
+    assert store(p).dropped == 1                 # the counter is on flash
+    # a recording that alone fills the ring is refused, not allowed to evict itself
+    st.finish(c)
+    d = st.begin(320, 16000)
+    st.append(d, records(8), 8)
+    assert not st.append(d, records(8), 8) or st.used() <= st.capacity
+    assert st.used() <= st.capacity
+
+
+# ---------------------------------------------------------------------------------------------- upload
+
+def _uploader(n_chunks, ack=None):
+    """A runtime + session on an in-memory Noise pair, a store with one recording of n_chunks, and a
+    Deferred whose upload coroutine is stepped by hand (one .send(None) = one scheduler turn)."""
+    rt, sat, core, sink, hal = H.make(record_output=True)
+    p = fresh_dir()
+    st = store(p)
+    rec = st.begin(320, 16000)
+    i = 0
+    while i < n_chunks:
+        k = 8 if n_chunks - i >= 8 else n_chunks - i
+        st.append(rec, records(k, t0=5000000 + 20000 * i, base=i), k)
+        i += k
+    st.finish(rec)
+    d = D.Deferred(rt, st)
+    rt.deferred = d
+    H.sent(core)                                  # drop hello etc.
+    return rt, sat, core, d, rec, st
+
+
+try:
+    import asyncio
+except ImportError:
+    import uasyncio as asyncio
+_sleep0 = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
+
+
+def _ack(sat, core, cid, stored):
+    H.feed(sat.link, core, pb.Envelope(id=cid, capture_ack=pb.CaptureAck(stored=stored)))
+
+
+def _drive(sat, core, d, ack=None, answer="response", limit_ms=9000):
+    """Run d.upload(sat) under asyncio beside a core that answers: CaptureAck{ack} on the open (None: no
+    ack), then `answer` once StreamEnd arrives. Returns (frames in order, the most frames seen in one turn)."""
+    got = []
+    most = [0]
+
+    async def core_side():
+        t = asyncio.create_task(d.upload(sat))
+        t0 = D.ticks_ms()
+        ended = False
+        while not t.done() and D.ticks_diff(D.ticks_ms(), t0) < limit_ms:
+            await _sleep0(0)
+            frames = H.sent(core)
+            if len(frames) > most[0] and not (frames and frames[0][0].op == "capture_open"):
+                most[0] = len(frames)
+            got.extend(frames)
+            for e, _ in frames:
+                if e.op == "capture_open" and ack is not None:
+                    _ack(sat, core, e.id, ack)
+                if e.op == "stream_end" and not ended:
+                    ended = True
+                    if answer == "response":
+                        H.feed(sat.link, core, pb.Envelope(id=e.id, response=pb.Response()))
+                    else:
+                        H.feed(sat.link, core, pb.Envelope(id=e.id, error=pb.Error(code=pb.ErrorCode.INTERNAL_ERROR)))
+        assert t.done()
+
+    asyncio.run(core_side())
+    return got, most[0]
+
+
+def test_r10_4_d_upload_resumes_from_the_core_high_water_mark_and_r10_1_a_one_frame_per_turn():
+    rt, sat, core, d, rec, st = _uploader(20)
+    whole = st.read_all(rec)
+    ref = st.ref(rec)
+    got, most = _drive(sat, core, d, ack=12)          # the core already holds chunks 0..11
+    assert [e.op for e, _ in got[:2]] == ["capture_open", "ping"]
+    co = got[0][0].capture_open
+    assert co.mode == pb.CaptureMode.DEFERRED and co.correlation_ref == ref
+    # R10.1-a: never more than one frame of the transfer between two scheduler turns
+    assert most <= 1, most
+    chunks = [(e, t) for e, t in got if e.op == "stream_chunk"]
+    assert [e.stream_chunk.seq for e, _ in chunks] == list(range(8))        # seq restarts at 0 on the new id
+    rb = rec.record_bytes()
+    for k, (e, t) in enumerate(chunks):
+        i = 12 + k
+        assert t == whole[i * rb + 8:(i + 1) * rb]                           # the stored audio, byte-identical
+        assert e.stream_chunk.capture_ts == 5000000 + 20000 * i              # its capture_ts from flash
+    assert got[-1][0].op == "stream_end" and got[-1][0].stream_end.reason == pb.StreamReason.COMPLETE
+    # the Response ends the upload: the recording leaves the flash ring
+    assert st.recs == [] and d.uploaded == 1 and store(st.path).recs == []
+
+
+def test_upload_without_any_capture_ack_starts_from_zero_and_error_keeps_the_recording():
+    rt, sat, core, d, rec, st = _uploader(3)
+    d.ack_wait_ms = 300
+    got, _ = _drive(sat, core, d, ack=None, answer="error")
+    assert [e.stream_chunk.seq for e, _ in got if e.op == "stream_chunk"] == [0, 1, 2]
+    assert any("no CaptureAck" in ln for ln in rt.hal.lines)
+    assert [r.n for r in st.recs] == [rec.n] and rec.fails == 1       # kept for the next connection
+    assert store(st.path).recs[0].fails == 1
+
+
+def _send_many(d, sat, cid, buf, rb, n):
+    i = 0
+    while i < n:
+        d.send_record(sat, cid, buf, rb)
+        i += 1
+
+
+def test_a_steady_state_deferred_chunk_allocates_nothing():
+    rt, sat, core, sink, hal = H.make()            # the sink only counts bytes (no decryption in the count)
+    d = D.Deferred(rt, store(fresh_dir()))
+    env = sat.s.open_capture(pb.Trigger.BUTTON, pb.CaptureMode.DEFERRED, rt.mic_format(), "r-1")
+    cid = env.id
+    buf = d.rec_buf
+    rb = len(buf)
+    # a capture_ts past 2**30 us (18 minutes of uptime: a heap int on the 32-bit board) and past 2**32
+    t = (1 << 33) + 12345
+    D.put_ts(buf, 0, t // (1 << 28), t % (1 << 28))
+    _send_many(d, sat, cid, buf, rb, 5)
+    w0 = sink.frames
+    if IS_MICROPYTHON:
+        delta = mem_alloc_delta(_send_many, d, sat, cid, buf, rb, 50)
+        assert delta == 0, delta
+    else:
+        _send_many(d, sat, cid, buf, rb, 50)
+    assert sink.frames - w0 == 50                  # one write (one Noise message) per chunk
+    # and what that path wrote decodes to the stored capture_ts and audio
+    rt, sat, core, sink, hal = H.make(record_output=True)
+    env = sat.s.open_capture(pb.Trigger.BUTTON, pb.CaptureMode.DEFERRED, rt.mic_format(), "r-1")
+    H.sent(core)
+    _send_many(d, sat, env.id, buf, rb, 2)
+    got = H.sent(core)
+    assert [e.stream_chunk.capture_ts for e, _ in got] == [t, t] and all(x == buf[8:] for _, x in got)
