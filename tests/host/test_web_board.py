@@ -350,13 +350,19 @@ def _transcript_and_image_on_the_panel(pg, core, did, vb, wb):
     assert after == (*panel_mod.read(wb.panel.path).size, panel_mod.read(wb.panel.path).image().tobytes())
     changed = sum(1 for i in range(0, len(after[2]), 3) if after[2][i:i + 3] != before[2][i:i + 3])
     assert changed > 200, "the transcript changed only %d pixels of the panel" % changed
-    # an image larger than one frame on a colour the panel shows nowhere else: pure magenta / green halves
-    im = Image.new("RGB", (640, 480), (255, 0, 255))
-    im.paste((0, 255, 0), (0, 240, 640, 480))
+    # an image larger than one frame (noise does not compress), in colours the panel shows nowhere else:
+    # a magenta top half and a green bottom half; the core fits it to the panel and streams it
+    rng = np.random.default_rng(15)
+    a = rng.integers(0, 40, size=(480, 640, 3), dtype=np.uint8)
+    a[:240, :, 0] = 255 - a[:240, :, 0]
+    a[:240, :, 2] = 255 - a[:240, :, 2]
+    a[240:, :, 1] = 255 - a[240:, :, 1]
     buf = io.BytesIO()
-    im.save(buf, "PNG")
+    Image.fromarray(a, "RGB").save(buf, "PNG")
+    assert len(buf.getvalue()) > vb.board.data["limits"]["max_frame_bytes"]
     seq1 = pg.evaluate("window.alabama.panelSeq")
-    core.call(core.core.show_image(did, buf.getvalue(), "image/png"), timeout=60)
+    shown = core.call(core.core.show_image(did, buf.getvalue(), "image/png"), timeout=60)
+    assert shown.path == "stream", shown
     wait_js(pg, "window.alabama.panelSeq > %d" % seq1, 20, what="the image painted")
     time.sleep(0.5)
     wait_js(pg, "window.alabama.panelSeq === %d" % panel_mod.read(wb.panel.path).seq, 10, what="the last picture")
