@@ -56,7 +56,6 @@ from satellite.noise.transport import NoiseConnection
 from satellite.noise.state import NoiseError
 from satellite.provision import record as R
 from satellite import keystore as K
-from satellite import health
 
 VERSION = "0.1.0"
 # FRAME_MS (one capture chunk / one playout step), TX_CAPACITY (largest frame we send: Hello, tool results,
@@ -206,7 +205,6 @@ class Satellite:
         self.nframes = self.mic_rate * FRAME_MS // 1000            # samples per capture chunk
         self.pframes = self.spk_rate * FRAME_MS // 1000            # samples per playout step
         self.play_buf = rt.play_buf
-        self.display = rt.display
         buffer_ms = rt.buffer_ms
         self.ring = rt.ring
         self.ring.clear()
@@ -410,7 +408,6 @@ class Satellite:
         self.render_muted = False
         self.frames_played = 0
         self.ring.clear()
-        self.rt.frames_dropped += self.ring.dropped     # device.info's count outlives the render
         self.ring.dropped = 0
         if self.half and self.mic_open:
             self._mic_off()            # half duplex: the mic I2S object is released while the speaker plays
@@ -424,15 +421,6 @@ class Satellite:
     def _on_render_chunk(self, ev, buf, start, end):
         if ev.id == self.render_id and not self.render_muted:
             self.ring.write(buf, start, end - start)
-        elif self.display is not None:
-            self.display.chunk(ev.id, buf, start, end)       # a text or image stream (satellite.display)
-
-    def _on_display(self, ev):
-        d = self.display
-        err = d.handle(ev) if d is not None else (pb.ErrorCode.CAPABILITY_MISSING, "no panel")
-        if err is not None:
-            self.send(self.s.decline(ev.id, err[0], err[1]))   # an Error on its id; the stream is void
-            self.log("display: error %d on id %d: %s" % (err[0], ev.id, err[1]))
 
     def _on_render_ended(self, ev):
         if ev.id == self.render_id:
@@ -521,8 +509,6 @@ class Satellite:
             self._on_render_ended(ev)
         elif t is S.RenderCancelled:
             self._on_render_cancelled(ev)
-        elif t is S.TextOpen or t is S.ImageOpen or t is S.Show or t is S.DisplayEnded:
-            self._on_display(ev)
         elif t is S.CaptureRequested:
             self._on_capture_requested(ev)
         elif t is S.ToolCall:
@@ -532,8 +518,6 @@ class Satellite:
         elif t is S.Phase:
             self.phase = ev.phase
             self.hal.led(ev.phase, self.settings["led_brightness"])
-            if self.display is not None:
-                self.display.set_phase(ev.phase)
             if not ev.phase and self.rt.deferred is not None:
                 self.rt.deferred.show_queue()          # idle with recordings queued: say so
             self.log("led %s" % (_PHASES[ev.phase] if 0 <= ev.phase < 5 else ev.phase))
@@ -596,7 +580,11 @@ class Satellite:
     # -- tools ----------------------------------------------------------------------------------------
     def _on_tool(self, ev):
         self.log("tool %s on id %d" % (ev.name, ev.id))
-        if self.rt.health.tool(self, ev):      # device.info, firmware.update (satellite.health)
+        if ev.name == "device.info":
+            info = self.rt.info()
+            info["settings"] = self.settings
+            info["offset_us"] = self.offset_us
+            self.send(self.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps(info))]))
             return
         if ev.name == "device.set_volume":
             try:
@@ -728,7 +716,7 @@ class Runtime:
         # stays "declared but momentarily out of reach" (speaker muted, still draining the previous reply).
         # Never 0 on the wire: 0 would mean the protocol default of 8.
         au = board.get("audio") or {}
-        slots = (1 if au.get("speaker") else 0) + (2 if board.get("display") else 0)   # + a text, an image
+        slots = 1 if au.get("speaker") else 0
         self.max_streams = max(1, min(lim.get("max_concurrent_streams", 4), slots))
         self.buffer_ms = lim.get("buffer_ms", 300)
         self.mic_rate = (au.get("mic") or {}).get("rates", [16000])[0]
@@ -772,16 +760,7 @@ class Runtime:
         self.conn_t0 = 0
         self.trace = self.opt.get("trace", True)
         self.record = None
-        # The panel (a board file with "display"): satellite.display is imported only then (docs/display.md).
-        p = hal.panel() if board.get("display") and hasattr(hal, "panel") else None
-        self.display = None
-        if p is not None:
-            from satellite.display import Display
-            self.display = Display(board, p)
-            self.display.log = self.log
         self.deferred = None         # satellite.deferred.Deferred (app.main): record offline, upload on connect
-        self.frames_dropped = 0
-        self.health = health.Health(self)
 
     def log(self, line):
         self._log("sat: " + line)
@@ -850,9 +829,9 @@ class Runtime:
                 format=pb.AudioFormat(encoding=pb.Encoding.PCM_S16LE, sample_rate=self.spk_rate, channels=1,
                                       sample_bits=16), buffer_ms=self.buffer_ms)),
         ]
-        if self.display is not None:
-            caps += self.display.capabilities()
-        tools = health.tools() + [
+        tools = [
+            pb.ToolDescriptor(name="device.info", description="Board, firmware, heap, uptime and settings as JSON",
+                              input_schema='{"type":"object","properties":{}}'),
             pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (0-100)",
                               input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
                                            '"minimum":0,"maximum":100}},"required":["volume"]}'),
@@ -860,7 +839,7 @@ class Runtime:
         events = [
             pb.EventDescriptor(id="button.press", description="Short press of the button while the assistant is busy, or in ambient mode"),
             pb.EventDescriptor(id="button.long_press", description="Long press of the button (also stops the turn)"),
-        ] + health.events()
+        ]
         return S.Surface(capabilities=caps, tools=tools, events=events, settings=self.descriptors(),
                          max_frame_bytes=self.max_frame_bytes, max_concurrent_streams=self.max_streams,
                          display_name=(self.board.get("id") or "satellite")[:64],
@@ -1120,7 +1099,6 @@ class Runtime:
                 sat.started(ev.max_frame_bytes)
                 if self.deferred is not None:
                     sat.spawn(self.deferred.upload(sat))
-                self.health.on_session(sat)
             elif t is S.Rejected:
                 self.log("REJECTED by the core (reason %d, %s): it is in closed mode and does not know this "
                          "device; not retrying - re-provision or have the admin register it" % (ev.reason, ev.message))
@@ -1221,8 +1199,6 @@ class Runtime:
 
     async def run(self):
         await self.hal.network_up(self)
-        if self.display is not None:
-            asyncio.create_task(self.display.run())
         if self.deferred is not None:
             asyncio.create_task(self.deferred.run())
         while not self.stopped:

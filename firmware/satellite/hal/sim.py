@@ -7,18 +7,14 @@
 # reply line per command ("ok ..." or "err ..."):
 #   press | release | long            the button (long = held past the long-press time, then released)
 #   mic PATH | mic silence            what the microphone hears next (a WAV restarts at its beginning)
-#   mic live PATH                     a WAV another process is still writing (the web board's browser mic):
-#                                     its end is not the end, the mic hears silence until more arrives
 #   heap                              "ok free=<gc.mem_free()> alloc=<gc.mem_alloc()>"
 #   state                             "ok {json}": connection, pattern, capture/render ids, settings, ...
 #   knob KEY VALUE                    a setting changed on the device (spontaneous SettingState)
 #   mute on|off                       the speaker's hardware mute (renders and set_volume: UNAVAILABLE)
-#   rssi N                            the Wi-Fi signal device.info reports (dBm)
 # A board file with a "display" section gets a panel (hal/simpanel.py): its framebuffer is exported to
 # $ALABAMA_SIM_PANEL (default panel.fb in the flash dir); `state` reports it as "panel".
 # Environment: ALABAMA_SIM_CTL_PORT, ALABAMA_SIM_MIC, ALABAMA_SIM_SPEAKER, ALABAMA_SIM_DUPLEX (full|half),
-# ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs), ALABAMA_SIM_RSSI,
-# ALABAMA_SIM_FLASH_FREE (health and OTA: the flash is the flash dir; this caps what it reports free).
+# ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs).
 import gc
 import json
 import os
@@ -122,7 +118,6 @@ class SimHal:
         # mic
         self._mic = None
         self._mic_on = False
-        self._mic_live = False       # `mic live PATH`: a growing WAV, a short read pads silence and waits
         self._mic_raw = None
         self._mic_n = 0
         self._mic_due = 0
@@ -178,21 +173,6 @@ class SimHal:
             return self._gest.pop(0)
         return 0
 
-    # -- health (simulated: ALABAMA_SIM_RSSI, ALABAMA_SIM_FLASH_FREE, or the `rssi N` command) ----------------
-    def rssi(self):
-        r = getattr(self, "_rssi", None)
-        return r if r is not None else int(_env("ALABAMA_SIM_RSSI", "-52"))
-
-    def reset_cause(self):
-        return "PWRON_RESET"     # the unix port cannot tell; otaboot's own note (crash, ota) takes precedence
-
-    def flash_free(self):
-        v = _env("ALABAMA_SIM_FLASH_FREE")
-        if v:
-            return int(v)
-        st = os.statvfs(".")
-        return st[0] * st[4]
-
     # -- microphone -----------------------------------------------------------------------------------------
     def mic_open(self, rate, nframes):
         self._mic_rate = rate
@@ -233,11 +213,7 @@ class SimHal:
         f = self._mic
         if f is not None:
             n = f.readinto(raw) or 0
-            if n < len(raw) and self._mic_live:
-                if n & 1:            # half a sample written so far: read it again with the next frame
-                    f.seek(-1, 1)
-                    n -= 1
-            elif n < len(raw):
+            if n < len(raw):
                 f.close()
                 self._mic = None
                 self.mic_path = None
@@ -362,9 +338,7 @@ class SimHal:
                 if self._mic is not None:
                     self._mic.close()
                     self._mic = None
-                self._mic_live = parts[1] == "live" and len(parts) > 2
-                self.mic_path = (None if parts[1] == "silence" else
-                                 line.split(None, 2)[2] if self._mic_live else line.split(None, 1)[1])
+                self.mic_path = None if parts[1] == "silence" else line.split(None, 1)[1]
                 if self.mic_path and self._mic_on:
                     self._open_mic_file()
             elif cmd == "heap":
@@ -381,8 +355,6 @@ class SimHal:
                 if rt.check_setting_raw(key, v) is None:
                     return "err bad value for %s" % key
                 sat.knob(key, v)
-            elif cmd == "rssi":
-                self._rssi = int(parts[1])
             elif cmd == "mute":
                 on = len(parts) > 1 and parts[1] == "on"
                 self.muted = on
