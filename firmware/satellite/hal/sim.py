@@ -7,6 +7,8 @@
 # reply line per command ("ok ..." or "err ..."):
 #   press | release | long            the button (long = held past the long-press time, then released)
 #   mic PATH | mic silence            what the microphone hears next (a WAV restarts at its beginning)
+#   mic live PATH                     a WAV another process is still writing (the web board's browser mic):
+#                                     its end is not the end, the mic hears silence until more arrives
 #   heap                              "ok free=<gc.mem_free()> alloc=<gc.mem_alloc()>"
 #   state                             "ok {json}": connection, pattern, capture/render ids, settings, ...
 #   knob KEY VALUE                    a setting changed on the device (spontaneous SettingState)
@@ -118,6 +120,7 @@ class SimHal:
         # mic
         self._mic = None
         self._mic_on = False
+        self._mic_live = False       # `mic live PATH`: a growing WAV, a short read pads silence and waits
         self._mic_raw = None
         self._mic_n = 0
         self._mic_due = 0
@@ -213,7 +216,11 @@ class SimHal:
         f = self._mic
         if f is not None:
             n = f.readinto(raw) or 0
-            if n < len(raw):
+            if n < len(raw) and self._mic_live:
+                if n & 1:            # half a sample written so far: read it again with the next frame
+                    f.seek(-1, 1)
+                    n -= 1
+            elif n < len(raw):
                 f.close()
                 self._mic = None
                 self.mic_path = None
@@ -338,7 +345,9 @@ class SimHal:
                 if self._mic is not None:
                     self._mic.close()
                     self._mic = None
-                self.mic_path = None if parts[1] == "silence" else line.split(None, 1)[1]
+                self._mic_live = parts[1] == "live" and len(parts) > 2
+                self.mic_path = (None if parts[1] == "silence" else
+                                 line.split(None, 2)[2] if self._mic_live else line.split(None, 1)[1])
                 if self.mic_path and self._mic_on:
                     self._open_mic_file()
             elif cmd == "heap":
