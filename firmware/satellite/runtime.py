@@ -205,6 +205,7 @@ class Satellite:
         self.nframes = self.mic_rate * FRAME_MS // 1000            # samples per capture chunk
         self.pframes = self.spk_rate * FRAME_MS // 1000            # samples per playout step
         self.play_buf = rt.play_buf
+        self.display = rt.display
         buffer_ms = rt.buffer_ms
         self.ring = rt.ring
         self.ring.clear()
@@ -421,6 +422,15 @@ class Satellite:
     def _on_render_chunk(self, ev, buf, start, end):
         if ev.id == self.render_id and not self.render_muted:
             self.ring.write(buf, start, end - start)
+        elif self.display is not None:
+            self.display.chunk(ev.id, buf, start, end)       # a text or image stream (satellite.display)
+
+    def _on_display(self, ev):
+        d = self.display
+        err = d.handle(ev) if d is not None else (pb.ErrorCode.CAPABILITY_MISSING, "no panel")
+        if err is not None:
+            self.send(self.s.decline(ev.id, err[0], err[1]))   # an Error on its id; the stream is void
+            self.log("display: error %d on id %d: %s" % (err[0], ev.id, err[1]))
 
     def _on_render_ended(self, ev):
         if ev.id == self.render_id:
@@ -509,6 +519,8 @@ class Satellite:
             self._on_render_ended(ev)
         elif t is S.RenderCancelled:
             self._on_render_cancelled(ev)
+        elif t is S.TextOpen or t is S.ImageOpen or t is S.Show or t is S.DisplayEnded:
+            self._on_display(ev)
         elif t is S.CaptureRequested:
             self._on_capture_requested(ev)
         elif t is S.ToolCall:
@@ -518,6 +530,8 @@ class Satellite:
         elif t is S.Phase:
             self.phase = ev.phase
             self.hal.led(ev.phase, self.settings["led_brightness"])
+            if self.display is not None:
+                self.display.set_phase(ev.phase)
             if not ev.phase and self.rt.deferred is not None:
                 self.rt.deferred.show_queue()          # idle with recordings queued: say so
             self.log("led %s" % (_PHASES[ev.phase] if 0 <= ev.phase < 5 else ev.phase))
@@ -716,7 +730,7 @@ class Runtime:
         # stays "declared but momentarily out of reach" (speaker muted, still draining the previous reply).
         # Never 0 on the wire: 0 would mean the protocol default of 8.
         au = board.get("audio") or {}
-        slots = 1 if au.get("speaker") else 0
+        slots = (1 if au.get("speaker") else 0) + (2 if board.get("display") else 0)   # + a text, an image
         self.max_streams = max(1, min(lim.get("max_concurrent_streams", 4), slots))
         self.buffer_ms = lim.get("buffer_ms", 300)
         self.mic_rate = (au.get("mic") or {}).get("rates", [16000])[0]
@@ -760,6 +774,13 @@ class Runtime:
         self.conn_t0 = 0
         self.trace = self.opt.get("trace", True)
         self.record = None
+        # The panel (a board file with "display"): satellite.display is imported only then (docs/display.md).
+        p = hal.panel() if board.get("display") and hasattr(hal, "panel") else None
+        self.display = None
+        if p is not None:
+            from satellite.display import Display
+            self.display = Display(board, p)
+            self.display.log = self.log
         self.deferred = None         # satellite.deferred.Deferred (app.main): record offline, upload on connect
 
     def log(self, line):
@@ -829,6 +850,8 @@ class Runtime:
                 format=pb.AudioFormat(encoding=pb.Encoding.PCM_S16LE, sample_rate=self.spk_rate, channels=1,
                                       sample_bits=16), buffer_ms=self.buffer_ms)),
         ]
+        if self.display is not None:
+            caps += self.display.capabilities()
         tools = [
             pb.ToolDescriptor(name="device.info", description="Board, firmware, heap, uptime and settings as JSON",
                               input_schema='{"type":"object","properties":{}}'),
@@ -1199,6 +1222,8 @@ class Runtime:
 
     async def run(self):
         await self.hal.network_up(self)
+        if self.display is not None:
+            asyncio.create_task(self.display.run())
         if self.deferred is not None:
             asyncio.create_task(self.deferred.run())
         while not self.stopped:

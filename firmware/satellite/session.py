@@ -33,6 +33,7 @@ CLOSED = const(2)
 # Stream kinds and states (an id is a capture we opened or a render the core opened).
 _CAPTURE = const(0)
 _RENDER = const(1)
+_DISPLAY = const(2)  # a TextRenderOpen / ImageRenderOpen stream: fire-and-forward, ends at its StreamEnd
 _OPEN = const(0)     # chunks may flow
 _ENDED = const(1)    # StreamEnd seen/sent: no chunks; the id waits for its terminal
 _DONE = const(2)     # retired (terminal sent/received, or cancelled)
@@ -74,6 +75,9 @@ _T = {
     _key(_RENDER, _OPEN, _OUT_DONE): _DONE,
     _key(_RENDER, _ENDED, _IN_CANCEL): _DONE,
     _key(_RENDER, _ENDED, _OUT_DONE): _DONE,
+    # A display stream (TextRenderOpen, ImageRenderOpen) has no terminal: its StreamEnd retires it (§10.8).
+    _key(_DISPLAY, _OPEN, _IN_END): _DONE,
+    _key(_DISPLAY, _OPEN, _IN_CANCEL): _DONE,
 }
 
 
@@ -233,6 +237,40 @@ class RenderCancelled:
         self.reason = reason
 
 
+class TextOpen:
+    """The core opened text stream `id` into the TEXT_DISPLAY (role: TextRole); chunks carry UTF-8."""
+
+    def __init__(self, id, role):
+        self.id = id
+        self.role = role
+
+
+class ImageOpen:
+    """The core opened image stream `id` (mime in our accepts, total_bytes within max_image_bytes)."""
+
+    def __init__(self, id, mime, total_bytes):
+        self.id = id
+        self.mime = mime
+        self.total_bytes = total_bytes
+
+
+class Show:
+    """A one-shot Render on `id` to a declared display surface `target`: its ContentBlocks."""
+
+    def __init__(self, id, target, content):
+        self.id = id
+        self.target = target
+        self.content = content
+
+
+class DisplayEnded:
+    """Display stream `id` ended (StreamEnd: paint it) or was cancelled (cancelled: drop it)."""
+
+    def __init__(self, id, cancelled):
+        self.id = id
+        self.cancelled = cancelled
+
+
 class CaptureRequested:
     """The core asks for a capture on id R; answer with accept_request() or decline() (R10.4-a)."""
 
@@ -309,6 +347,8 @@ class Session:
         self._streams = {}
         self._cancelled = [0] * _RECENT_CANCELLED
         self._cancelled_i = 0
+        self._closed = [0] * _RECENT_CANCELLED   # display streams retired by their StreamEnd
+        self._closed_i = 0
         self._out = []
         self._pings = {}
         self._requests = {}          # RequestCapture ids not yet answered -> correlation_ref
@@ -462,8 +502,8 @@ class Session:
         """Error on a core request id; default UNAVAILABLE (a RequestCapture decline, R10.4-a)."""
         self._requests.pop(id, None)
         st = self._streams.get(id)
-        if st is not None and st.kind == _RENDER:
-            self._retire(id)
+        if st is not None and st.kind != _CAPTURE:
+            self._retire(id)   # a render or display stream we refuse: its stragglers are discarded
         return self.error(id, code, message)
 
     def ping(self, now_us):
@@ -536,11 +576,14 @@ class Session:
     def _on_chunk(self, id, m):
         st = self._streams.get(id)
         if st is None:
+            if id in self._closed:
+                self._reply_error(id, pb.ErrorCode.STREAM_CLOSED, "stream %d has ended" % id)
+                return None
             if self._recently_cancelled(id):
                 return None   # R10.3-b: stragglers on a cancelled id are discarded silently
             self._reply_error(id, pb.ErrorCode.UNKNOWN_STREAM, "no stream %d" % id)
             return None
-        if st.kind != _RENDER:
+        if st.kind == _CAPTURE:
             self._reply_error(id, pb.ErrorCode.INVALID_REQUEST, "stream %d is ours" % id)
             return None
         if st.state != _OPEN:
@@ -573,6 +616,10 @@ class Session:
             return Ignored(id, "stream_end", "stream already ended")
         if st.kind == _CAPTURE:
             return CaptureEnded(id, m.reason)   # the mic stops; the id waits for its terminal
+        if st.kind == _DISPLAY:
+            self._closed[self._closed_i] = id   # later chunks: STREAM_CLOSED (R10.10-d)
+            self._closed_i = (self._closed_i + 1) % _RECENT_CANCELLED
+            return DisplayEnded(id, False)
         return RenderEnded(id)
 
     def _on_stream_cancel(self, id, m, now_us):
@@ -581,6 +628,8 @@ class Session:
             return Ignored(id, "stream_cancel", "unknown or cancelled stream")
         if st.kind == _CAPTURE:
             return CaptureDone(id, False, cancelled=True, code=m.reason)
+        if st.kind == _DISPLAY:
+            return DisplayEnded(id, True)
         return RenderCancelled(id, m.reason)
 
     def _on_response(self, id, m, now_us):
@@ -601,6 +650,9 @@ class Session:
         if st is not None and st.kind == _RENDER:
             self._retire(id)
             return RenderCancelled(id, pb.StreamReason.FAILED)
+        if st is not None and st.kind == _DISPLAY:
+            self._retire(id)
+            return DisplayEnded(id, True)
         return Ignored(id, "error", "code %d on no open request: %s" % (m.code, m.message))
 
     def _on_ping(self, id, m, now_us):
@@ -635,7 +687,7 @@ class Session:
             self._reply_error(id, pb.ErrorCode.INVALID_REQUEST, "id %d is already open" % id)
             return None
         limit = self.surface.max_concurrent_streams or DEFAULT_MAX_STREAMS
-        if self.open_streams(_RENDER) >= limit:   # R10.3-c, on the new id
+        if self.open_streams(_RENDER) + self.open_streams(_DISPLAY) >= limit:   # R10.3-c, on the new id
             self._reply_error(id, pb.ErrorCode.TOO_MANY_STREAMS, "at most %d render streams" % limit)
             return None
         declared = cap.speaker.format if cap.params == "speaker" else None
@@ -684,12 +736,67 @@ class Session:
     def _on_capture_ack(self, id, m, now_us):
         return CaptureAcked(id, m.stored)
 
+    def _open_display(self, id, kind, op):
+        """Checks common to TextRenderOpen and ImageRenderOpen; the declared capability or None (replied)."""
+        if not self._check_core_id(id, op):
+            return None
+        cap = self.surface.capability(kind)
+        if cap is None:
+            self._reply_error(id, pb.ErrorCode.CAPABILITY_MISSING, "no capability %d declared" % kind)
+            return None
+        if id in self._streams:
+            self._reply_error(id, pb.ErrorCode.INVALID_REQUEST, "id %d is already open" % id)
+            return None
+        limit = self.surface.max_concurrent_streams or DEFAULT_MAX_STREAMS
+        if self.open_streams(_RENDER) + self.open_streams(_DISPLAY) >= limit:   # R10.3-c, on the new id
+            self._reply_error(id, pb.ErrorCode.TOO_MANY_STREAMS, "at most %d render streams" % limit)
+            return None
+        return cap
+
+    def _on_text_render_open(self, id, m, now_us):
+        if self._open_display(id, pb.CapabilityKind.CAPABILITY_TEXT_DISPLAY, "text_render_open") is None:
+            return None
+        self._streams[id] = _Stream(_DISPLAY, _OPEN)
+        return TextOpen(id, m.role)
+
+    def _on_image_render_open(self, id, m, now_us):
+        cap = self._open_display(id, pb.CapabilityKind.CAPABILITY_IMAGE_DISPLAY, "image_render_open")
+        if cap is None:
+            return None
+        p = cap.image_display
+        refuse = None
+        if m.mime not in p.accepts:
+            refuse = (pb.ErrorCode.INVALID_REQUEST, "image %s is not in accepts" % m.mime)
+        elif not m.total_bytes:
+            refuse = (pb.ErrorCode.INVALID_REQUEST, "total_bytes is 0")
+        elif m.total_bytes > p.max_image_bytes:
+            # Checked before any buffer is sized from it (spec §10.5: an Error if it cannot be allocated).
+            refuse = (pb.ErrorCode.RESOURCE_EXHAUSTED, "image of %d bytes is over max_image_bytes %d"
+                      % (m.total_bytes, p.max_image_bytes))
+        if refuse is not None:
+            self._reply_error(id, refuse[0], refuse[1])
+            self._retire(id)          # the chunks already in flight are discarded silently
+            return None
+        self._streams[id] = _Stream(_DISPLAY, _OPEN)
+        return ImageOpen(id, m.mime, m.total_bytes)
+
+    def _on_render(self, id, m, now_us):
+        if not self._check_core_id(id, "render"):
+            return None
+        if m.target not in _SHOWN or self.surface.capability(m.target) is None:
+            self._reply_error(id, pb.ErrorCode.CAPABILITY_MISSING, "no display %d declared" % m.target)
+            return None
+        return Show(id, m.target, m.content)
+
     def _on_undeclared_render(self, id, m, now_us):
-        # TextRenderOpen / ImageRenderOpen / Render / MediaControl: our boards declare no display or
-        # media sink. A core must not send them (R10.10-e); if one does, say so on its id.
-        self._reply_error(id, pb.ErrorCode.CAPABILITY_MISSING, "no display or media sink declared")
+        # MediaControl: our boards declare no media sink. A core must not send it (R10.10-e); if one
+        # does, say so on its id.
+        self._reply_error(id, pb.ErrorCode.CAPABILITY_MISSING, "no media sink declared")
         return None
 
+
+# The surfaces a Render may target that this firmware can declare (HTML_DISPLAY never: R10.5-b).
+_SHOWN = (pb.CapabilityKind.CAPABILITY_TEXT_DISPLAY, pb.CapabilityKind.CAPABILITY_IMAGE_DISPLAY)
 
 _HANDLERS = {
     "error": Session._on_error,
@@ -705,8 +812,8 @@ _HANDLERS = {
     "pipeline_state": Session._on_pipeline_state,
     "capture_ack": Session._on_capture_ack,
     "response": Session._on_response,
-    "text_render_open": Session._on_undeclared_render,
-    "image_render_open": Session._on_undeclared_render,
-    "render": Session._on_undeclared_render,
+    "text_render_open": Session._on_text_render_open,
+    "image_render_open": Session._on_image_render_open,
+    "render": Session._on_render,
     "media_control": Session._on_undeclared_render,
 }
