@@ -256,3 +256,120 @@ def test_zero_allocation_decoding_a_stream_chunk_into_a_reused_envelope():
         assert e == 0, e
     else:
         assert d is None
+
+
+# --- the generated fast decoder (Envelope._D) against the table-driven one (pb.decode_generic) ---------
+
+def _uv(v):
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _ld(key, body):
+    return _uv(key) + _uv(len(body)) + body
+
+
+# Values on both sides of every inline path: 1 and 2 bytes inline, 3..5 bytes below 2**30 through pb._vq,
+# 2**30 and above (and 10-byte, over-long and over-range varints) left to the generic decoder.
+EDGE = (0, 1, 127, 128, 16383, 16384, 2 ** 21, 2 ** 28, 2 ** 30 - 1, 2 ** 30, 2 ** 32 - 1, 2 ** 32, 2 ** 63,
+        2 ** 64 - 1)
+
+
+def _hot_seeds():
+    s = []
+    for v in EDGE:
+        s.append(_uv(8) + _uv(v) + _ld(66, _uv(8) + _uv(v) + _uv(16) + _uv(v)))      # id, StreamChunk
+        s.append(_ld(130, _uv(8) + _uv(v)) + _uv(8) + _uv(v))                          # CaptureAck, then id
+    s += [
+        unhex(STREAM_CHUNK),
+        _ld(66, b"\x08\x05") + _ld(66, b"\x10\x07"),            # a repeated arm merges
+        _ld(42, b"\x08\x01") + _ld(66, b"\x08\x02"),            # another arm, then a hot one: last wins
+        _ld(66, b"\x08\x02") + _ld(130, b"\x08\x03"),            # two hot arms: last wins
+        _ld(66, b"\x08\x02\x18\x09\x08\x03"),                    # an unknown field inside the chunk
+        _ld(66, b"\x08\x02") + _ld(99, b"xy"),                   # an unknown arm after a known one
+        _ld(99, b"xy") + _ld(66, b"\x08\x02"),                   # a known arm clears unknown_op
+        b"\x08\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",         # 11-byte varint
+        b"\x08" + _uv(2 ** 64 - 1) + b"\x42\x02\x08",            # arm length past the end
+        b"\x42\x82\x00\x08\x05",                                 # a two-byte length
+        b"\x42\x03\x08\x05",                                     # truncated arm
+        b"\x42\x02\x0a\x00",                                     # wrong wire type inside the chunk
+        b"\x82\x01\x02\x08\x80",                                 # truncated varint inside CaptureAck
+        b"\x82\x02\x00\x08\x01",                                 # same first key byte, other field
+        b"\x10\x01",                                             # Envelope field 2 as a varint
+    ]
+    return s
+
+
+def _outcome(decode, env, raw):
+    try:
+        decode(env, raw, 0, len(raw))
+    except pb.DecodeError as e:
+        return (e.code, e.field)
+    return None
+
+
+def _same(fast_env, gen_env, raw):
+    assert fast_env == gen_env, (raw, fast_env, gen_env)
+    assert fast_env.op == gen_env.op and fast_env.unknown_op == gen_env.unknown_op, raw
+    if fast_env.op is not None:
+        assert getattr(fast_env, fast_env.op) == getattr(gen_env, gen_env.op), raw
+
+
+def test_generated_decoder_matches_the_table_driven_decoder():
+    assert v1.Envelope._D is not None and v1.Hello._D is None
+    state = [0x1F2E3D4C]
+    seeds = _hot_seeds()
+    fast_env = v1.Envelope()   # one reused Envelope each, fed the same sequence: the pools are exercised too
+    gen_env = v1.Envelope()
+    checked = refused = 0
+    for i in range(2400):
+        b = bytearray(seeds[i % len(seeds)])
+        if i >= len(seeds):
+            for _ in range(1 + _rand(state) % 3):
+                op = _rand(state) % 4
+                pos = _rand(state) % (len(b) + 1)
+                if op == 0 and b:
+                    b[pos % len(b)] ^= 1 << (_rand(state) % 8)
+                elif op == 1:
+                    b = b[:pos]
+                elif op == 2:
+                    b[pos:pos] = bytes([_rand(state) & 0xFF])
+                elif b:
+                    b[pos % len(b)] = _rand(state) & 0xFF
+        raw = bytes(b)
+        a = _outcome(pb.decode_into, fast_env, raw)
+        g = _outcome(pb.decode_generic, gen_env, raw)
+        assert a == g, (raw, a, g)
+        if a is None:
+            _same(fast_env, gen_env, raw)
+            _same(pb.decode(v1.Envelope, raw), gen_env, raw)   # a fresh Envelope too
+            checked += 1
+        else:
+            assert a[0] != pb.INTERNAL, (raw, a)
+            refused += 1
+    assert checked > 300 and refused > 300, (checked, refused)
+
+
+def test_generated_decoder_reuses_the_hot_arms_without_allocating():
+    env = v1.Envelope()
+    chunk = bytearray(_uv(8) + _uv(300) + _ld(66, _uv(8) + _uv(2 ** 29) + _uv(16) + _uv(40000)))
+    ack = bytearray(_ld(130, b"\x08\x02"))
+    ping = bytearray(_ld(42, b"\x08\x01"))
+    for raw in (chunk, ack, ping, chunk, ack, ping):  # warm-up: each arm's instance made once
+        pb.decode_into(env, raw, 0, len(raw))
+    total = 0
+    for raw in (chunk, chunk, ack, chunk, ping, ack, ack, chunk):
+        if IS_MICROPYTHON:
+            total += mem_alloc_delta(pb.decode_into, env, raw, 0, len(raw))
+        else:
+            pb.decode_into(env, raw, 0, len(raw))
+    assert env.op == "stream_chunk" and env.id == 300 and env.stream_chunk.seq == 2 ** 29
+    assert env.stream_chunk.capture_ts == 40000 and env.ping is None and env.capture_ack is None
+    pb.decode_into(env, ack, 0, len(ack))
+    assert env.op == "capture_ack" and env.capture_ack.stored == 2 and env.stream_chunk is None and env.id == 0
+    if IS_MICROPYTHON:
+        assert total == 0, total

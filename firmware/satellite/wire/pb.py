@@ -11,9 +11,12 @@ call :func:`table` with its fields. Everything else lives here, once:
   a reused Envelope without allocating).
 * Every failure is a :class:`DecodeError` / :class:`EncodeError` with a ``code`` and the ``field``.
 
-Field tuple (generated): ``(num, name, type, rep, sub, oneof, max_size, max_count)``; ``type`` is
-one of the ``_T_*`` codes below, ``rep`` 0 = singular, 1 = repeated, 2 = repeated packed;
-``table()`` appends the key (num << 3 | wire type). See docs/codec.md.
+Field tuple (generated): ``(num, name, type, rep, sub, oneof, max_size, max_count, key)``; ``type``
+is one of the ``_T_*`` codes below, ``rep`` 0 = singular, 1 = repeated, 2 = repeated packed, ``key``
+num << 3 | wire type. The generated class bodies hold the tables themselves (``_F`` and the few
+derived ones, see ``Message``), so importing them builds nothing; ``table()`` derives them for a
+hand-written class. A generated root message may carry ``_D``, its straight-line decoder (the hot
+arms inline; anything else continues in ``_dec``). See docs/codec.md.
 Decode is not re-entrant across threads (one module-level reader); MicroPython runs one.
 """
 import sys
@@ -127,16 +130,25 @@ class Message:
     for encoding: set arms through the constructor or set both ``msg.op`` and the arm attribute.
     """
 
-    _k = None  # per instance: sub-message instances kept for reuse by decode_into
+    # Per class (generated in the class body; table() for a hand-written class). Only _F and _x are
+    # per class everywhere; the others exist where they are not empty (RAM: docs/memory.md).
+    _F = ()    # field tuples in field-number order
+    _x = b""   # field number -> index in _F + 1 (0: not a field); len = largest number + 1
+    _E = None  # encode order when the class has a contiguous oneof (collapsed into its name); else _F
+    _L = ()    # names of the repeated fields (an empty list per instance)
+    _O = ()    # oneof names
+    _B = None  # oneof arm name -> field tuple (classes with a oneof: arm switches and encoding look arms up)
     _U = None  # (oneof, attribute) recording an unknown arm's field number (root message only)
+    _D = None  # generated straight-line decoder (m, buf, start, end) of a root message
+    _k = None  # per instance: sub-message instances kept for reuse by decode_into
 
     def __init__(self, **kw):
         for n in self._L:
             setattr(self, n, [])
         if kw:
-            by = self._B
+            cls = type(self)
             for k in kw:
-                f = by.get(k)
+                f = _field(cls, k)
                 if f is None:
                     raise TypeError("%s has no field %s" % (type(self).__name__, k))
                 o = f[_ONEOF]
@@ -175,45 +187,44 @@ class Message:
         return "%s(%s)" % (type(self).__name__, ", ".join(parts))
 
 
-def table(cls, fields, unknown_arm=None):
-    """Attach a generated field table to ``cls`` and derive its lookup tables (import time only).
+def _field(cls, name):
+    # The field tuple of ``name``: a oneof arm from _B, any other linearly (only constructors ask).
+    b = cls._B
+    if b is not None:
+        f = b.get(name)
+        if f is not None:
+            return f
+    for f in cls._F:
+        if f[_NAME] == name:
+            return f
+    return None
 
-    ``_E`` is the encode order: field tuples extended with their key (num << 3 | wire type), and
-    each oneof whose arms are contiguous in number order collapsed into its name (one lookup
-    instead of one test per arm).
-    """
-    ext = []
-    copied = False
+
+def derive(fields):
+    """(``_x``, ``_E``, ``_L``, ``_O``, ``_B``) of a field table (what the generator writes in each class
+    body; tests compare the two). ``_E`` is None unless a oneof's arms are contiguous in number order: then
+    it is the encode order with the oneof collapsed into its name (one lookup instead of one test per arm).
+    ``_B`` maps each oneof arm's name to its field (None without a oneof)."""
+    top = 0
     for f in fields:
-        wt = 2 if f[_REP] == 2 else _WT[f[_TYPE]]
-        key = (f[_NUM] << 3) | wt
-        if len(f) > _KEY:
-            if f[_KEY] != key:
-                raise ValueError("field %s of %s: table key %d, expected %d: regenerate the codec (alabama "
-                                 "codegen)" % (f[_NAME], cls.__name__, f[_KEY], key))
-            ext.append(f)       # generated with its key: kept as is (no copy, docs/memory.md)
-        else:
-            ext.append(f + (key,))
-            copied = True
-    if copied or type(fields) is not tuple:
-        fields = tuple(ext)
-    cls._F = fields
-    n = {}
-    b = {}
+        if f[_NUM] > top:
+            top = f[_NUM]
+    x = bytearray(top + 1 if fields else 0)
     lists = []
-    plain = []
     oneofs = []
-    for f in fields:
-        n[f[_NUM]] = f
-        b[f[_NAME]] = f
+    arms = {}
+    for i in range(len(fields)):
+        f = fields[i]
+        x[f[_NUM]] = i + 1
         if f[_REP]:
             lists.append(f[_NAME])
         o = f[_ONEOF]
-        if o is None:
-            plain.append(f)
-        elif o not in oneofs:
-            oneofs.append(o)
+        if o is not None:
+            arms[f[_NAME]] = f
+            if o not in oneofs:
+                oneofs.append(o)
     order = []
+    collapsed = False
     for f in fields:
         o = f[_ONEOF]
         if o is None:
@@ -224,18 +235,30 @@ def table(cls, fields, unknown_arm=None):
         idx = [i for i in range(len(fields)) if fields[i][_ONEOF] == o]
         if idx[-1] - idx[0] + 1 == len(idx):  # contiguous: one item for the whole oneof
             order.append(o)
+            collapsed = True
         else:
             order.append(f)
-    cls._E = tuple(order)
-    cls._N = n
-    cls._B = b
-    cls._L = tuple(lists)
-    cls._S = tuple(plain)
-    # What _reset does, field by field, worked out once: (name, default) of the plain singular scalars,
-    # names of the plain singular sub-messages.
-    cls._R = tuple((f[_NAME], _DEF[f[_TYPE]]) for f in plain if not f[_REP] and f[_TYPE] != _T_MESSAGE)
-    cls._RM = tuple(f[_NAME] for f in plain if not f[_REP] and f[_TYPE] == _T_MESSAGE)
-    cls._O = tuple(oneofs)
+    return bytes(x), (tuple(order) if collapsed else None), tuple(lists), tuple(oneofs), (arms if arms else None)
+
+
+def table(cls, fields, unknown_arm=None):
+    """Attach a hand-written field table to ``cls`` (generated classes carry theirs in the class body).
+
+    Field tuples may omit the key (9th item): it is appended. Field numbers must fit the ``_x`` index
+    (a message of at most 255 fields)."""
+    ext = []
+    for f in fields:
+        wt = 2 if f[_REP] == 2 else _WT[f[_TYPE]]
+        key = (f[_NUM] << 3) | wt
+        if len(f) > _KEY:
+            if f[_KEY] != key:
+                raise ValueError("field %s of %s: table key %d, expected %d" % (f[_NAME], cls.__name__, f[_KEY], key))
+            ext.append(f)
+        else:
+            ext.append(f + (key,))
+    fields = tuple(ext)
+    cls._F = fields
+    cls._x, cls._E, cls._L, cls._O, cls._B = derive(fields)
     cls._U = unknown_arm
 
 
@@ -253,8 +276,18 @@ def decode(cls, buf, start=0, end=None):
 def decode_into(msg, buf, start=0, end=None):
     """Reset ``msg`` to defaults and decode ``buf[start:end]`` into it, reusing its sub-messages.
 
-    On DecodeError the content of ``msg`` is unspecified (the next decode_into resets it).
+    A class with a generated decoder (``_D``) decodes through it. On DecodeError the content of
+    ``msg`` is unspecified (the next decode_into resets it).
     """
+    _decode(msg, buf, start, end, type(msg)._D)
+
+
+def decode_generic(msg, buf, start=0, end=None):
+    """decode_into without the generated decoder: the table-driven reference it is tested against."""
+    _decode(msg, buf, start, end, None)
+
+
+def _decode(msg, buf, start, end, fast):
     n = len(buf)
     if end is None:
         end = n
@@ -263,8 +296,11 @@ def decode_into(msg, buf, start=0, end=None):
     if start < 0 or end > n or start > end:
         _fail(LENGTH)
     try:
-        _reset(msg)
-        _dec(msg, buf, start, end, 0)
+        if fast is None:
+            _reset(msg)
+            _dec(msg, buf, start, end, 0)
+        else:
+            fast(msg, buf, start, end)
     except DecodeError:
         raise
     except Exception as e:  # a bug here must still surface as the one typed error
@@ -272,24 +308,27 @@ def decode_into(msg, buf, start=0, end=None):
 
 
 def _reset(msg):
-    # Hot: runs for the Envelope and its arm on every decode_into (StreamChunk per audio frame), so it
-    # works from the per-class plans table() made and stores defaults unconditionally (a store is
-    # cheaper than a load and a compare; neither allocates).
+    # The generic reset (a generated decoder resets its own message straight-line). Stores defaults
+    # unconditionally (a store is cheaper than a load and a compare; neither allocates).
     cls = type(msg)
-    for name, d in cls._R:
-        setattr(msg, name, d)
-    for name in cls._RM:
-        v = getattr(msg, name)
-        if v is not None:
-            _keep(msg, name, v)
-            setattr(msg, name, None)
-    for name in cls._L:
-        v = getattr(msg, name)
-        if type(v) is list:
-            if v:
-                del v[:]
+    for f in cls._F:
+        if f[_ONEOF] is not None:
+            continue
+        name = f[_NAME]
+        if f[_REP]:
+            v = getattr(msg, name)
+            if type(v) is list:
+                if v:
+                    del v[:]
+            else:
+                setattr(msg, name, [])
+        elif f[_TYPE] == _T_MESSAGE:
+            v = getattr(msg, name)
+            if v is not None:
+                _keep(msg, name, v)
+                setattr(msg, name, None)
         else:
-            setattr(msg, name, [])
+            setattr(msg, name, _DEF[f[_TYPE]])
     for o in cls._O:
         a = getattr(msg, o)
         if a is not None:
@@ -308,7 +347,7 @@ def _keep(msg, name, sub):
 
 
 def _clear_arm(msg, name):
-    f = type(msg)._B[name]
+    f = _field(type(msg), name)
     if f[_TYPE] == _T_MESSAGE:
         v = getattr(msg, name)
         if v is not None:
@@ -344,6 +383,28 @@ def _varint(buf, p, end):
         s += 7
         if s == 70:
             _fail(VARINT_TOO_LONG)
+
+
+def _vq(buf, p, end):
+    # For the generated decoders: a varint at p of at most 5 bytes whose value is below 2**30 (a small
+    # int on the board: no allocation), end position left in _rd.pos; -1 for anything else (truncated,
+    # longer, larger), which the caller leaves to the generic decoder. Raises nothing.
+    v = 0
+    s = 0
+    while p < end:
+        b = buf[p]
+        p += 1
+        if s == 28:
+            if b > 3:
+                return -1
+            _rd.pos = p
+            return v | (b << 28)
+        v |= (b & 0x7F) << s
+        if b < 0x80:
+            _rd.pos = p
+            return v
+        s += 7
+    return -1
 
 
 def _skip_varint(buf, p, end):
@@ -494,7 +555,9 @@ def _unknown_arm(msg, u, num):
 def _dec(msg, buf, p, end, depth):
     r = _rd
     cls = type(msg)
-    tab = cls._N
+    x = cls._x
+    nx = len(x)
+    tab = cls._F
     r.m = cls
     while p < end:
         r.f = None
@@ -509,14 +572,15 @@ def _dec(msg, buf, p, end, depth):
                 _fail(VARINT_RANGE)
         num = key >> 3
         wt = key & 7
-        f = tab.get(num)
-        if f is None:
+        i = x[num] if num < nx else 0
+        if i == 0:
             if num == 0:
                 _fail(TAG)
             if wt == 2 and cls._U is not None:
                 _unknown_arm(msg, cls._U, num)
             p = _skip(buf, p, end, wt)
             continue
+        f = tab[i - 1]
         r.f = f
         t = f[_TYPE]
         if f[_REP]:
@@ -735,6 +799,7 @@ def _blob(t, v, cls, f):
 class _Empty:
     # Stands for an empty sub-message (a selected oneof arm whose value is None).
     _E = ()
+    _F = ()
     _sz = 0
 
 
@@ -762,12 +827,15 @@ def size(msg):
     """Encoded size of ``msg`` in bytes (also cached on each sub-message for the write pass)."""
     cls = type(msg)
     n = 0
-    for it in cls._E:
+    order = cls._E
+    if order is None:
+        order = cls._F
+    for it in order:
         if type(it) is str:  # a oneof: only the selected arm
             a = getattr(msg, it)
             if a is None:
                 continue
-            f = cls._B[a]
+            f = _field(cls, a)
             v = getattr(msg, a)
             if v is None:
                 v = _EMPTY
@@ -841,12 +909,15 @@ def _write_value(buf, p, t, v, cls, f):
 
 def _enc(msg, buf, p):
     cls = type(msg)
-    for it in cls._E:
+    order = cls._E
+    if order is None:
+        order = cls._F
+    for it in order:
         if type(it) is str:
             a = getattr(msg, it)
             if a is None:
                 continue
-            f = cls._B[a]
+            f = _field(cls, a)
             v = getattr(msg, a)
             if v is None:
                 v = _EMPTY
