@@ -40,6 +40,11 @@ def test_impls_available():
     if IS_MICROPYTHON:
         assert chachapoly.IMPLS == ("viper", "pure")
         assert ChaChaPoly().impl == "viper"
+        # the width check: the mask-free 32-bit twin exactly where viper ints are 32 bits (the board,
+        # the 32-bit build), the masked one on the 64-bit port; each is checked against pure below
+        import sys
+        want = "_chacha32_viper" if sys.maxsize < (1 << 32) else "_chacha_viper"
+        assert chachapoly._chacha_viper.__name__.rpartition(".")[2] == want
     else:
         assert chachapoly.IMPLS == ("pure",)
     assert raises(LimitError, ChaChaPoly, "nonesuch").code == "CRYPTO_LIMIT"

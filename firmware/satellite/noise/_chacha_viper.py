@@ -12,6 +12,8 @@
 #    the emitter has no shift-by-immediate, so the left shift is a MULL by a literal (ssl+sll+movi
 #    otherwise). T * 2**r equals T << r modulo the word size at 32 and at 64 bits.
 #
+# This module is for 64-bit ports (the unix port): chachapoly.py imports _chacha32_viper where viper
+# ints are 32 bits (the board), which rotates without the masks below.
 # Correct at 32 and 64 bits: every value is uint (logical shifts). ChaCha words may carry garbage
 # above bit 31 on a 64-bit port (carries of +, bits shifted out by <<); it never reaches the low 32
 # bits: +, ^, << only move bits upward, and every >> is masked to the bits that came from below

@@ -11,8 +11,14 @@ except ImportError:
 
 # The pure twins are imported only when chosen (_modules): with the viper path they would cost ~3 KB of
 # heap for nothing (docs/memory.md).
+# Width check: viper ints are as wide as the port's machine word, so sys.maxsize (2**31-1 on the board
+# and the 32-bit build) says which twin is right: _chacha32_viper rotates without masks (32-bit only).
 try:
-    from satellite.noise import _chacha_viper
+    import sys
+    if sys.maxsize < (1 << 32):
+        from satellite.noise import _chacha32_viper as _chacha_viper
+    else:
+        from satellite.noise import _chacha_viper
     IMPLS = ("viper", "pure")
 except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
     # CPython, a MicroPython without the native emitter, or (MemoryError) no room for its native code on a board
