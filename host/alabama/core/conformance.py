@@ -48,6 +48,7 @@ class Report:
         self.errors_sent = {}       # ErrorCode name -> count
         self.violations = []
         self.dropped = 0
+        self.deferred = []          # one dict per DEFERRED recording completed here (pipeline._spoken_at)
 
     @property
     def clean(self):
@@ -90,6 +91,7 @@ class Report:
             "clean": self.clean,
             "violations": [v.as_dict() for v in self.violations],
             "violations_dropped": self.dropped,
+            "deferred": list(self.deferred),
         }
 
     def to_json(self):

@@ -36,6 +36,11 @@ MAX_BULK_QUEUED = 64
 PLAYBACK_GRACE_S = 5.0
 #: A DEFERRED capture is acknowledged every this many stored chunks (CaptureAck is cumulative).
 ACK_EVERY = 25
+#: A DEFERRED chunk whose capture_ts is more than this many chunk durations after the previous one's says
+#: chunks are missing (a RELIABLE stream has no gaps, R10.10-c): the conformance report flags it.
+GAP_CHUNKS = 1.5
+#: How long the end of a DEFERRED recording waits for this connection's Ping round (the clock mapping).
+CLOCK_WAIT_S = 3.0
 
 
 # ---------------------------------------------------------------------------------- audio helpers
@@ -210,18 +215,25 @@ class VoicePipeline:
         rate = fmt.sample_rate or 16000
         if not cap["ambient"] and co.mode == ops.LIVE and co.trigger != ops.BUTTON:
             cap["ep"] = EnergyEndpointer(rate, fmt.channels or 1)
+        if cap["deferred"] and not co.correlation_ref:
+            # R10.4-d: without the handle the upload cannot resume: a drop would lose or duplicate it.
+            self.s.report.add("R10.4-d", "deferred_no_correlation_ref", "DEFERRED CaptureOpen id %d carries no "
+                              "correlation_ref: it cannot be resumed after a reconnect" % ev.id, id_=ev.id,
+                              op="capture_open")
         if cap["deferred"] and co.correlation_ref:
             key = (self.conn.device_id, co.correlation_ref)
             cap["key"] = key
             self.deferred.sweep()
             st = self.deferred.get(key)
-            if st is not None:
-                # Resume: re-issue the high-water mark on the new id so the device skips what is stored (R10.4-d).
-                self.s.capture_ack(ev.id, st["count"])
-            else:
-                self.deferred.create(key)
+            if st is None:
+                st = self.deferred.create(key)
+            # The high-water mark on the new id, 0 for a recording we hold nothing of: the device sends from
+            # there, and knows at once that it may start (R10.4-d: it skips what is stored).
+            self.s.capture_ack(ev.id, st["count"])
             self.deferred.hold(key)            # never evicted while this capture is open (or its turn reads it)
             cap["held"] = True
+            if self.s.clock_offset_us is None and self.s.phase == "OPEN":
+                self.s.ping()                  # capture_ts maps to wall clock through this connection's round
         self.captures[ev.id] = cap
         if not cap["ambient"]:
             self.s.pipeline_state(PS.LISTENING)
@@ -238,6 +250,14 @@ class VoicePipeline:
                                   "stored %d: a duplicate after resume" % (ev.capture_ts, st["last_ts"]), id_=ev.id,
                                   op="stream_chunk")
                 return
+            dur = self._chunk_us(cap, len(ev.data))
+            if st["last_ts"] is not None and dur and ev.capture_ts - st["last_ts"] > GAP_CHUNKS * dur:
+                self.s.report.add("R10.10-c", "deferred_gap", "DEFERRED chunk %d with capture_ts %d, %d us after the "
+                                  "stored %d (one chunk is %d us): chunks are missing" % (
+                                      st["count"], ev.capture_ts, ev.capture_ts - st["last_ts"], st["last_ts"], dur),
+                                  id_=ev.id, op="stream_chunk")
+            if st.get("first_ts") is None:
+                st["first_ts"] = ev.capture_ts
             self.deferred.append(cap["key"], st, ev.data, ev.capture_ts)
             if st["count"] % ACK_EVERY == 0:
                 self.s.capture_ack(ev.id, st["count"])
@@ -252,6 +272,33 @@ class VoicePipeline:
             self.s.end_capture(ev.id)
             self._start_turn(ev.id)
             self.conn.flush()
+
+    @staticmethod
+    def _chunk_us(cap, nbytes):
+        fmt = cap["open"].format
+        per_s = (fmt.sample_rate or 16000) * (fmt.channels or 1) * 2
+        return nbytes * 1000000 // per_s
+
+    async def _spoken_at(self, cap):
+        """The DEFERRED recording's first capture_ts mapped to the core's wall clock through this connection's
+        Ping round (offset = satellite clock - core clock), recorded in the conformance report."""
+        st = self.deferred.get(cap["key"])
+        if st is None:
+            return
+        t0 = time.monotonic()
+        while self.s.clock_offset_us is None and time.monotonic() - t0 < CLOCK_WAIT_S and self.s.phase == "OPEN":
+            await asyncio.sleep(0.01)
+        off = self.s.clock_offset_us
+        first = st.get("first_ts")
+        rec = {"correlation_ref": cap["key"][1], "chunks": st["count"], "bytes": len(st["audio"]),
+               "first_capture_ts": first, "last_capture_ts": st["last_ts"], "offset_us": off, "rtt_us": self.s.rtt_us,
+               "spoken_at_us": (first - off) if first is not None and off is not None else None}
+        self.s.report.deferred.append(rec)
+        if rec["spoken_at_us"] is not None:
+            log.info("%s: DEFERRED %r: %d chunks spoken at %s (offset %d us, rtt %s us)", self.conn.device_id,
+                     rec["correlation_ref"], rec["chunks"],
+                     time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(rec["spoken_at_us"] / 1e6)) +
+                     ".%03d UTC" % (rec["spoken_at_us"] // 1000 % 1000), off, self.s.rtt_us)
 
     def _on_StreamEnded(self, ev):
         cap = self.captures.get(ev.id)
@@ -346,6 +393,8 @@ class VoicePipeline:
         cap = self.captures.get(cid)
         try:
             co = cap["open"]
+            if cap["key"]:
+                await self._spoken_at(cap)      # the whole recording is in: when was it spoken?
             audio = bytes(self.deferred[cap["key"]]["audio"]) if cap["key"] else bytes(cap["audio"])
             turn = Turn(cid, audio, co.format.sample_rate or 16000, co.format.channels or 1,
                         device_id=self.conn.device_id, trigger=co.trigger)
