@@ -254,6 +254,22 @@ class Esp32Hal:
         self._np[0] = (r * brightness // 100, g * brightness // 100, b * brightness // 100)
         self._np.write()
 
+    # -- panel (docs/display.md) ------------------------------------------------------------------------
+    _panel = None
+
+    def panel(self):
+        """The board's panel (hal/ili9342.py, imported only for a board file with a "display" section),
+        initialised and lit, or None."""
+        d = self.board.get("display")
+        if not d:
+            return None
+        if self._panel is None:
+            from satellite.hal.ili9342 import Ili9342
+            import time
+            self._panel = Ili9342(d, self._machine, time.sleep_ms)
+            self._panel.backlight(100)
+        return self._panel
+
     # -- button ------------------------------------------------------------------------------------------
     def gesture(self):
         if self._buttons:
