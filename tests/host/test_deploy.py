@@ -256,7 +256,8 @@ def test_one_changed_module_copies_that_module_and_the_manifest(board, build_dir
     (board.flash / "data" / "core.pub").write_bytes(b"\x07" * 32)
     lines = []
     copied = deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, reset=False, out=lines.append)
-    assert copied == ["lib/satellite/hal/__init__.mpy", deploy.MANIFEST]
+    # the module, the set's own manifest (its sha256 changed: device.info's firmware digest) and deploy's manifest
+    assert copied == ["lib/satellite/_manifest.json", "lib/satellite/hal/__init__.mpy", deploy.MANIFEST]
     assert [ln.split()[1] for ln in lines if ln.startswith("copy ")] == copied
     assert mpremote(board.pty_path, "exec", "import satellite.hal as h; print(h.DEPLOY_TEST_MARK)").strip() == "42"
     assert (board.flash / "data" / "core.pub").read_bytes() == b"\x07" * 32

@@ -35,8 +35,9 @@ def register(sub):
     sim.register(vbsub)
     vb.set_defaults(func=lambda args: vb.print_help() or 2)
 
-    from . import deploy, repl  # `alabama deploy`, `alabama repl`, `alabama logs`
+    from . import deploy, ota, repl  # `alabama deploy`, `alabama ota`, `alabama repl`, `alabama logs`
     deploy.register(sub)
+    ota.register(sub)
     repl.register(sub)
 
 

@@ -2,8 +2,9 @@
 
 Responsible for: the build (one .mpy per firmware module, main.py/boot.py kept as source), the board
 file written as /board.json, the content-hash plan, and the final soft reset. It owns exactly these
-paths on the board: ``main.py``, ``boot.py``, ``board.json``, everything under ``lib/satellite/`` and
-the manifest ``lib/.alabama-manifest.json``. It never reads, writes or deletes anything else (``/data``
+paths on the board: ``main.py``, ``boot.py``, ``board.json``, ``lib/otaboot.mpy``, everything under
+``lib/satellite/`` (its ``_manifest.json`` included, as an OTA installs it) and the manifest
+``lib/.alabama-manifest.json``. It never reads, writes or deletes anything else (``/data``
 keys, pins and the provisioning record survive every deploy).
 Not responsible for: flashing MicroPython (flash.py), board pins (boards.py), the REPL (repl.py).
 Every board round trip is the real ``mpremote`` command line (its Python API is declared unstable).
@@ -24,6 +25,9 @@ FIRMWARE = REPO / "firmware"
 BUILD = REPO / "build" / "deploy"
 PACKAGE = "satellite"                       # the firmware package (firmware/satellite -> lib/satellite)
 SOURCE_KEPT = ("boot.py", "main.py")        # run by MicroPython from the filesystem root as source
+#: Compiled into lib/ beside the package, never inside it: otaboot swaps and rolls back lib/satellite/, so it
+#: must not be part of what it swaps (docs/ota.md). Updated by deploy only, like boot.py/main.py.
+ROOT_MODULES = ("otaboot.py",)
 BOARD_FILE = "board.json"
 MANIFEST = "lib/.alabama-manifest.json"
 OWNED_DIR = "lib/" + PACKAGE
@@ -105,7 +109,7 @@ class DeployError(AlabamaError):
 def firmware_files(root=FIRMWARE):
     """Relative posix paths of everything deploy installs from `root`: boot.py/main.py and the package."""
     root = pathlib.Path(root)
-    files = [name for name in SOURCE_KEPT if (root / name).is_file()]
+    files = [name for name in SOURCE_KEPT + ROOT_MODULES if (root / name).is_file()]
     pkg = root / PACKAGE
     if not pkg.is_dir():
         raise DeployError("no firmware package at %s: run from a checkout of the repository" % pkg)
@@ -227,6 +231,12 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     files = build(march, root, build_dir, out)
     extra = pathlib.Path(build_dir or BUILD) / march / "_boards" / board.id
     extra.mkdir(parents=True, exist_ok=True)
+    # The set's own manifest (lib/satellite/_manifest.json), as an over-the-air update installs it: device.info
+    # reports its sha256 as the firmware digest whichever way the firmware arrived.
+    from . import ota
+    set_man = ota.set_manifest(files, march, root)
+    (extra / ota.SET_MANIFEST).write_bytes(set_man)
+    files[OWNED_DIR + "/" + ota.SET_MANIFEST] = extra / ota.SET_MANIFEST
     (extra / BOARD_FILE).write_bytes(board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
     hashes = {dest: _sha(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
@@ -334,7 +344,8 @@ def probe(port, runner=run_mpremote):
     The first mpremote command soft-resets the board (mpremote's default), which stops a running
     main.py and leaves a clean interpreter in the raw REPL (main.py does not run there).
     """
-    code = PROBE % {"top": ", ".join(repr(p) for p in SOURCE_KEPT + (BOARD_FILE, MANIFEST)) + ",",
+    top = SOURCE_KEPT + tuple(remote_path(m) for m in ROOT_MODULES) + (BOARD_FILE, MANIFEST)
+    code = PROBE % {"top": ", ".join(repr(p) for p in top) + ",",
                     "owned": OWNED_DIR, "mark": PROBE_MARK}
     text = runner(port, ["exec", code])
     for line in text.splitlines():

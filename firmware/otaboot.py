@@ -1,0 +1,295 @@
+# The boot half of over-the-air updates (boot.py calls boot(), main.py calls crashed()): it swaps a staged,
+# verified firmware set in at boot, counts the boots of a trial set, and rolls back to the previous set when
+# the trial does not reach a session within BOOT_BUDGET boots. It is deliberately OUTSIDE the package it
+# swaps (lib/otaboot.mpy, never in lib/satellite/), so a broken update cannot break its own rollback; like
+# boot.py, main.py and the MicroPython image it is updated by `alabama deploy` (USB) only, never over the air.
+# It imports nothing from satellite, does no networking and allocates only at boot.
+#
+# Flash layout (paths relative to the working directory: "/" on a board, the flash dir on the virtual board)
+#   lib/satellite/            the running set (lib/satellite/_manifest.json names its version and digests)
+#   ota/stage/satellite/      a downloaded set (satellite.ota writes it; complete only once state = pending)
+#   ota/prev/satellite/       the set a trial replaced: the rollback target, removed when the trial succeeds
+#   ota/bad/satellite/        the last set rolled back (kept for a post-mortem, replaced by the next one)
+#   ota/state.json            {"state": ..., "version", "digest", "boots", "error"}; written atomically
+#   ota/boot.json             boots, crashes, last crash, the reset this code asked for (health reads it)
+#
+# States (one table; a state missing from it is treated as "ok"):
+#   ok        nothing to do
+#   pending   a complete, verified stage: swap it in on this boot (stage verified again first) -> trial
+#   swap      the swap is under way (a power cut mid-swap resumes it, each step is one rename) -> trial
+#   trial     the new set runs; every boot counts; a session confirms it (confirm() -> ok, prev removed);
+#             past BOOT_BUDGET boots -> rollback
+#   rollback  putting prev back (resumable like swap) -> rolled_back
+#   rolled_back  the previous set runs again; the state records why (health and device.info show it)
+import json
+import os
+import sys
+
+try:
+    from micropython import const
+except ImportError:
+    def const(x):
+        return x
+
+LIB = "lib"
+PKG = "satellite"
+ACTIVE = "lib/satellite"
+OTA = "ota"
+STAGE = "ota/stage"
+PREV = "ota/prev"
+BAD = "ota/bad"
+STATE = "ota/state.json"
+BOOTREC = "ota/boot.json"
+MANIFEST = "_manifest.json"        # inside a set: lib/satellite/_manifest.json
+BOOT_BUDGET = const(3)             # boots a trial set gets to reach a session before it is rolled back
+_MAX_JSON = const(8192)            # state, boot record and manifest files are small; larger is corruption
+_BLOCK = const(512)
+
+
+def log(line):
+    print("otaboot: " + line)
+
+
+def exists(p):
+    try:
+        os.stat(p)
+        return True
+    except OSError:
+        return False
+
+
+def is_dir(p):
+    try:
+        return os.stat(p)[0] & 0x4000 != 0
+    except OSError:
+        return False
+
+
+def rmtree(p):
+    if not exists(p):
+        return
+    if is_dir(p):
+        for name in os.listdir(p):
+            rmtree(p + "/" + name)
+        os.rmdir(p)
+    else:
+        os.remove(p)
+
+
+def mkdirs(p):
+    cur = ""
+    for part in p.split("/"):
+        cur = part if not cur else cur + "/" + part
+        if not exists(cur):
+            os.mkdir(cur)
+
+
+def read_json(p):
+    try:
+        if os.stat(p)[6] > _MAX_JSON:
+            return None
+        with open(p) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(p, d):
+    """Atomic replace (temporary file, then rename; FAT refuses to rename over a file: remove first)."""
+    mkdirs(p.rpartition("/")[0])
+    tmp = p + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(json.dumps(d))
+    try:
+        os.rename(tmp, p)
+    except OSError:
+        os.remove(p)
+        os.rename(tmp, p)
+
+
+def state():
+    s = read_json(STATE)
+    return s if isinstance(s, dict) else {"state": "ok"}
+
+
+def set_state(d):
+    write_json(STATE, d)
+
+
+def boot_record():
+    r = read_json(BOOTREC)
+    return r if isinstance(r, dict) else {"boots": 0, "crashes": 0}
+
+
+def _hex(b):
+    return "".join("%02x" % x for x in b)
+
+
+def file_sha256(p, buf=None):
+    import hashlib
+    h = hashlib.sha256()
+    b = buf or bytearray(_BLOCK)
+    mv = memoryview(b)
+    with open(p, "rb") as f:
+        while True:
+            n = f.readinto(b)
+            if not n:
+                break
+            h.update(mv[:n])
+    return _hex(h.digest())
+
+
+def verify_set(root):
+    """Every file of the set under root (root/satellite/...) matches its manifest: None, or what is wrong."""
+    m = read_json(root + "/" + PKG + "/" + MANIFEST)
+    if not isinstance(m, dict) or not isinstance(m.get("files"), list):
+        return "no readable manifest"
+    buf = bytearray(_BLOCK)
+    for e in m["files"]:
+        p = root + "/" + e["path"]
+        try:
+            if os.stat(p)[6] != e["size"]:
+                return "%s has the wrong size" % e["path"]
+            if file_sha256(p, buf) != e["sha256"]:
+                return "%s does not match its sha256" % e["path"]
+        except OSError:
+            return "%s is missing" % e["path"]
+    return None
+
+
+def _move(src, dst):
+    """Rename src over dst (dst removed first); both are directories."""
+    rmtree(dst)
+    mkdirs(dst.rpartition("/")[0])
+    os.rename(src, dst)
+
+
+def _swap(st):
+    # Resumable: each step is one rename, and the flash tells which steps are done.
+    staged = STAGE + "/" + PKG
+    if exists(staged):
+        if exists(ACTIVE):
+            _move(ACTIVE, PREV + "/" + PKG)
+        mkdirs(LIB)
+        os.rename(staged, ACTIVE)
+    rmtree(STAGE)
+    st["state"] = "trial"
+    st["boots"] = 1                 # this boot is the trial's first
+    set_state(st)
+    log("firmware %s swapped in: trial boot 1 of %d (it has %d boots to reach a session)" % (
+        st.get("version"), BOOT_BUDGET, BOOT_BUDGET))
+
+
+def _rollback(st):
+    prev = PREV + "/" + PKG
+    if exists(prev):
+        if exists(ACTIVE):
+            _move(ACTIVE, BAD + "/" + PKG)
+        os.rename(prev, ACTIVE)
+    rmtree(PREV)
+    st["state"] = "rolled_back"
+    set_state(st)
+    log("ROLLED BACK: firmware %s %s; the previous firmware runs again" % (st.get("version"), st.get("error")))
+
+
+def _on_pending(st):
+    why = verify_set(STAGE)
+    if why is not None:
+        rmtree(STAGE)
+        st["state"] = "refused"
+        st["error"] = "staged set refused at boot: " + why
+        set_state(st)
+        log(st["error"] + "; the running firmware is kept")
+        return
+    st["state"] = "swap"
+    set_state(st)
+    _swap(st)
+
+
+def _on_trial(st):
+    st["boots"] = st.get("boots", 0) + 1
+    if st["boots"] > BOOT_BUDGET:
+        st["state"] = "rollback"
+        st["error"] = "did not reach a session within %d boots" % BOOT_BUDGET
+        set_state(st)
+        _rollback(st)
+        return
+    set_state(st)
+    log("trial boot %d of %d for firmware %s" % (st["boots"], BOOT_BUDGET, st.get("version")))
+
+
+# What boot() does per state: the transition table.
+_ON_BOOT = {"pending": _on_pending, "swap": _swap, "trial": _on_trial, "rollback": _rollback}
+
+
+def boot():
+    """Called by boot.py on every boot. Never raises: a failure here must not stop the board from booting."""
+    try:
+        rec = boot_record()
+        rec["boots"] = rec.get("boots", 0) + 1
+        rec["reset_note"] = rec.pop("reset_request", "")
+        write_json(BOOTREC, rec)
+        st = state()
+        f = _ON_BOOT.get(st.get("state"))
+        if f is not None:
+            f(st)
+        elif exists(STAGE):
+            rmtree(STAGE)          # a download cut before it completed (never pending): the stage is garbage
+    except Exception as e:  # noqa: BLE001 - the boot goes on with whatever set is in lib/satellite
+        log("ERROR %s: %s (booting the installed firmware)" % (type(e).__name__, e))
+
+
+def confirm():
+    """The running set reached a session: a trial becomes the firmware (its predecessor is removed)."""
+    st = state()
+    if st.get("state") != "trial":
+        return False
+    rmtree(PREV)
+    st["state"] = "ok"
+    st["confirmed"] = True
+    st.pop("error", None)
+    set_state(st)
+    log("firmware %s confirmed (it reached a session)" % st.get("version"))
+    return True
+
+
+def reset(note=""):
+    """Reset the board; `note` is the reason the next boot's health report gives."""
+    if note:
+        try:
+            rec = boot_record()
+            rec["reset_request"] = note
+            write_json(BOOTREC, rec)
+        except OSError:
+            pass
+    try:
+        sys.stdout.flush()
+    except AttributeError:
+        pass
+    try:
+        import machine
+        machine.reset()             # the board: a hard reset (never returns)
+    except (ImportError, AttributeError):
+        pass
+    # The virtual board (unix port, no machine.reset): end the interpreter; its supervisor boots it again
+    # (the sh started by os.system has the interpreter as its parent).
+    os.system("kill -9 $PPID")
+
+
+def crashed(exc):
+    """main.py: the firmware ended with an exception. Counted; a trial set is reset (so that its boot budget
+    runs out and it is rolled back); an established set drops to the REPL as before (the caller re-raises)."""
+    try:
+        rec = boot_record()
+        rec["crashes"] = rec.get("crashes", 0) + 1
+        rec["last_crash"] = ("%s: %s" % (type(exc).__name__, exc))[:120]
+        write_json(BOOTREC, rec)
+    except OSError:
+        pass
+    if hasattr(sys, "print_exception"):
+        sys.print_exception(exc)
+    st = state()
+    if st.get("state") == "trial":
+        log("trial firmware %s crashed (%s): resetting (boot %d of %d)" % (
+            st.get("version"), type(exc).__name__, st.get("boots", 0), BOOT_BUDGET))
+        reset("crash")

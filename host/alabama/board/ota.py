@@ -1,0 +1,256 @@
+"""`alabama ota`: update a connected satellite's firmware modules over the air.
+
+Responsible for: building the .mpy set (deploy.build, the same compiler cache `alabama deploy` uses), its
+manifest (format 1: version, .mpy ABI, and the size and sha256 of every file; its own sha256 is the pin),
+serving the set over HTTP from this host (the standard library's http.server, one thread), telling the
+board through the running core's control endpoint (``firmware.update`` {url, sha256}), and waiting until
+the board comes back running the new set (``device.info`` firmware_digest == the pin) or reports a
+rollback. Not responsible for: the board side (firmware/satellite/ota.py downloads and verifies,
+firmware/otaboot.py swaps and rolls back), MicroPython itself (never updated here: `alabama flash`),
+boot.py/main.py/otaboot (`alabama deploy`). See docs/ota.md.
+"""
+import asyncio
+import hashlib
+import http.server
+import json
+import pathlib
+import re
+import secrets
+import threading
+import time
+
+from ..errors import AlabamaError, UsageError
+from . import deploy
+
+SET_MANIFEST = "_manifest.json"            # inside the set: lib/satellite/_manifest.json
+BUILD = deploy.REPO / "build" / "ota"
+MANIFEST_FORMAT = 1
+
+
+class OtaError(AlabamaError):
+    """The update did not happen; the message says what to do."""
+
+
+def firmware_version(root=deploy.FIRMWARE):
+    src = (pathlib.Path(root) / deploy.PACKAGE / "runtime.py").read_text()
+    m = re.search(r'^VERSION = "([^"]+)"', src, re.M)
+    if not m:
+        raise OtaError("no VERSION = \"...\" in %s/runtime.py" % deploy.PACKAGE)
+    return m.group(1)
+
+
+def mpy_value(march):
+    """sys.implementation._mpy of an interpreter that loads what mpy-cross -march=MARCH emits."""
+    major, sub = deploy.mpy_cross_version()
+    return major | (sub << 8) | (deploy.ARCHS.index(march) << 10)
+
+
+def set_files(staged):
+    """{set path ("satellite/x.mpy"): local file} from deploy.build's {remote path: local file}."""
+    pre = deploy.OWNED_DIR + "/"
+    return {dest[len("lib/"):]: pathlib.Path(src) for dest, src in staged.items()
+            if dest.startswith(pre) and not dest.endswith("/" + SET_MANIFEST)}
+
+
+def set_manifest(staged, march, root=deploy.FIRMWARE):
+    """The manifest bytes of a built set (deterministic: sorted, compact)."""
+    files = set_files(staged)
+    entries = []
+    for path in sorted(files):
+        data = files[path].read_bytes()
+        entries.append({"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    m = {"format": MANIFEST_FORMAT, "package": deploy.PACKAGE, "version": firmware_version(root), "march": march,
+         "mpy": mpy_value(march), "files": entries}
+    return (json.dumps(m, separators=(",", ":"), sort_keys=True) + "\n").encode()
+
+
+class FirmwareSet:
+    """A built set: files {set path: bytes}, manifest bytes, digest (sha256 hex of the manifest), version."""
+
+    def __init__(self, files, manifest):
+        self.files = files
+        self.manifest = manifest
+        self.digest = hashlib.sha256(manifest).hexdigest()
+        self.version = json.loads(manifest)["version"]
+
+    @property
+    def size(self):
+        return sum(len(b) for b in self.files.values())
+
+
+def build_set(march, root=deploy.FIRMWARE, build_dir=None, out=print):
+    root = pathlib.Path(root)
+    bdir = pathlib.Path(build_dir) if build_dir else BUILD / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
+    staged = deploy.build(march, root, bdir, out)
+    files = {p: f.read_bytes() for p, f in set_files(staged).items()}
+    return FirmwareSet(files, set_manifest(staged, march, root))
+
+
+class SetServer:
+    """Serves one FirmwareSet over HTTP/1.0 under a random prefix: GET /<prefix>/manifest.json and
+    /<prefix>/satellite/... . `fault(path, body) -> (content_length, body_sent)` lets a test cut or alter a
+    response; `requests` lists the paths served."""
+
+    def __init__(self, fwset, bind="0.0.0.0", port=0, fault=None):
+        self.set = fwset
+        self.prefix = secrets.token_hex(6)
+        self.fault = fault
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self):
+                outer._serve(self)
+
+            def log_message(self, fmt, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer((bind, port), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = None
+
+    def url(self, host):
+        return "http://%s:%d/%s/manifest.json" % (host, self.port, self.prefix)
+
+    def _serve(self, h):
+        want = "/%s/" % self.prefix
+        path = h.path[len(want):] if h.path.startswith(want) else None
+        body = None
+        if path == "manifest.json":
+            body = self.set.manifest
+        elif path is not None:
+            body = self.set.files.get(path)
+        self.requests.append(path)
+        if body is None:
+            h.send_error(404)
+            return
+        length, sent = (len(body), body) if self.fault is None else self.fault(path, body)
+        h.send_response(200)
+        h.send_header("Content-Type", "application/octet-stream")
+        h.send_header("Content-Length", str(length))
+        h.end_headers()
+        h.wfile.write(sent)
+
+    def start(self):
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="ota-http", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def march_of(info):
+    """The -march a device needs, from device.info's mpy (sys.implementation._mpy)."""
+    mpy = info.get("mpy") or 0
+    major, sub, arch = deploy.decode_mpy(mpy)
+    if arch == "none":
+        raise OtaError("the device reports no native .mpy architecture (mpy %r): pass --march" % mpy)
+    tool = deploy.mpy_cross_version()
+    if (major, sub) != tuple(tool):
+        raise OtaError("the device loads .mpy v%d.%d but mpy-cross emits v%d.%d: reflash it (`alabama flash`); an "
+                       "OTA never updates MicroPython itself" % (major, sub, tool[0], tool[1]))
+    return arch
+
+
+def _control(data_dir, req, timeout):
+    from ..core.server import control_call
+    return asyncio.run(control_call(data_dir, req, timeout=timeout + 5))
+
+
+def _device_info(data_dir, device, timeout=10.0):
+    res = _control(data_dir, {"op": "invoke", "device": device, "name": "device.info", "arguments": "{}",
+                              "timeout": timeout}, timeout)
+    return json.loads(res["content"][0]["text"])
+
+
+def update(data_dir, device, root=deploy.FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
+           out=print, invoke_timeout=120.0):
+    """The whole update of one device through the core running on data_dir; returns the new device.info."""
+    from ..core.errors import CoreError
+    from ..local import lan_address
+    try:
+        before = _device_info(data_dir, device)
+    except CoreError as e:
+        raise OtaError("cannot ask %s for device.info (%s): is it connected to the core on %s?" % (device, e, data_dir))
+    march = march or march_of(before)
+    fw = build_set(march, root, out=out)
+    out("ota: firmware %s for %s: %d files, %d bytes, manifest sha256 %s" % (fw.version, march, len(fw.files),
+                                                                            fw.size, fw.digest))
+    if before.get("firmware_digest") == fw.digest:
+        out("ota: %s already runs this set; nothing to do" % device)
+        return before
+    with SetServer(fw, bind=bind, port=port) as srv:
+        url = srv.url(host or lan_address())
+        out("ota: serving it at %s; telling the device" % url)
+        args = json.dumps({"url": url, "sha256": fw.digest})
+        try:
+            res = _control(data_dir, {"op": "invoke", "device": device, "name": "firmware.update", "arguments": args,
+                                      "timeout": invoke_timeout}, invoke_timeout)
+        except CoreError as e:
+            raise OtaError("the device refused the update: %s (its running firmware is unchanged)" % e)
+        staged = json.loads(res["content"][0]["text"])
+        out("ota: the device staged %s (%d files, every sha256 verified); it reboots into it" % (
+            staged["staged"], staged["files"]))
+        return wait_running(data_dir, device, fw.digest, before.get("boots"), timeout, out)
+
+
+def wait_running(data_dir, device, digest, old_boots, timeout, out=print):
+    """Poll device.info until the device runs `digest`, or reports a rollback / refusal after a reboot."""
+    from ..core.errors import CoreError
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            info = _device_info(data_dir, device, 5.0)
+        except CoreError as e:
+            last = str(e)
+            time.sleep(0.5)
+            continue
+        ota = info.get("ota") or {}
+        if info.get("firmware_digest") == digest:
+            out("ota: %s runs firmware %s (digest %s), confirmed by its session" % (device, info.get("firmware"), digest))
+            return info
+        if info.get("boots") != old_boots and ota.get("state") in ("rolled_back", "refused"):
+            raise OtaError("the device %s the update: %s; it runs firmware %s again" % (
+                "rolled back" if ota["state"] == "rolled_back" else "refused", ota.get("error"), info.get("firmware")))
+        time.sleep(0.5)
+    raise OtaError("the device did not come back with the new firmware within %.0f s (last: %s): check its log "
+                   "(`alabama logs`)" % (timeout, last or "old firmware still running"))
+
+
+# --- command line -----------------------------------------------------------------------------------
+
+def register(sub):
+    p = sub.add_parser("ota", help="update a connected device's firmware modules over the air",
+                       description="Build the firmware's .mpy set, serve it over HTTP from this host with a "
+                                   "sha256-pinned manifest, tell the device (tool firmware.update) through the "
+                                   "running core, and wait until it runs the new set. The device verifies every "
+                                   "file, swaps at the next boot and rolls back by itself if the new set does not "
+                                   "reach a session. MicroPython itself is not updated (alabama flash).")
+    p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
+    p.add_argument("--data", default="./alabama-core", help="the running core's state directory (default %(default)s)")
+    p.add_argument("--firmware", metavar="DIR", default=str(deploy.FIRMWARE), help="firmware tree (default: the repository's)")
+    p.add_argument("--march", metavar="ARCH", help="mpy-cross -march (default: what the device reports)")
+    p.add_argument("--host", metavar="ADDR", help="address the device fetches from (default: this machine's LAN address)")
+    p.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the device to come back")
+    p.set_defaults(func=cmd_ota)
+
+
+def cmd_ota(args):
+    if args.march and args.march not in deploy.ARCHS:
+        raise UsageError("--march is one of %s" % ", ".join(deploy.ARCHS[1:]))
+    update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, port=args.port,
+           timeout=args.timeout)
+    return 0
