@@ -270,6 +270,14 @@ def test_served_on_loopback_only(tmp_path):
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=5)
         assert e.value.code == 400 and "not a PCM WAV" in json.loads(e.value.read())["error"]
+        # another site's page (Origin) or a rebound DNS name (Host) gets nothing, not even the websocket
+        for headers in ({"Origin": "http://evil.example"}, {"Host": "evil.example:%d" % wb.port}):
+            req = urllib.request.Request(wb.url + "ws", headers=dict(headers, Connection="Upgrade", Upgrade="websocket",
+                                                                     **{"Sec-WebSocket-Version": "13",
+                                                                        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}))
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=5)
+            assert e.value.code == 403, headers
     finally:
         lt.call(wb.stop())
         lt.close()
@@ -393,3 +401,56 @@ def _transcript_and_image_on_the_panel(pg, core, did, vb, wb):
     magenta = int(((px[:, 0] > 200) & (px[:, 1] < 60) & (px[:, 2] > 200)).sum())
     green = int(((px[:, 0] < 60) & (px[:, 1] > 200) & (px[:, 2] < 60)).sum())
     assert magenta > w * h // 10 and green > w * h // 10, (magenta, green, w * h)
+
+
+@pytest.mark.slow
+def test_cli_board_sim_web_serves_and_stops(tmp_path):
+    """`alabama board sim --web PORT`: the page on 127.0.0.1:PORT, its websocket drives the board's button,
+    SIGTERM stops page, board and interpreter."""
+    import signal
+    import subprocess
+    import sys
+    import aiohttp
+    from alabama.board import sim
+    core = vs.CoreThread(tmp_path / "core", host="127.0.0.1", brain="echo", control=False).start()
+    port = sim.free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "alabama")
+    p = subprocess.Popen([exe, "board", "sim", "--dir", str(tmp_path / "flash"), "--core", "127.0.0.1:%d" % core.port,
+                          "--core-key", core.key.hex(), "--web", str(port)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while not any("web board on http://127.0.0.1:%d/" % port in l for l in lines):
+            assert time.monotonic() < deadline and p.poll() is None, "".join(lines)
+            lines.append(p.stdout.readline())
+
+        async def drive():
+            async with aiohttp.ClientSession() as s:
+                async with s.get("http://127.0.0.1:%d/" % port) as r:
+                    assert r.status == 200 and "Hold to talk" in await r.text()
+                async with s.ws_connect("http://127.0.0.1:%d/ws" % port) as ws:
+                    hello = await ws.receive_json(timeout=10)
+                    assert hello["t"] == "hello" and hello["board"] == "sim"
+                    await ws.send_json({"cmd": "press"})
+                    end = time.monotonic() + 30
+                    while True:
+                        ev = await ws.receive_json(timeout=max(0.1, end - time.monotonic()))
+                        if ev["t"] == "led" and ev["phase"] == "LISTENING":
+                            break
+                    await ws.send_json({"cmd": "release"})
+                    await ws.send_json({"cmd": "nonsense"})
+                    while True:
+                        ev = await ws.receive_json(timeout=10)
+                        if ev["t"] == "error":
+                            assert "unknown command" in ev["error"]
+                            break
+        asyncio.run(drive())
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=20)
+        assert p.returncode == 0 and "stopping the virtual board" in out, out[-2000:]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+        core.close()

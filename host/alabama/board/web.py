@@ -204,8 +204,22 @@ class WebBoard:
     def url(self):
         return "http://%s:%d/" % (HOST, self.port)
 
+    def _allowed_hosts(self):
+        return {"%s:%d" % (h, self.port) for h in (HOST, "localhost")}
+
+    @web.middleware
+    async def _same_origin(self, request, handler):
+        """Loopback is not enough: any page the user's browser has open can reach 127.0.0.1. A request must
+        name this server as its Host (no DNS rebinding) and, when it says where it comes from (Origin:
+        browsers send it on websockets and POSTs), come from this page."""
+        hosts = self._allowed_hosts()
+        origin = request.headers.get("Origin")
+        if request.host not in hosts or (origin is not None and origin not in {"http://" + h for h in hosts}):
+            return web.Response(status=403, text="the web board answers only its own page at %s" % self.url)
+        return await handler(request)
+
     def app(self):
-        app = web.Application(client_max_size=MAX_UPLOAD_BYTES)
+        app = web.Application(client_max_size=MAX_UPLOAD_BYTES, middlewares=[self._same_origin])
         app.router.add_get("/", self._index)
         app.router.add_get("/ws", self._ws)
         app.router.add_get("/panel.png", self._panel_png)
