@@ -56,6 +56,7 @@ from satellite.noise.transport import NoiseConnection
 from satellite.noise.state import NoiseError
 from satellite.provision import record as R
 from satellite import keystore as K
+from satellite import health
 
 VERSION = "0.1.0"
 # FRAME_MS (one capture chunk / one playout step), TX_CAPACITY (largest frame we send: Hello, tool results,
@@ -409,6 +410,7 @@ class Satellite:
         self.render_muted = False
         self.frames_played = 0
         self.ring.clear()
+        self.rt.frames_dropped += self.ring.dropped     # device.info's count outlives the render
         self.ring.dropped = 0
         if self.half and self.mic_open:
             self._mic_off()            # half duplex: the mic I2S object is released while the speaker plays
@@ -594,11 +596,7 @@ class Satellite:
     # -- tools ----------------------------------------------------------------------------------------
     def _on_tool(self, ev):
         self.log("tool %s on id %d" % (ev.name, ev.id))
-        if ev.name == "device.info":
-            info = self.rt.info()
-            info["settings"] = self.settings
-            info["offset_us"] = self.offset_us
-            self.send(self.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps(info))]))
+        if self.rt.health.tool(self, ev):      # device.info, firmware.update (satellite.health)
             return
         if ev.name == "device.set_volume":
             try:
@@ -774,6 +772,8 @@ class Runtime:
         self.conn_t0 = 0
         self.trace = self.opt.get("trace", True)
         self.record = None
+        self.frames_dropped = 0
+        self.health = health.Health(self)
         # The panel (a board file with "display"): satellite.display is imported only then (docs/display.md).
         p = hal.panel() if board.get("display") and hasattr(hal, "panel") else None
         self.display = None
@@ -852,9 +852,7 @@ class Runtime:
         ]
         if self.display is not None:
             caps += self.display.capabilities()
-        tools = [
-            pb.ToolDescriptor(name="device.info", description="Board, firmware, heap, uptime and settings as JSON",
-                              input_schema='{"type":"object","properties":{}}'),
+        tools = health.tools() + [
             pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (0-100)",
                               input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
                                            '"minimum":0,"maximum":100}},"required":["volume"]}'),
@@ -862,7 +860,7 @@ class Runtime:
         events = [
             pb.EventDescriptor(id="button.press", description="Short press of the button while the assistant is busy, or in ambient mode"),
             pb.EventDescriptor(id="button.long_press", description="Long press of the button (also stops the turn)"),
-        ]
+        ] + health.events()
         return S.Surface(capabilities=caps, tools=tools, events=events, settings=self.descriptors(),
                          max_frame_bytes=self.max_frame_bytes, max_concurrent_streams=self.max_streams,
                          display_name=(self.board.get("id") or "satellite")[:64],
@@ -1120,6 +1118,7 @@ class Runtime:
                 self.log("accepted: core max_frame_bytes %d max_concurrent_streams %d heap_free=%d" % (
                     ev.max_frame_bytes, ev.max_concurrent_streams, gc.mem_free()))
                 sat.started(ev.max_frame_bytes)
+                self.health.on_session(sat)
                 if self.deferred is not None:
                     sat.spawn(self.deferred.upload(sat))
             elif t is S.Rejected:

@@ -56,6 +56,9 @@ _MIC_DMA_MS = const(240)      # when the board file does not say (audio.mic.dma_
 _SPK_DMA_MS = const(64)       # audio.speaker.dma_ms default: stop latency is a deinit, not this depth
 
 
+_RESET_CAUSES = ("PWRON_RESET", "HARD_RESET", "WDT_RESET", "DEEPSLEEP_RESET", "SOFT_RESET")
+
+
 class HalError(Exception):
     """Hardware this board file describes but the flashed image cannot drive; says what to do."""
 
@@ -236,6 +239,30 @@ class Esp32Hal:
                 return
             await asyncio.sleep_ms(200)
         rt.log("Wi-Fi %s up: %s" % (rec.wifi_ssid, wlan.ifconfig()[0]))
+
+    # -- health (satellite.health) ---------------------------------------------------------------------
+    def rssi(self):
+        """dBm of the access point we are associated with: WLAN.status('rssi') (docs/library/network.WLAN.rst:
+        STA interface, connected only); None when not connected."""
+        import network
+        w = network.WLAN(network.STA_IF)
+        return w.status("rssi") if w.isconnected() else None
+
+    def reset_cause(self):
+        """machine.reset_cause() by its constant's name (docs/library/machine.rst: PWRON_RESET, HARD_RESET,
+        WDT_RESET, DEEPSLEEP_RESET, SOFT_RESET; ports/esp32/modmachine.c maps software resets to SOFT_RESET and
+        answers 0 for a cause it does not map, reported here as "reset_cause 0")."""
+        c = self._machine.reset_cause()
+        for name in _RESET_CAUSES:
+            if getattr(self._machine, name, None) == c:
+                return name
+        return "reset_cause %d" % c
+
+    def flash_free(self):
+        """Free bytes of the filesystem (os.statvfs: f_bsize * f_bavail)."""
+        import os
+        st = os.statvfs("/")
+        return st[0] * st[4]
 
     # -- knobs -----------------------------------------------------------------------------------------
     def set_volume(self, q14):

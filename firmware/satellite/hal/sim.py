@@ -13,10 +13,12 @@
 #   state                             "ok {json}": connection, pattern, capture/render ids, settings, ...
 #   knob KEY VALUE                    a setting changed on the device (spontaneous SettingState)
 #   mute on|off                       the speaker's hardware mute (renders and set_volume: UNAVAILABLE)
+#   rssi N                            the Wi-Fi signal device.info reports (dBm)
 # A board file with a "display" section gets a panel (hal/simpanel.py): its framebuffer is exported to
 # $ALABAMA_SIM_PANEL (default panel.fb in the flash dir); `state` reports it as "panel".
 # Environment: ALABAMA_SIM_CTL_PORT, ALABAMA_SIM_MIC, ALABAMA_SIM_SPEAKER, ALABAMA_SIM_DUPLEX (full|half),
-# ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs).
+# ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs), ALABAMA_SIM_RSSI,
+# ALABAMA_SIM_FLASH_FREE (health and OTA: the flash is the flash dir; this caps what it reports free).
 import gc
 import json
 import os
@@ -175,6 +177,21 @@ class SimHal:
         if self._gest:
             return self._gest.pop(0)
         return 0
+
+    # -- health (simulated: ALABAMA_SIM_RSSI, ALABAMA_SIM_FLASH_FREE, or the `rssi N` command) ----------------
+    def rssi(self):
+        r = getattr(self, "_rssi", None)
+        return r if r is not None else int(_env("ALABAMA_SIM_RSSI", "-52"))
+
+    def reset_cause(self):
+        return "PWRON_RESET"     # the unix port cannot tell; otaboot's own note (crash, ota) takes precedence
+
+    def flash_free(self):
+        v = _env("ALABAMA_SIM_FLASH_FREE")
+        if v:
+            return int(v)
+        st = os.statvfs(".")
+        return st[0] * st[4]
 
     # -- microphone -----------------------------------------------------------------------------------------
     def mic_open(self, rate, nframes):
@@ -364,6 +381,8 @@ class SimHal:
                 if rt.check_setting_raw(key, v) is None:
                     return "err bad value for %s" % key
                 sat.knob(key, v)
+            elif cmd == "rssi":
+                self._rssi = int(parts[1])
             elif cmd == "mute":
                 on = len(parts) > 1 and parts[1] == "on"
                 self.muted = on

@@ -1,0 +1,215 @@
+# Device health: the `device.info` and `firmware.update` tools and the `device.health` event. It gathers what
+# the runtime counts (reconnects, frames dropped), what otaboot records across boots (boots, crashes, the
+# reset it asked for, the update state) and what only the hardware knows, through the HAL (hal.rssi(),
+# hal.reset_cause(), hal.flash_free(); absent on a HAL -> null). Protocol rules stay in session.py; the
+# download itself is satellite.ota. Nothing here runs on a hot path: it is sampled every POLL_MS and when a
+# tool is called.
+import gc
+import json
+import sys
+
+try:
+    from micropython import const
+except ImportError:
+    def const(x):
+        return x
+try:
+    from time import ticks_ms, ticks_diff
+except ImportError:
+    import time as _t
+
+    def ticks_ms():
+        return int(_t.monotonic() * 1000)
+
+    def ticks_diff(a, b):
+        return a - b
+
+try:
+    import asyncio
+except ImportError:
+    import uasyncio as asyncio
+
+import otaboot as B
+from satellite.wire import alabama_v1 as pb
+
+POLL_MS = const(10000)        # the health sampler's period (heap low-water mark, RSSI change)
+RSSI_STEP = const(10)         # an RSSI move of this many dB since the last report is reported (Event)
+HEAP_LOW = const(16384)       # free heap under this is reported once per boot (Event)
+
+EVENT = "device.health"
+INFO_SCHEMA = '{"type":"object","properties":{},"additionalProperties":false}'
+UPDATE_SCHEMA = ('{"type":"object","properties":{"url":{"type":"string","maxLength":256},'
+                 '"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"},"reboot":{"type":"boolean"}},'
+                 '"required":["url","sha256"],"additionalProperties":false}')
+EVENT_SCHEMA = ('{"type":"object","properties":{"reason":{"type":"string","enum":["boot","rssi","heap_low"]},'
+                '"firmware":{"type":"string"},"digest":{"type":"string"},"ota":{"type":"string"},'
+                '"reset_reason":{"type":"string"},"crash_count":{"type":"integer"},'
+                '"rssi":{"type":["integer","null"]},"heap_min":{"type":"integer"}},'
+                '"required":["reason","firmware","ota","crash_count","rssi","heap_min"],"additionalProperties":false}')
+
+
+def tools():
+    return [
+        pb.ToolDescriptor(name="device.info", input_schema=INFO_SCHEMA,
+                          description="Health as JSON: firmware version and digest, uptime, free and lowest heap, "
+                                      "Wi-Fi RSSI, reset reason, crash/reconnect/dropped-frame counts, update state"),
+        pb.ToolDescriptor(name="firmware.update", input_schema=UPDATE_SCHEMA,
+                          description="Download the firmware set whose manifest is at url (sha256 pins it), verify "
+                                      "every file, and swap it in at the next boot (rolled back if it fails)"),
+    ]
+
+
+def events():
+    return [pb.EventDescriptor(id=EVENT, metadata_schema=EVENT_SCHEMA,
+                               description="Health report: after a boot, an RSSI move of 10 dB, or low heap")]
+
+
+class Health:
+    def __init__(self, rt):
+        self.rt = rt
+        self.hal = rt.hal
+        rec = B.boot_record()
+        self.boots = rec.get("boots", 0)
+        self.crashes = rec.get("crashes", 0)
+        self.last_crash = rec.get("last_crash", "")
+        note = rec.get("reset_note", "")
+        cause = self._hal("reset_cause")
+        self.reset_reason = note or cause or "unknown"
+        self.heap_min = self.heap_free()
+        self.reported_boot = False
+        self.rssi_reported = None
+        self.heap_low_reported = False
+        self.updater = None
+
+    def _hal(self, name):
+        f = getattr(self.hal, name, None)
+        if f is None:
+            return None
+        try:
+            return f()
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def heap_free(self):
+        f = gc.mem_free() if hasattr(gc, "mem_free") else 0
+        if f < getattr(self, "heap_min", f + 1):
+            self.heap_min = f
+        return f
+
+    def info(self):
+        from satellite import ota
+        rt = self.rt
+        digest, mversion = ota.running_manifest()
+        d = rt.info()
+        d.update({
+            "firmware_digest": digest,
+            "uptime_ms": ticks_diff(ticks_ms(), rt.t_boot), "heap_free": self.heap_free(), "heap_min": self.heap_min,
+            "rssi": self._hal("rssi"), "reset_reason": self.reset_reason, "boots": self.boots,
+            "crash_count": self.crashes, "last_crash": self.last_crash,
+            "reconnect_count": max(0, rt.connections - 1), "connect_failures": rt.attempts,
+            "frames_dropped": rt.frames_dropped + rt.ring.dropped + (self._hal("mic_lost_frames") or 0),
+            "flash_free": self._hal("flash_free"), "mpy": getattr(sys.implementation, "_mpy", 0),
+            "ota": ota.status(),
+        })
+        if mversion and mversion != d["firmware"]:
+            d["manifest_version"] = mversion
+        return d
+
+    def metadata(self, reason):
+        i = self.info()
+        return json.dumps({"reason": reason, "firmware": i["firmware"], "digest": i["firmware_digest"],
+                           "ota": i["ota"]["state"], "reset_reason": i["reset_reason"],
+                           "crash_count": i["crash_count"], "rssi": i["rssi"], "heap_min": i["heap_min"]})
+
+    # -- session hooks ----------------------------------------------------------------------------------
+    def on_session(self, sat):
+        """A session was accepted: a trial firmware is confirmed; the boot report goes out once per boot; the
+        sampler starts."""
+        if B.confirm():
+            sat.log("firmware %s confirmed by this session" % self.rt.info()["firmware"])
+        if not self.reported_boot:
+            self.reported_boot = True
+            self.report(sat, "boot")
+        sat.spawn(self.watch(sat))
+
+    def report(self, sat, reason):
+        try:
+            sat.send(sat.s.event(EVENT, self.metadata(reason)))
+            sat.log("event %s (%s)" % (EVENT, reason))
+        except Exception as e:  # noqa: BLE001 - a report must never end the session
+            sat.log("health event not sent: %s" % e)
+
+    async def watch(self, sat):
+        while not sat.closed:
+            await asyncio.sleep_ms(POLL_MS)
+            if sat.closed:
+                return
+            free = self.heap_free()
+            rssi = self._hal("rssi")
+            if rssi is not None and (self.rssi_reported is None or abs(rssi - self.rssi_reported) >= RSSI_STEP):
+                first = self.rssi_reported is None
+                self.rssi_reported = rssi
+                if not first:
+                    self.report(sat, "rssi")
+            if free < HEAP_LOW and not self.heap_low_reported:
+                self.heap_low_reported = True
+                self.report(sat, "heap_low")
+
+    # -- tools ------------------------------------------------------------------------------------------
+    def tool(self, sat, ev):
+        """Serve device.info / firmware.update; False for another tool."""
+        if ev.name == "device.info":
+            info = self.info()
+            info["settings"] = sat.settings
+            info["offset_us"] = sat.offset_us
+            sat.send(sat.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps(info))]))
+            return True
+        if ev.name == "firmware.update":
+            self._update(sat, ev)
+            return True
+        return False
+
+    def _error(self, sat, id, code, reason, message):
+        env = sat.s.error(id, code, message[:256])
+        env.error.data = json.dumps({"ota_error": reason})
+        sat.send(env)
+        sat.log("tool firmware.update: Error %d %s: %s" % (code, reason, message))
+
+    def _update(self, sat, ev):
+        from satellite import ota
+        try:
+            args = json.loads(ev.arguments or "{}")
+            url, pin = args["url"], args["sha256"]
+            reboot = args.get("reboot", True)
+            if type(reboot) is not bool:
+                raise TypeError("reboot must be true or false")
+        except (ValueError, KeyError, TypeError) as e:
+            self._error(sat, ev.id, pb.ErrorCode.INVALID_REQUEST, "BAD_ARGUMENTS", "bad arguments: %s" % e)
+            return
+        rt = self.rt
+        pinned = (rt.record.core_key if rt.record is not None else b"") or rt.ks.pinned_core_key()
+        if not pinned or bytes(pinned) != bytes(rt.core_key_in_use or b""):
+            # Only the core this device is paired with may replace its firmware: a guest session's core is unproven.
+            self._error(sat, ev.id, pb.ErrorCode.INVALID_REQUEST, "NOT_PAIRED",
+                        "firmware updates come only from the paired core: pair this device first")
+            return
+        if self.updater is None:
+            self.updater = ota.Updater(rt._connect, free=getattr(self.hal, "flash_free", None),
+                                       mpy=getattr(sys.implementation, "_mpy", 0), log=sat.log)
+        sat.spawn(self._run_update(sat, ev.id, url, pin, reboot))
+
+    async def _run_update(self, sat, id, url, pin, reboot):
+        from satellite import ota
+        try:
+            res = await self.updater.update(url, pin)
+        except ota.OtaError as e:
+            if not sat.closed:
+                self._error(sat, id, e.code, e.reason, str(e))
+            return
+        res["reboot"] = reboot
+        if sat.closed:
+            return
+        sat.send(sat.s.tool_result(id, [pb.ContentBlock(text=json.dumps(res))]))
+        if reboot:
+            sat.log("rebooting into firmware %s" % res["staged"])
+            await ota.reset_soon("ota")
