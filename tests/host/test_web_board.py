@@ -178,12 +178,14 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
         pg = br.page(wb.url)
         # serial log, LED ring, timeline: lines as the board's pump thread delivers them
         for line in ("sat: tx capture_open id 3", "sat: rx pipeline_state id 0", "sat: led LISTENING",
+                     *["sat: tx stream_chunk id 3"] * 6,
                      "sat: rx pipeline_state id 0", "sat: led SPEAKING", "sat: rx pipeline_state id 0", "sat: led IDLE"):
             vb.echo(line)
         wait_js(pg, "window.alabama.ledHistory.join() === 'LISTENING,SPEAKING,IDLE'", what="the LED phases")
         assert pg.get_attribute("#ring", "data-phase") == "IDLE"
         rows = pg.inner_text("#timeline")
         assert "Sat → Core" in rows and "CaptureOpen" in rows and "{id 0, SPEAKING}" in rows, rows
+        assert rows.count("StreamChunk") == 3 and "4 more StreamChunk on id 3" in rows, rows   # 2 rows + the run
         assert "sat: led SPEAKING" in pg.inner_text("#log")
 
         # the panel: a picture the HAL exported, shown pixel for pixel (RGB565 widened like panel.py does)
