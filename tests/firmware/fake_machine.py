@@ -56,16 +56,46 @@ class Pin:
     PULL_UP = 1
     PULL_DOWN = 2
 
-    def __init__(self, pin_id, mode=-1, pull=-1):
+    def __init__(self, pin_id, mode=-1, pull=-1, value=None):
         self.id = pin_id
         self.mode = mode
         self.pull = pull
         self._v = 1 if pull == Pin.PULL_UP else 0
+        if value is not None:
+            self._v = 1 if value else 0
 
     def value(self, v=None):
         if v is None:
             return self._v
         self._v = 1 if v else 0
+        return None
+
+    __call__ = value                 # Pin()([x]): the port's shorthand for value()
+
+
+class FakeSPI:
+    """machine.SPI(id, baudrate=, polarity=, phase=, sck=, mosi=, miso=): counts what is written (the
+    panel driver's wire is checked byte by byte in test_hal_ili9342.py)."""
+
+    def __init__(self, spi_id, **kw):
+        self.id = spi_id
+        self.kw = kw
+        self.written = 0
+
+    def write(self, buf):
+        self.written += len(buf)
+
+
+class FakePWM:
+    def __init__(self, pin, freq=0, duty_u16=0):
+        self.pin = pin
+        self.freq = freq
+        self.duty = duty_u16
+
+    def duty_u16(self, d=None):
+        if d is None:
+            return self.duty
+        self.duty = d
         return None
 
 
@@ -381,7 +411,18 @@ class FakeMachine:
         self.I2S = _I2SClass(self)
         self.Pin = Pin
         self.i2c = None
+        self.spi = None
+        self.pwms = []               # every machine.PWM made (the panel's backlight; never an MCLK stand-in)
         self.clock = _Clock(self)
+
+    def SPI(self, spi_id, **kw):
+        self.spi = FakeSPI(spi_id, **kw)
+        return self.spi
+
+    def PWM(self, pin, freq=0, duty_u16=0):
+        p = FakePWM(pin, freq, duty_u16)
+        self.pwms.append(p)
+        return p
 
     def I2C(self, bus_id, sda=None, scl=None, freq=400000):
         self.i2c = FakeI2C(bus_id, sda=sda, scl=scl, freq=freq)

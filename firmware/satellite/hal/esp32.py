@@ -293,7 +293,8 @@ class Esp32Hal:
         if self._panel is None:
             from satellite.hal.ili9342 import Ili9342
             import time
-            self._panel = Ili9342(d, self._machine, time.sleep_ms)
+            sleep_ms = getattr(time, "sleep_ms", None) or (lambda ms: time.sleep(ms / 1000))   # CPython tests
+            self._panel = Ili9342(d, self._machine, sleep_ms)
             self._panel.backlight(100)
         return self._panel
 
