@@ -21,7 +21,7 @@ SWEEP_EVERY_S = 30.0
 
 
 class DeferredStore:
-    """(device_id, correlation_ref) -> entry ``{"count", "last_ts", "audio"}``.
+    """(device_id, correlation_ref) -> entry ``{"count", "last_ts", "audio"}`` (plus ``"done"`` once delivered).
 
     Reading: ``store.get(key)``, ``store[key]``, ``key in store``, ``len(store)``. Writing goes through
     ``create``, ``append`` (chunk audio: counted against ``max_bytes``), ``pop``. A pipeline ``hold``s a key
@@ -71,6 +71,18 @@ class DeferredStore:
         self._touch(key)
         if self.bytes > self.max_bytes:
             self._enforce_cap()
+
+    def complete(self, key):
+        """The recording is delivered (its Response went out): keep a tombstone (count, last capture_ts, no
+        audio) until the TTL, so a device that never saw the Response and resumes is answered at once
+        without a second turn (exactly once, R10.4-d)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        self.bytes -= len(entry["audio"])
+        entry["audio"] = bytearray()
+        entry["done"] = True
+        self._touch(key)
 
     def pop(self, key, default=None):
         entry = self._entries.pop(key, None)

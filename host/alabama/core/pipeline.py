@@ -8,6 +8,7 @@ Response; push PipelineState as the turn moves; barge-in, Stop and DEFERRED resu
 wire only through the CoreSession API and the connection's ``flush``/``wait_terminal``.
 """
 import asyncio
+import hashlib
 import logging
 import math
 import shutil
@@ -230,6 +231,7 @@ class VoicePipeline:
             # The high-water mark on the new id, 0 for a recording we hold nothing of: the device sends from
             # there, and knows at once that it may start (R10.4-d: it skips what is stored).
             self.s.capture_ack(ev.id, st["count"])
+            cap["replay"] = bool(st.get("done"))   # delivered already: its Response was lost on the way
             self.deferred.hold(key)            # never evicted while this capture is open (or its turn reads it)
             cap["held"] = True
             if self.s.clock_offset_us is None and self.s.phase == "OPEN":
@@ -292,13 +294,14 @@ class VoicePipeline:
         first = st.get("first_ts")
         rec = {"correlation_ref": cap["key"][1], "chunks": st["count"], "bytes": len(st["audio"]),
                "first_capture_ts": first, "last_capture_ts": st["last_ts"], "offset_us": off, "rtt_us": self.s.rtt_us,
-               "spoken_at_us": (first - off) if first is not None and off is not None else None}
-        self.s.report.deferred.append(rec)
+               "spoken_at_us": (first - off) if first is not None and off is not None else None,
+               "sha256": hashlib.sha256(st["audio"]).hexdigest()}
         if rec["spoken_at_us"] is not None:
             log.info("%s: DEFERRED %r: %d chunks spoken at %s (offset %d us, rtt %s us)", self.conn.device_id,
                      rec["correlation_ref"], rec["chunks"],
                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(rec["spoken_at_us"] / 1e6)) +
                      ".%03d UTC" % (rec["spoken_at_us"] // 1000 % 1000), off, self.s.rtt_us)
+        return rec
 
     def _on_StreamEnded(self, ev):
         cap = self.captures.get(ev.id)
@@ -306,6 +309,16 @@ class VoicePipeline:
             return
         if cap["key"] is not None:
             self.s.capture_ack(ev.id, self.deferred[cap["key"]]["count"])
+            if cap.get("replay"):
+                # Exactly once: the recording was answered before; answer again, process nothing twice.
+                log.info("%s: DEFERRED %r delivered before: Response again, no second turn", self.conn.device_id,
+                         cap["key"][1])
+                self.s.respond(ev.id)
+                self.captures.pop(ev.id, None)
+                self._release(cap)
+                self.s.pipeline_state(PS.IDLE)
+                self.conn.flush()
+                return
         if self.turn_id != ev.id and not cap["ambient"]:
             self._start_turn(ev.id)       # the turn releases the DEFERRED entry once it is done with it
         else:
@@ -393,8 +406,9 @@ class VoicePipeline:
         cap = self.captures.get(cid)
         try:
             co = cap["open"]
+            spoken = None
             if cap["key"]:
-                await self._spoken_at(cap)      # the whole recording is in: when was it spoken?
+                spoken = await self._spoken_at(cap)      # the whole recording is in: when was it spoken?
             audio = bytes(self.deferred[cap["key"]]["audio"]) if cap["key"] else bytes(cap["audio"])
             turn = Turn(cid, audio, co.format.sample_rate or 16000, co.format.channels or 1,
                         device_id=self.conn.device_id, trigger=co.trigger)
@@ -403,8 +417,10 @@ class VoicePipeline:
             if self.s.pending_terminal(cid):
                 content = [content_pb2.ContentBlock(text=reply.text)] if reply.text and not self._can_speak() else []
                 self.s.respond(cid, content)
+                if spoken is not None:
+                    self.s.report.deferred.append(spoken)     # answered: delivered once
             if cap["key"]:
-                self.deferred.pop(cap["key"], None)
+                self.deferred.complete(cap["key"])
             self.s.pipeline_state(PS.IDLE)
         except asyncio.CancelledError:
             raise

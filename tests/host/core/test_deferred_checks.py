@@ -123,3 +123,31 @@ def test_deferred_recording_is_mapped_to_the_wall_clock_when_it_was_spoken(tmp_p
             pinger.cancel()
             await sat.close()
     run(body())
+
+
+def test_r10_4_d_a_recording_whose_response_was_lost_is_answered_again_not_processed_twice(tmp_path, run):
+    """The link drops after the core answered: the device never saw the Response and reopens the same
+    correlation_ref. The core re-issues the full high-water mark, the device sends only StreamEnd, and the
+    core answers again without a second turn: the recording is delivered exactly once."""
+    import os
+
+    async def body():
+        brain = TextBrain()
+        async with make_server(tmp_path, brain=brain) as srv:
+            key = os.urandom(32)
+            sat = await connect(srv, static_private=key)
+            await sat.hello()
+            await upload(sat, sat.mint(), "rec-once", chunks(12, 1_000_000))
+            await sat.close()
+            sat2 = await connect(srv, static_private=key)
+            await sat2.hello()
+            cid = sat2.mint()
+            await sat2.send(capture_open(cid, trigger=ops.BUTTON, mode=ops.DEFERRED, correlation_ref="rec-once"))
+            assert (await sat2.expect("capture_ack", cid)).env.capture_ack.stored == 12
+            await sat2.send(env(cid, "stream_end", reason=ops.COMPLETE))
+            await sat2.expect("response", cid, timeout=10)
+            assert len(brain.turns) == 1
+            assert sum(len(r.deferred) for r in srv.reports_for(sat2.device_id)) == 1
+            assert all(r.clean for r in srv.reports_for(sat2.device_id))
+            await sat2.close()
+    run(body())
