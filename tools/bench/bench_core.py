@@ -60,8 +60,9 @@ def runq_wait_s():
 
 
 # ----------------------------------------------------------------------------------- core child
-def core_child(data_dir, out_path, workers=1):
+def core_child(data_dir, out_path, workers=1, loop="asyncio"):
     from alabama.core import pipeline
+    from alabama.core.workers import run_loop
     from alabama.core.server import CoreServer
 
     delays = []
@@ -100,7 +101,7 @@ def core_child(data_dir, out_path, workers=1):
         def on_start(srv, i):
             reset()
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, reset)
-        wk.serve(data_dir, workers, host="127.0.0.1", port=0,
+        wk.serve(data_dir, workers, host="127.0.0.1", port=0, loop=loop,
                  ready=lambda port, key: print(port, key, flush=True), on_start=on_start,
                  on_stop=lambda srv, i: finish(srv, "%s.w%d" % (out_path, i)), **kw)
         return
@@ -120,9 +121,9 @@ def core_child(data_dir, out_path, workers=1):
     prof = os.environ.get("BENCH_CORE_PROFILE")
     if prof:
         import cProfile
-        cProfile.runctx("asyncio.run(main())", globals(), locals(), prof)
+        cProfile.runctx("run_loop(main, loop)", globals(), locals(), prof)
     else:
-        asyncio.run(main())
+        run_loop(main, loop)
 
 
 # ----------------------------------------------------------------------------------- simulator child
@@ -270,7 +271,7 @@ def run_one(n, args):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "stats.json")
         pre = (lambda: _prioritize(args.nice)) if args.nice else None
-        core = subprocess.Popen([sys.executable, __file__, "--core-child", d, out, str(args.workers_now)],
+        core = subprocess.Popen([sys.executable, __file__, "--core-child", d, out, str(args.workers_now), args.loop_now],
                                 stdout=subprocess.PIPE, text=True, preexec_fn=pre)
         sims = []
         try:
@@ -333,16 +334,22 @@ def run_one(n, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--core-child", nargs=3, metavar=("DIR", "OUT", "WORKERS"), help=argparse.SUPPRESS)
+    ap.add_argument("--core-child", nargs=4, metavar=("DIR", "OUT", "WORKERS", "LOOP"), help=argparse.SUPPRESS)
     ap.add_argument("--sim-child", nargs=8, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, nargs="*", default=[100, 200, 300, 400, 500, 600])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--chunk-ms", type=int, default=20)
     ap.add_argument("--budget-ms", type=float, default=20.0)
     ap.add_argument("--sim-procs", type=int, default=1, help="simulator processes (default 1)")
-    ap.add_argument("--workers", type=int, nargs="*", default=[1, 2],
-                    help="core worker processes on one port (alabama core serve --workers): one ladder per value, "
-                         "1 = today's single-process core (default: 1 2)")
+    try:
+        import uvloop  # noqa: F401
+        configs = ["1", "2", "2u"]
+    except ImportError:
+        configs = ["1", "2"]
+    ap.add_argument("--workers", nargs="*", default=configs,
+                    help="core configurations, one ladder each: worker processes on one port (alabama core serve "
+                         "--workers N), suffix u = on uvloop (--loop uvloop); 1 = today's single-process asyncio core "
+                         "(default: %s)" % " ".join(configs))
     ap.add_argument("--mode", choices=("ambient", "wakeword"), default="ambient")
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--nice", type=int, default=0,
@@ -353,18 +360,18 @@ def main():
                     help="above this core run-queue wait (%% of the run) an over-budget N is CONTENDED, not judged")
     args = ap.parse_args()
     if args.core_child:
-        core_child(args.core_child[0], args.core_child[1], int(args.core_child[2]))
+        core_child(args.core_child[0], args.core_child[1], int(args.core_child[2]), args.core_child[3])
         return
     if args.sim_child:
         a = args.sim_child
         sim_child(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]), float(a[5]), int(a[6]), a[7])
         return
     print("bench_core: %s captures, 16 kHz mono, %d ms chunks, %.0f s per N, %d CPUs, load avg %.2f, %d sim proc(s), "
-          "nice %d, core workers %s" % (args.mode, args.chunk_ms, args.seconds, os.cpu_count(), os.getloadavg()[0],
-                                        args.sim_procs, args.nice, "/".join(map(str, args.workers))))
+          "nice %d, core configurations %s" % (args.mode, args.chunk_ms, args.seconds, os.cpu_count(),
+                                               os.getloadavg()[0], args.sim_procs, args.nice, " ".join(args.workers)))
     best, all_rows = {}, {}
-    for nw in args.workers:
-        best[nw], all_rows[nw] = ladder(args, nw)
+    for cfg in args.workers:
+        best[cfg], all_rows[cfg] = ladder(args, cfg)
     print("CPU%%/strm = core CPU (all workers) / N / duration (%% of one core per stream); core %% and sim %% are %% of one"
           " core; load avg now %.2f" % os.getloadavg()[0])
     print("wait%% c/s = time the core (its most-waiting worker) / a simulator was runnable but waited for a CPU "
@@ -372,15 +379,15 @@ def main():
           "budget while the core waited > %.0f%%: no verdict" % args.max_wait_pct)
     print("load: %d simulator process(es) on the same %d CPUs as the core (sim %% above is their CPU)"
           % (args.sim_procs, os.cpu_count()))
-    today = best.get(1)
-    for nw in args.workers:
-        b = best[nw]
-        line = "issue 12 target: >= %d live satellites within %.0f ms p99 -- %d worker(s): largest N %s" % (
-            TARGET_N, args.budget_ms, nw, b)
+    today = best.get("1")
+    for cfg in args.workers:
+        b = best[cfg]
+        line = "issue 12 target: >= %d live satellites within %.0f ms p99 -- %s: largest N %s" % (
+            TARGET_N, args.budget_ms, _label(cfg), b)
         if b:
             line += "; now/target = %.2f (%s)" % (b / TARGET_N, "met" if b >= TARGET_N else "NOT met")
-            if today and nw != 1:
-                line += "; %d workers / today's single process (%d) = %.2f" % (nw, today, b / today)
+            if today and cfg != "1":
+                line += "; / today's single process (%d) = %.2f" % (today, b / today)
         print(line)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({str(k): v for k, v in all_rows.items()}, indent=1))
@@ -389,11 +396,18 @@ def main():
 TARGET_N = 500   # issue 12: >= 500 live 16 kHz satellites, p99 frame handling <= 20 ms, this 2-core machine
 
 
-def ladder(args, nw):
-    """The N ladder with nw core workers: prints one row per N; returns (largest N within budget, rows)."""
-    args.workers_now = nw
-    print("-- core: %s" % ("one process (today's core, alabama core serve)" if nw == 1 else
-                           "%d worker processes on one port (alabama core serve --workers %d)" % (nw, nw)))
+def _label(cfg):
+    nw, loop = int(cfg.rstrip("u")), "uvloop" if cfg.endswith("u") else "asyncio"
+    if nw == 1 and loop == "asyncio":
+        return "one process, asyncio (today's core: alabama core serve)"
+    return "%d worker process(es) on one port, %s (alabama core serve --workers %d --loop %s)" % (nw, loop, nw, loop)
+
+
+def ladder(args, cfg):
+    """The N ladder of one core configuration: one row per N; returns (largest N within budget, rows)."""
+    nw = int(cfg.rstrip("u"))
+    args.workers_now, args.loop_now = nw, "uvloop" if cfg.endswith("u") else "asyncio"
+    print("-- core: %s" % _label(cfg))
     hdr = ("N", "p50 ms", "p99 ms", "max ms", "dropped", "pace", "lag99 ms", "CPU%/strm", "us/frame", "core %",
            "sim %", "wait% c/s", "viol", "sess", "verdict")
     print("%4s %7s %7s %8s %7s %6s %8s %9s %8s %6s %6s %10s %4s %5s  %s" % hdr)

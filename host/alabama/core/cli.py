@@ -34,6 +34,8 @@ def register(sub):
     s.add_argument("--ping-interval", type=float, default=15.0, help="seconds between core Pings (0: none)")
     s.add_argument("--workers", type=int, default=1, help="worker processes on the one port (each device is served by "
                    "one of them; docs/core.md); default %(default)s")
+    s.add_argument("--loop", default="asyncio", choices=("asyncio", "uvloop"),
+                   help="event loop: uvloop (pip install uvloop) spends less CPU per read; default %(default)s")
     s.set_defaults(func=cmd_serve)
 
     k = csub.add_parser("key", help="print the core's static public key (64 hex chars)")
@@ -53,6 +55,8 @@ def register(sub):
     d = csub.add_parser("devices", help="list devices: fingerprint, display name, trust, last seen")
     data(d)
     d.add_argument("--json", action="store_true")
+    d.add_argument("--health", action="store_true",
+                   help="also ask each connected device for its health (device.info, through the running core)")
     d.set_defaults(func=cmd_devices)
 
     a = csub.add_parser("approve", help="trust a guest (sends Paired on its live session) or pre-register a key")
@@ -119,7 +123,7 @@ def cmd_serve(args):
                 host, port, " [closed]" if args.closed else "", args.data, args.workers), flush=True)
         status = workers.serve(args.data, args.workers, host=host, port=port, ready=ready, closed=args.closed,
                                min_wire_version=args.min_wire_version, brain=args.brain,
-                               ping_interval=args.ping_interval)
+                               ping_interval=args.ping_interval, loop=args.loop)
         print("alabama core: shutting down", flush=True)
         return status
 
@@ -138,7 +142,8 @@ def cmd_serve(args):
         print("alabama core: shutting down", flush=True)
         await srv.stop()
     # admissions and session ends at INFO even without -v; -vv adds one line per frame (DEBUG)
-    asyncio.run(main())
+    from .workers import run_loop
+    run_loop(main, args.loop)
     return 0
 
 
@@ -169,14 +174,55 @@ def cmd_token(args):
 
 def cmd_devices(args):
     devs = reg.Registry(args.data).devices()
+    health = _health(args) if args.health else {}
     if args.json:
-        print(json.dumps([d.as_dict() for d in devs], indent=1))
+        print(json.dumps([dict(d.as_dict(), **({"health": health.get(d.device_id)} if args.health else {}))
+                          for d in devs], indent=1))
         return 0
     print("%-32s  %-20s  %-6s  %s" % ("FINGERPRINT", "NAME", "TRUST", "LAST SEEN"))
     for d in devs:
         seen = datetime.datetime.fromtimestamp(d.last_seen).isoformat(timespec="seconds") if d.last_seen else "-"
         print("%-32s  %-20s  %-6s  %s" % (d.device_id, d.display_name[:20], d.trust, seen))
+    if args.health:
+        print()
+        print(health_table(devs, health))
     return 0
+
+
+HEALTH_COLUMNS = ("DEVICE", "FIRMWARE", "DIGEST", "UPTIME", "HEAP FREE/MIN", "RSSI", "RESET", "CRASHES", "RECONN",
+                  "DROPPED", "OTA")
+
+
+def health_row(device_id, h):
+    """One table row of a device's health (device.info or device.health event metadata; None: not connected)."""
+    if not h:
+        return (device_id[:16], "not connected") + ("",) * (len(HEALTH_COLUMNS) - 2)
+    ota = h.get("ota")
+    ota = ota.get("state", "") if isinstance(ota, dict) else (ota or "")
+    up = h.get("uptime_ms")
+    free, low = h.get("heap_free"), h.get("heap_min")
+    return (device_id[:16], str(h.get("firmware", "?")), (h.get("firmware_digest") or h.get("digest") or "-")[:12],
+            "%.0f s" % (up / 1000.0) if up is not None else "-",
+            "%s/%s" % ("-" if free is None else "%.1fk" % (free / 1024.0), "-" if low is None else "%.1fk" % (low / 1024.0)),
+            "-" if h.get("rssi") is None else "%d dBm" % h["rssi"], str(h.get("reset_reason", "-")),
+            str(h.get("crash_count", "-")), str(h.get("reconnect_count", "-")), str(h.get("frames_dropped", "-")),
+            ota + (" (event)" if h.get("source") == "event" else ""))
+
+
+def health_table(devs, health):
+    rows = [HEALTH_COLUMNS] + [health_row(d.device_id, health.get(d.device_id)) for d in devs]
+    w = [max(len(r[i]) for r in rows) for i in range(len(HEALTH_COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+def _health(args):
+    """{device_id: health} of the connected devices; {} (with a note) when no core runs on args.data."""
+    from .errors import CoreError
+    try:
+        return _control(args, {"op": "health", "timeout": 5.0})
+    except CoreError as e:
+        print("health: %s" % e, file=sys.stderr)
+        return {}
 
 
 def cmd_approve(args):

@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from alabama.core.registry import fingerprint
 from alabama.core.server import control_call
 from alabama.core.testsat import TestSatellite, env, hello, tool
@@ -37,9 +39,9 @@ def _owner(priv):
     return WorkerLink(0, WORKERS, None, []).owner(fingerprint(public_key(priv)))
 
 
-def _serve(data):
+def _serve(data, loop="asyncio"):
     proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", data, "--ping-interval",
-                                       "0", "--workers", str(WORKERS)], stdout=subprocess.PIPE,
+                                       "0", "--workers", str(WORKERS), "--loop", loop], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env())
     key = re.search(r"key ([0-9a-f]{64})$", proc.stdout.readline().strip()).group(1)
     line = proc.stdout.readline()
@@ -54,9 +56,10 @@ def _stop(proc, data):
     assert not os.path.exists(os.path.join(data, "control.json"))
 
 
-def test_workers_one_owner_per_device_cli_reports_and_reconnect(tmp_path, run):
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_workers_one_owner_per_device_cli_reports_and_reconnect(tmp_path, run, loop):
     data = str(tmp_path / "d")
-    proc, key, port = _serve(data)
+    proc, key, port = _serve(data, loop)
     try:
         async def body():
             sats, owners = [], set()
