@@ -4,8 +4,8 @@
 * test_browser_push_to_talk_exchange: the real firmware under micropython against the reference core.
   Hold the page's button with the browser's (fake) microphone: the LED ring goes LISTENING -> SPEAKING ->
   IDLE, the core's echo of what the browser's microphone heard (a 440 Hz tone) reaches the browser's
-  speaker sample for sample; when the board declares TEXT_DISPLAY and IMAGE_DISPLAY the transcript and an
-  image appear on its panel (pixel for pixel the framebuffer the HAL exports). The
+  speaker sample for sample; the board is the BOX-3 (a 320x240 panel): the transcript and an image larger
+  than one frame appear on the page's panel (pixel for pixel the framebuffer the HAL exports). The
   screenshot is kept as build/web-board/board.png.
 * test_page_shows_panel_speaker_log_and_drives_the_board: the page against a scripted board (no
   micropython): the framebuffer shown pixel for pixel, the speaker's samples, the timeline and log, the
@@ -286,20 +286,13 @@ def test_served_on_loopback_only(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- the real board
-def _panel_board():
-    """The board the end-to-end test runs: the BOX-3 when its board file declares the panel, else sim."""
-    from alabama.board import boards
-    b = boards.load("esp32-s3-box-3")
-    return "esp32-s3-box-3" if b.data.get("display") else "sim"
-
-
 @pytest.mark.slow
 def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
     tone = tmp_path / "tone.wav"
     vs.write_wav(tone, vs.tone(4.0, rate=48000, freq=440.0, amp=12000), rate=48000)
     core = vs.CoreThread(tmp_path / "core", host="127.0.0.1", brain="echo", control=False).start()
-    board_name = _panel_board()
-    vb = vs.board(tmp_path, core, key=core.key, board_name=board_name)
+    vb = vs.board(tmp_path, core, key=core.key, board_name="esp32-s3-box-3")   # the board with a panel
+    assert vb.board.data.get("display"), "the BOX-3 board file lost its display section"
     wb = web.WebBoard(vb)
     br = None
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -335,11 +328,8 @@ def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
         rows = pg.inner_text("#timeline")
         for needle in ("CaptureOpen", "StreamEnd", "MediaRenderOpen", "PlaybackDone", "Response", "SPEAKING"):
             assert needle in rows, needle
-        if _declares_displays(core, did):
-            _transcript_and_image_on_the_panel(pg, core, did, vb, wb)
-        else:
-            with capsys.disabled():
-                print("\nweb board: %s declares no TEXT_DISPLAY + IMAGE_DISPLAY: panel not checked" % board_name)
+        assert _declares_displays(core, did), "a board file with a display must declare TEXT_DISPLAY + IMAGE_DISPLAY"
+        _transcript_and_image_on_the_panel(pg, core, did, vb, wb)
         pg.screenshot(path=str(shot), full_page=True)
         with capsys.disabled():
             print("\nweb board screenshot: %s" % shot)
