@@ -66,10 +66,18 @@ class DisplayError(Exception):
 
 
 def mimes():
-    """The image MIME types this firmware decodes (what IMAGE_DISPLAY declares in accepts): PNG only
-    where the interpreter has a zlib inflater (MicroPython's `deflate` module, CPython's zlib)."""
-    from satellite import imgdec
-    return imgdec.mimes()
+    """The image MIME types satellite.imgdec decodes here (what IMAGE_DISPLAY declares in accepts): PNG
+    only where the interpreter has a zlib inflater (MicroPython's `deflate` module, CPython's zlib).
+    Answered without importing imgdec: that module loads when the first image is shown."""
+    try:
+        import deflate  # noqa: F401
+    except ImportError:
+        try:
+            import zlib
+            zlib.decompressobj
+        except (ImportError, AttributeError):
+            return ["image/bmp"]
+    return ["image/png", "image/bmp"]
 
 
 class Display:

@@ -32,13 +32,6 @@ class ImageError(Exception):
     pass
 
 
-def mimes():
-    """The MIME types this interpreter decodes: PNG where an inflater exists, BMP always."""
-    if _deflate is not None or (_zlib is not None and hasattr(_zlib, "decompressobj")):
-        return [PNG, BMP]
-    return [BMP]
-
-
 def _be32(b, o):
     return (b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]
 

@@ -289,3 +289,43 @@ def test_pure_and_framebuf_drawing_agree():
             d.text_chunk(text, i, min(i + 5, len(text)))
     assert a.fb == b.fb
     assert a.grid == b.grid and a.cur == b.cur
+
+
+# A 6x5 RGB PNG made by hand (tests/host/test_display_panel.py checks Pillow-written ones): one row per
+# filter type 0..4 (None, Sub, Up, Average, Paeth), its zlib stream split over two IDAT chunks; PX is its
+# raw pixel data (Pillow decodes PNG to exactly PX).
+PX = (b"\xa5M\xca\x18%0\xbb\x1dm\x13,\xde\xd6#{.\xd9\x1e?r\x1f\xcb\x19q\x17D\x94\xd6I<\x9d\\4`\xbe1 \x1ei\xfe"
+      b"\xda\xa0\xee\xe8\xb9\x99\x7f\\|)\x99\xfd\xaf\xe5\x93%<\xd6T\xafM\xfa\xd7\x14'\xa0\xae\xb3\xfe\xe9#/\x8a"
+      b"\xf2!\x1f\x9e\xe4\x91\xc5\xb1\x0b\xec\xb5V;\xfc\x1eo\x93")
+PNG = (b'\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x06\x00\x00\x00\x05\x08\x02\x00\x00\x00\xe9:\n\xb1\x00'
+       b'\x00\x00\x14IDATx\x9c\x01_\x00\xa0\xff\x00\xa5M\xca\x18%0\xbb\x1dm\x13,\xde\xf9E\xda\xfe\x00\x00\x00VIDAT'
+       b'\xd6#{.\xd9\x1e\x01?r\x1f\x8c\xa7RL+#\xbf\x05\xa8\xc7\x13\xf8\xc3b\xfd\x02\xe1\xacJ3\xc1/\xd7\xa4%\xc36 '
+       b'\xdf\xcde\x9d\xf1\xb4\x03\x83\x16\x08\x0e\xd5Ak\\#\xa1k\x07f\x8bb\x14r>\x04\xf7\xcd\xe5I\xac5r\xcb\xcd'
+       b'\xbe\xc5\x15\xa8O\xfepLdk )\xe7\x0c\x935\xa5\x00\x00\x00\x00IEND\xaeB`\x82')
+
+
+def test_png_decoder_all_filters_split_idat_centred_and_clipped():
+    from satellite import imgdec
+    assert "image/png" in D.mimes()                 # both micropython builds have the deflate module
+    fb = bytearray(10 * 9 * 2)
+    assert imgdec.paint("image/png", PNG, fb, 10, 1, 10, 8) == (6, 5)
+    for y in range(5):
+        for x in range(6):
+            i = 3 * (y * 6 + x)
+            r, g, b = PX[i], PX[i + 1], PX[i + 2]
+            want = ((r & 0xF8) << 8) | ((g & 0xFC) << 3) | (b >> 3)
+            o = 2 * ((1 + 1 + y) * 10 + 2 + x)      # area from row 1, centred: 1 row and 2 columns in
+            assert (fb[o] << 8) | fb[o + 1] == want, (x, y)
+    # an area smaller than the image: the centre is shown, nothing written outside the area
+    fb = bytearray(4 * 3 * 2)
+    imgdec.paint("image/png", PNG, fb, 4, 0, 4, 3)
+    i = 3 * (1 * 6 + 1)
+    assert (fb[0] << 8) | fb[1] == ((PX[i] & 0xF8) << 8) | ((PX[i + 1] & 0xFC) << 3) | (PX[i + 2] >> 3)
+    # truncated, corrupt or oversized inputs are ImageErrors, never another exception
+    bad = [PNG[:40], PNG[:8] + b"\x00\x00\x00\x0dIHDR" + bytes(17), PNG[:16] + b"\x00\x01\x00\x00" + PNG[20:]]
+    for data in bad:
+        try:
+            imgdec.paint("image/png", data, bytearray(200), 10, 0, 10, 10)
+        except imgdec.ImageError:
+            continue
+        raise AssertionError("accepted a bad PNG")

@@ -47,6 +47,10 @@ HALS = ["satellite.hal", "satellite.hal.esp32", "satellite.hal.sim", "satellite.
 #: The pure twins of the viper modules: imported only where the native emitter is missing.
 FALLBACK = ["satellite.noise._chacha_pure", "satellite.noise._poly1305_pure", "satellite.noise._x25519_pure",
             "satellite._audio_pure"]
+#: Only on a board whose board file has a "display" section (runtime.Runtime imports them then; imgdec when an
+#: image is first shown; simpanel or ili9342 by the HAL). A board without a panel pays none of it.
+DISPLAY = ["satellite.font8x16", "satellite.display", "satellite.imgdec", "satellite.hal.simpanel",
+           "satellite.hal.ili9342"]
 COLD = ["satellite.provision.gesture", "satellite.provision.rs", "satellite.provision._goertzel_pure",
         "satellite.provision._goertzel_viper", "satellite.provision.ggwave_rx", "satellite.provision.listen"]
 
@@ -83,6 +87,7 @@ load(%(hals)r)
 out["boot"] = sorted(k for k in sys.modules if k.startswith("satellite"))
 load(%(cold)r)
 load(%(fallback)r)
+load(%(display)r)
 out["after_modules"] = free()
 from satellite import buffers
 with open(%(board)r) as f:
@@ -120,7 +125,7 @@ def measure(micropython, board, build_root):
         (t / "stubs" / "network.py").write_text(STUB_NETWORK)
         bj = t / "board.json"
         bj.write_bytes(deploy.board_json_bytes(board))
-        code = PROBE % {"boot": BOOT, "hals": HALS, "cold": COLD, "fallback": FALLBACK, "board": str(bj)}
+        code = PROBE % {"boot": BOOT, "hals": HALS, "cold": COLD, "fallback": FALLBACK, "display": DISPLAY, "board": str(bj)}
         # The stubs come after lib so they shadow nothing of the firmware; a roomy heap: this measures.
         env = dict(os.environ, MICROPYPATH="%s:.frozen:%s" % (lib, t / "stubs"))
         p = subprocess.run([micropython, "-X", "heapsize=4m", "-c", code], capture_output=True, text=True,
@@ -181,6 +186,7 @@ def table(results, board, mpy_sizes):
     t_hal = mod_rows(HALS, "HAL (one per board)")
     t_cold = mod_rows(COLD, "cold paths (lazy)")
     mod_rows(FALLBACK, "pure twins (only without the native emitter)")
+    mod_rows(DISPLAY, "display (only on a board with a panel; docs/display.md)")
     rows.append("| **buffers for %s** |" % board.id + " |" * (len(cols) + 1))
     t_buf = [0] * len(cols)
     bufs = [{b[0]: b for b in r["bufs"]} for _, r in results]
