@@ -80,6 +80,7 @@ class Health:
         self.rssi_reported = None
         self.heap_low_reported = False
         self.updater = None
+        self.poll_ms = POLL_MS
 
     def _hal(self, name):
         f = getattr(self.hal, name, None)
@@ -141,7 +142,7 @@ class Health:
 
     async def watch(self, sat):
         while not sat.closed:
-            await asyncio.sleep_ms(POLL_MS)
+            await asyncio.sleep_ms(self.poll_ms)
             if sat.closed:
                 return
             free = self.heap_free()

@@ -67,6 +67,7 @@ IMAGE_WINDOW_FRAMES = 64
 LIVENESS_PINGS = 3
 LIVENESS_RATE_BPS = 100_000
 CONTROL_FILE = "control.json"
+HEALTH_EVENT = "device.health"      # the satellite's health report (firmware/satellite/health.py, docs/ota.md)
 #: A connection handed to another worker waits at most this long for its handshake reply to leave.
 HANDOFF_FLUSH_S = 2.0
 REPORTS_DIR = "reports"
@@ -101,6 +102,7 @@ class Connection:
         self.ping_rounds = []
         self.hello_done = asyncio.Event()
         self.ended = False           # set when _teardown has released everything (state_accounting)
+        self.health_event = None     # metadata of the last device.health Event (a dict), for device_health()
         self.adopted = False         # handed over by another worker with its Noise handshake done
 
     # ---------------------------------------------------------------------- lifecycle
@@ -345,6 +347,11 @@ class Connection:
             self._closing = True
         elif t is cs.SettingReported or t is cs.EventReceived or t is cs.PresenceReceived:
             log.info("%s: %r", self.device_id, ev)
+            if t is cs.EventReceived and ev.msg.id == HEALTH_EVENT:
+                try:
+                    self.health_event = json.loads(ev.msg.metadata)   # validated against its schema (R8.2-e)
+                except ValueError:
+                    pass
         self.pipeline.on_event(ev)
         if t is cs.PlaybackDone:
             pass
@@ -862,6 +869,18 @@ class CoreServer:
     async def invoke(self, device_id, name, arguments="{}", timeout=10.0):
         return await self._request(device_id, lambda s: s.invoke(name, arguments), timeout)
 
+    async def device_health(self, device_id, timeout=5.0):
+        """The device's health: its device.info answer ({"source": "device.info", ...}), else the metadata of its
+        last device.health Event ({"source": "event", ...}), else None (docs/ota.md)."""
+        conn = self._conn(device_id)
+        if conn.session.surface is not None and any(t.name == "device.info" for t in conn.session.surface.hello.tools):
+            try:
+                res = await self.invoke(device_id, "device.info", "{}", timeout)
+                return dict(json.loads(res.content[0].text), source="device.info")
+            except (CoreError, asyncio.TimeoutError, ValueError, IndexError):
+                pass
+        return dict(conn.health_event, source="event") if conn.health_event else None
+
     async def write_setting(self, device_id, key, value, timeout=10.0):
         return await self._request(device_id, lambda s: s.settings_write(key, value), timeout)
 
@@ -1006,6 +1025,14 @@ class CoreServer:
             im = shown.image
             return {"id": shown.id, "path": shown.path, "mime": im.mime, "bytes": len(im.data), "size": list(im.size),
                     "original_size": list(im.original_size) if im.original_size else None, "changed": im.changed}
+        elif op == "health":
+            out = {}
+            for d in list(self.connections):
+                try:
+                    out[d] = await self.device_health(d, req.get("timeout", 5.0))
+                except CoreError:
+                    pass
+            return out
         elif op == "status":
             out = {"connections": {d: c.session.report.as_dict() for d, c in self.connections.items()}}
             if self.worker is not None:
@@ -1052,6 +1079,11 @@ async def control_call(data_dir, req, timeout=30.0):
             merged.update(r["connections"])
             ws.append(r.get("worker"))
         return {"connections": merged, "workers": ws}
+    if req.get("op") == "health":          # every worker's connected devices
+        merged = {}
+        for i in infos:
+            merged.update(await _control_one(data_dir, i, req, timeout))
+        return merged
     last = None
     for i in infos:
         try:
