@@ -19,6 +19,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import struct
 import threading
 import time
@@ -258,6 +259,20 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
 def test_chosen_wav_that_is_not_a_wav_is_refused_in_one_line(tmp_path):
     with pytest.raises(web.WebError, match="not a PCM WAV"):
         web.to_mic_wav(b"hello, not a wav", tmp_path / "x.wav")
+
+
+def test_a_stalled_page_is_dropped_not_buffered(tmp_path):
+    wb = web.WebBoard(ScriptedBoard(tmp_path))
+    try:
+        live, stalled = asyncio.Queue(), asyncio.Queue()
+        for _ in range(web.OUTBOX_MAX):
+            stalled.put_nowait("old")
+        wb.clients = {"live page": live, "stalled page": stalled}
+        wb.feed_line("sat: led LISTENING")
+        assert list(wb.clients) == ["live page"] and live.qsize() == 2          # the log line and the LED
+        assert stalled.qsize() == web.OUTBOX_MAX + 1 and stalled._queue[-1] is None   # its sender closes it
+    finally:
+        shutil.rmtree(wb.work)
 
 
 def test_served_on_loopback_only(tmp_path):

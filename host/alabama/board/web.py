@@ -58,6 +58,8 @@ MAX_MIC_BYTES = 2 * MIC_RATE * 120
 #: A chosen WAV (POST /mic) larger than this is refused before it is read (two minutes of 48 kHz stereo).
 MAX_UPLOAD_BYTES = 48000 * 4 * 120 + 4096
 LOG_KEEP = 2000
+#: Messages a page may fall behind before it is dropped (a stalled tab must not grow the server's memory).
+OUTBOX_MAX = 4000
 TIMELINE_KEEP = 2000
 SPEAKER_POLL_S = 0.02
 STATE_POLL_S = 1.0
@@ -170,9 +172,8 @@ class WebBoard:
         self.port = port
         self.panel = panel or PanelSource(vb)
         self.t0 = time.monotonic()
-        self.clients = set()
+        self.clients = {}                 # websocket -> its outbox (asyncio.Queue)
         self.led = None
-        self.led_history = []
         self.log = collections.deque(maxlen=LOG_KEEP)
         self.timeline = collections.deque(maxlen=TIMELINE_KEEP)
         self.last_state = None
@@ -188,6 +189,7 @@ class WebBoard:
         self._live = None                 # the growing WAV the HAL hears while the browser mic streams
         self._live_bytes = 0
         self._presses = 0
+        self._mic_refused = False
         self._panel_v = 0
         self._loop = None
         self._runner = None
@@ -256,6 +258,7 @@ class WebBoard:
                 pass
         self._tasks = []
         for ws in list(self.clients):
+            self.clients.pop(ws).put_nowait(None)
             await ws.close()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -284,7 +287,6 @@ class WebBoard:
         m = _LED.match(line)
         if m:
             self.led = m.group(1)
-            self.led_history.append(self.led)
             if self.timeline and self.timeline[-1]["op"] == "pipeline_state":
                 self.timeline[-1].setdefault("detail", self.led)
             self._send({"t": "led", "ms": ms, "phase": self.led})
@@ -297,23 +299,39 @@ class WebBoard:
 
     # ------------------------------------------------------------------ to the page
     def _send(self, ev):
-        if not self.clients:
-            return
-        data = json.dumps(ev)
-        for ws in list(self.clients):
-            if not ws.closed:
-                asyncio.ensure_future(self._safe(ws.send_str(data)))
+        if self.clients:
+            self._queue(json.dumps(ev))
 
     def _send_bytes(self, data):
-        for ws in list(self.clients):
-            if not ws.closed:
-                asyncio.ensure_future(self._safe(ws.send_bytes(data)))
+        if self.clients:
+            self._queue(bytes(data))
 
-    async def _safe(self, coro):
+    def _queue(self, msg):
+        """Each page has its own queue, sent in order by its own task; a page that falls OUTBOX_MAX
+        messages behind (a stalled tab) is dropped rather than let the queue grow without bound."""
+        for ws, q in list(self.clients.items()):
+            if q.qsize() >= OUTBOX_MAX:
+                log.warning("web board: a page fell %d messages behind: closing it", OUTBOX_MAX)
+                self.clients.pop(ws, None)
+                q.put_nowait(None)
+            else:
+                q.put_nowait(msg)
+
+    async def _sender(self, ws, q):
         try:
-            await coro
+            while True:
+                msg = await q.get()
+                if msg is None or ws.closed:
+                    break
+                if isinstance(msg, str):
+                    await ws.send_str(msg)
+                else:
+                    await ws.send_bytes(msg)
         except (ConnectionError, RuntimeError):
-            pass                            # the page went away: its socket is dropped in _ws
+            pass                            # the page went away
+        finally:
+            if not ws.closed:
+                await ws.close()
 
     def snapshot(self):
         return {"t": "hello", "board": self.vb.board.id, "board_name": self.vb.board.data.get("name", ""),
@@ -353,8 +371,10 @@ class WebBoard:
     async def _ws(self, request):
         ws = web.WebSocketResponse(heartbeat=20, max_msg_size=1 << 20)
         await ws.prepare(request)
-        self.clients.add(ws)
-        await ws.send_str(json.dumps(self.snapshot()))
+        q = asyncio.Queue()
+        q.put_nowait(json.dumps(self.snapshot()))
+        self.clients[ws] = q
+        sender = asyncio.ensure_future(self._sender(ws, q))
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.TEXT:
@@ -362,13 +382,15 @@ class WebBoard:
                         req = json.loads(msg.data)
                         await self._command(req)
                     except (ValueError, TypeError, KeyError, AttributeError) as e:
-                        await ws.send_str(json.dumps({"t": "error", "error": "bad request %r: %s" % (msg.data[:80], e)}))
+                        q.put_nowait(json.dumps({"t": "error", "error": "bad request %r: %s" % (msg.data[:80], e)}))
                     except AlabamaError as e:
-                        await ws.send_str(json.dumps({"t": "error", "error": str(e)}))
+                        q.put_nowait(json.dumps({"t": "error", "error": str(e)}))
                 elif msg.type == WSMsgType.BINARY:
                     self._mic_pcm(msg.data)
         finally:
-            self.clients.discard(ws)
+            if self.clients.pop(ws, None) is not None:
+                q.put_nowait(None)
+            await sender
         return ws
 
     # ------------------------------------------------------------------ commands
@@ -396,14 +418,20 @@ class WebBoard:
             return
         self.pressed = True
         self._presses += 1
-        if self.mic_source == "browser":
-            path = self._open_live()
-            await asyncio.to_thread(self.vb.command, "mic live %s" % path)
-        elif self.mic_source == "wav":
-            await asyncio.to_thread(self.vb.command, "mic %s" % self.mic_wav)
-        else:
-            await asyncio.to_thread(self.vb.command, "mic silence")
-        await asyncio.to_thread(self.vb.press)
+        self._mic_refused = False
+        try:
+            if self.mic_source == "browser":
+                path = self._open_live()
+                await asyncio.to_thread(self.vb.command, "mic live %s" % path)
+            elif self.mic_source == "wav":
+                await asyncio.to_thread(self.vb.command, "mic %s" % self.mic_wav)
+            else:
+                await asyncio.to_thread(self.vb.command, "mic silence")
+            await asyncio.to_thread(self.vb.press)
+        except AlabamaError:
+            self.pressed = False            # not pressed: the next press tries again
+            self._close_live()
+            raise
         self._send({"t": "button", "pressed": True})
 
     async def release(self):
@@ -436,8 +464,10 @@ class WebBoard:
         if self._live is None or not self.pressed:
             return                          # not pressed or not the browser mic: nothing listens
         if len(data) & 1 or self._live_bytes + len(data) > MAX_MIC_BYTES:
-            self._send({"t": "error", "error": "microphone data refused (odd length or past %d s)"
-                        % (MAX_MIC_BYTES // (2 * MIC_RATE))})
+            if not self._mic_refused:       # said once a press
+                self._mic_refused = True
+                self._send({"t": "error", "error": "microphone data refused (odd length or past %d s)"
+                            % (MAX_MIC_BYTES // (2 * MIC_RATE))})
             return
         self._live.write(data)
         self._live_bytes += len(data)
