@@ -19,6 +19,9 @@ _MAX_PLAINTEXT = const(65519)
 _MIN_RX_MESSAGE = const(96)
 _PREFIX_MAX_BYTES = const(10)
 _TX_OVERHEAD = const(18)    # Noise send buffer: 2-byte length prefix + plaintext + 16-byte tag
+# The ggwave receiver's ring (provision/ggwave_rx.py RING_BYTES): listening mode borrows the jitter ring,
+# idle then, so the jitter ring is at least this big and listening mode needs no 16 KB block of its own.
+LISTEN_RING = const(16384)
 
 
 def rx_message_bytes(max_frame_bytes):
@@ -48,8 +51,10 @@ class Buffers:
 
     def __init__(self, board):
         n_rx, n_noise, n_frame, n_ring, n_play, n_tx = sizes(board)
-        # largest first: each takes the lowest free run that fits
-        self.ring = bytearray(n_ring)
+        # largest first: each takes the lowest free run that fits. The ring doubles as the ggwave
+        # receiver's in listening mode (no connection then): ring_bytes of it are the jitter ring.
+        self.ring_bytes = n_ring
+        self.ring = bytearray(n_ring if n_ring > LISTEN_RING else LISTEN_RING)
         self.noise_rx = bytearray(n_noise)
         self.frame = bytearray(n_frame)
         self.noise_tx = bytearray(n_tx)

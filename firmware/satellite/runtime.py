@@ -764,7 +764,7 @@ class Runtime:
         self.rxbuf = b.rx
         self.noise_rx = b.noise_rx
         self.frame_buf = b.frame
-        self.ring = audio.JitterRing(len(b.ring), b.ring)
+        self.ring = audio.JitterRing(b.ring_bytes, b.ring)
         self.play_buf = b.play
         self.conn = None
         self.last_rx = 0
@@ -1291,7 +1291,9 @@ class Runtime:
         try:
             if not self.has_mic:
                 raise listen.ListenError("NO_MIC", "no usable microphone: provision this board by QR code or serial")
-            rec = await listen.run(self.hal, self.ks, rate=self.mic_rate, log=self.log, stop=stop)
+            self.ring.clear()                  # no render now: its buffer holds the receiver's ring
+            rec = await listen.run(self.hal, self.ks, rate=self.mic_rate, log=self.log, stop=stop,
+                                   ring=self.buffers.ring)
         except listen.ListenError as e:
             self.log("provision: %s" % e)
             rec = None

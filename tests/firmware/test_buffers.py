@@ -27,4 +27,14 @@ def test_figures_agree_with_transport_and_framer():
 
 def test_buffers_are_allocated_at_their_sizes():
     b = buffers.Buffers(DEVKIT)
-    assert [len(x) for x in (b.rx, b.noise_rx, b.frame, b.ring, b.play, b.noise_tx)] == list(buffers.sizes(DEVKIT))
+    n = list(buffers.sizes(DEVKIT))
+    assert [len(x) for x in (b.rx, b.noise_rx, b.frame, b.play, b.noise_tx)] == n[:3] + n[4:]
+    # the jitter ring's buffer also holds the ggwave receiver's ring in listening mode (no 16 KB block then)
+    assert b.ring_bytes == n[3] and len(b.ring) == max(n[3], buffers.LISTEN_RING)
+    big = {"limits": {"max_frame_bytes": 16384, "buffer_ms": 500}, "audio": {"speaker": {"rates": [24000]}}}
+    assert len(buffers.Buffers(big).ring) == buffers.sizes(big)[3]
+
+
+def test_the_listening_ring_is_the_ggwave_receivers():
+    from satellite.provision import ggwave_rx
+    assert buffers.LISTEN_RING == ggwave_rx.RING_BYTES

@@ -43,6 +43,7 @@ _SUB = const(64)                # samples per sub-block
 _NT = const(32)                 # tones (bins 24..55)
 _RING = const(128)              # sub-blocks kept (512 ms)
 _HOP = const(16)                # idle marker search every 16 sub-blocks (disjoint windows)
+RING_BYTES = const(16384)       # the viper kernels' sub-block ring: _RING * 2 * _NT s16 (satellite.buffers)
 _DWIN = const(16)               # idle marker window (1024 samples)
 _NCAND = const(13)              # clock ratios tried while idle: 1 + (c - 6)/285 (+-2.1 %)
 _NVOTE = const(3)               # low-SNR marker test: pair votes (start tone > partner) summed
@@ -105,9 +106,12 @@ class GgwaveReceiver:
     """Feed s16 mono PCM at 16 kHz; `feed` returns the payload bytes when one decodes, else None.
 
     `state` is one of STATE_*; `progress` is 0..100 while receiving. Steady-state listening
-    allocates nothing. `kernels` forces a filter-bank module (tests compare pure and viper)."""
+    allocates nothing. `kernels` forces a filter-bank module (tests compare pure and viper). `ring`: a
+    bytearray of at least RING_BYTES to use as the viper kernels' ring instead of allocating 16 KB (the
+    runtime lends its jitter ring, idle in listening mode: no 16 KB block to find in a fragmented heap); its
+    contents do not matter (every slot is written before it is read)."""
 
-    def __init__(self, rate=RATE, kernels=None):
+    def __init__(self, rate=RATE, kernels=None, ring=None):
         if rate != RATE:
             raise GgwaveError("rate", "GgwaveReceiver needs 16000 Hz input (got %r): resample or "
                               "configure the microphone at 16 kHz" % (rate,))
@@ -136,7 +140,7 @@ class GgwaveReceiver:
             # only the viper kernels touch these (ptr16): plain bytearrays, without the bytes() temporary that
             # doubles the peak of the 16 KB ring in listening mode on a small heap (docs/memory.md)
             self._stage = bytearray(2 * _SUB)
-            self._ring = bytearray(2 * (_RING * 2 * _NT))
+            self._ring = ring if ring is not None and len(ring) >= RING_BYTES else bytearray(RING_BYTES)
         else:
             self._stage = array("h", bytes(2 * _SUB))
             self._ring = array("h", bytes(2 * (_RING * 2 * _NT)))

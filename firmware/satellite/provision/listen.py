@@ -134,15 +134,16 @@ def store(ks, data, rec):
     ks.write(K.RECORD, bytes(data))
 
 
-async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None):
+async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None, ring=None):
     """Listening mode over a HAL (mic_open, mic_wait_ms or async mic_wait, mic_take, mic_close): returns the
-    stored record, or None when stop() turns true. The LED goes through on_led, else hal.led(phase, level)."""
+    stored record, or None when stop() turns true. The LED goes through on_led, else hal.led(phase, level).
+    ring: a spare buffer of >= ggwave_rx.RING_BYTES for the receiver (the runtime's idle jitter ring)."""
     if rate != G.RATE:
         raise ListenError("RATE", "sound provisioning needs the microphone at %d Hz (board mic rate %d): "
                           "provision this board by QR code or serial" % (G.RATE, rate))
     if on_led is None:
         on_led = hal_led(hal)
-    li = Listener(ks, on_led=on_led, log=log)
+    li = Listener(ks, on_led=on_led, log=log, receiver=G.GgwaveReceiver(ring=ring))
     buf = bytearray(2 * block)
     hal.mic_open(rate, block)
     if log is not None:
