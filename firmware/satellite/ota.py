@@ -35,6 +35,9 @@ except ImportError:
 
 import otaboot as B
 
+# MicroPython's asyncio.sleep_ms; CPython (the firmware tests) has only sleep(seconds).
+_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
+
 CHUNK = const(1024)             # bytes per socket read and per flash write (one preallocated buffer)
 MAX_URL = const(256)            # a longer URL is refused before parsing
 MAX_HEAD = const(1024)          # status line + headers of one HTTP response
@@ -153,7 +156,7 @@ async def http_get(connect, url, limit, sink, buf):
                     raise OtaError(UNAVAILABLE, "CONNECT", "sending the request to %s failed: %s" % (host, e))
             sent += n or 0
             if not n:
-                await asyncio.sleep_ms(POLL_MS)
+                await _sleep_ms(POLL_MS)
         head = HttpHead()
         got = 0
         length = -1
@@ -170,7 +173,7 @@ async def http_get(connect, url, limit, sink, buf):
             if n is None:
                 if ticks_diff(ticks_ms(), last) > IDLE_MS:
                     raise OtaError(UNAVAILABLE, "STALLED", "download of %s stalled (nothing for %d ms)" % (path, IDLE_MS))
-                await asyncio.sleep_ms(POLL_MS)
+                await _sleep_ms(POLL_MS)
                 continue
             last = ticks_ms()
             if n == 0:
@@ -386,5 +389,5 @@ def status():
 
 
 async def reset_soon(note="ota"):
-    await asyncio.sleep_ms(RESET_DELAY_MS)
+    await _sleep_ms(RESET_DELAY_MS)
     B.reset(note)
