@@ -3,7 +3,7 @@
 # exact bytes (vectors from google-protobuf), forward compatibility, malformed input -> typed errors.
 from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises, unhex
 
-from satellite.wire import alabama_v1 as v1, pb
+from satellite.wire import alabama_v1 as v1, pb, pbtable
 
 # Envelopes serialized by google-protobuf (upb) 7.x from the pb2 classes (see test_codec_differential).
 STREAM_CHUNK = "080742020805"  # Envelope(id=7, stream_chunk=StreamChunk(seq=5))
@@ -162,7 +162,7 @@ class Node(pb.Message):
     child = None
 
 
-pb.table(Node, ((1, "child", 15, 0, Node, None, 0, 0),))
+pbtable.table(Node, ((1, "child", 15, 0, Node, None, 0, 0),))
 
 
 def _nested(n):

@@ -40,7 +40,8 @@ def scratch(tmp_path_factory):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     (tmp / "scratchfw" / "__init__.py").write_text("")
-    shutil.copy(REPO / "firmware" / "satellite" / "wire" / "pb.py", tmp / "scratchfw" / "pb.py")
+    for name in ("pb.py", "pbtable.py"):
+        shutil.copy(REPO / "firmware" / "satellite" / "wire" / name, tmp / "scratchfw" / name)
     sys.path.insert(0, str(tmp))
     try:
         spb2 = importlib.import_module("scratch_pb2")
@@ -48,6 +49,11 @@ def scratch(tmp_path_factory):
         yield spb2, fw, tmp, out
     finally:
         sys.path.remove(str(tmp))
+
+
+def pbtable(mod):
+    """The pbtable module beside mod's pb (satellite.wire.pbtable, or the scratch package's copy)."""
+    return importlib.import_module(mod.pb.__name__.rsplit(".", 1)[0] + ".pbtable")
 
 
 # --- the committed alabama.v1 output --------------------------------------------------------------
@@ -182,7 +188,8 @@ def test_scratch_tables_cover_every_construct(scratch):
     _, fw, _, out = scratch
     types = {f[2] for c in (fw.Scalars, fw.Lists, fw.Item, fw.Item_Inner, fw.Choice) for f in c._F}
     assert types == set(range(1, 16))
-    assert {f[3] for f in fw.Lists._F} == {1, 2}
+    assert {f[3] for f in pbtable(fw).fields(fw.Lists)} == {1, 2}   # the long form: repeated, packed
+    assert {f[3] for f in fw.Lists._F} == {4, -4}                     # stored: the count bound, negative packed
     assert fw.pb._field(fw.Scalars, "from_")[0] == 15 and fw.Scalars().from_ == ""
     assert fw.Item.Inner is fw.Item_Inner and fw.Item_Inner.Kind.B == 2 and fw.Color.NEGATIVE == -5
     assert fw.Envelope._U == ("op", "unknown_op")
@@ -195,11 +202,17 @@ def test_class_body_tables_are_what_pb_derives(scratch):
     """The generator writes each class's derived tables (_x, _E, _L, _O, _B) itself: they equal pb.derive()."""
     _, fw, _, _ = scratch
     for mod in (v1, fw):
+        pt = pbtable(mod)
         classes = [c for c in vars(mod).values() if isinstance(c, type) and issubclass(c, mod.pb.Message)]
         assert len(classes) >= 8
         for c in classes:
-            assert (c._x, c._E, c._L, c._O, c._B) == mod.pb.derive(c._F), c.__name__
-            assert all(f[8] == (f[0] << 3) | (2 if f[3] == 2 else mod.pb._WT[f[2]]) for f in c._F), c.__name__
+            assert (c._x, c._E, c._L, c._O, c._B) == pt.derive(c._F), c.__name__
+            assert all(len(f) == 6 for f in c._F), c.__name__
+
+            class Again(mod.pb.Message):   # the long form attaches back to the same stored table
+                pass
+            pt.table(Again, pt.fields(c), c._U)
+            assert Again._F == c._F and Again._x == c._x and Again._B == c._B, c.__name__
     assert v1.Envelope._D is not None and fw.Envelope._D is not None and v1.StreamChunk._D is None
 
 

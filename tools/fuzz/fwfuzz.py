@@ -23,7 +23,7 @@ except ImportError:
         return x
 
 from satellite.wire import frame as F
-from satellite.wire import pb
+from satellite.wire import pb, pbtable
 from satellite.wire import alabama_v1 as v1
 from satellite import session as S
 from satellite.noise import state as NS
@@ -178,7 +178,7 @@ def _field(r, f, out, depth):
 def gen_msg(r, cls, out, depth=0):
     """Append a random, mostly valid encoding of message cls (fields in order, one arm per oneof)."""
     arms = {}
-    for f in cls._F:
+    for f in pbtable.fields(cls):   # the long form (num, name, type, rep, sub, oneof, max_size, max_count, key)
         o = f[5]
         if o is not None:
             if o not in arms:
@@ -192,7 +192,7 @@ def gen_msg(r, cls, out, depth=0):
             _field(r, r.pick(arms[o]), out, depth)
 
 
-ARMS = tuple(f for f in v1.Envelope._F if f[5] == "op")
+ARMS = tuple(f for f in pbtable.fields(v1.Envelope) if f[5] == "op")
 ARM_BY_NAME = {}
 for _f in ARMS:
     ARM_BY_NAME[_f[1]] = _f

@@ -169,10 +169,10 @@ class SettingType:
     SETTING_ENUM = 4
 
 
-# Field tables, in each class body: _F = (number, name, type, rep, sub-message, oneof, max_size,
-# max_count, key) per field; type: 1 int32, 2 int64, 3 uint32, 4 uint64, 5 sint32, 6 sint64, 7 bool, 8 enum,
+# Field tables, in each class body: _F = (number, name, type, rep, arg, oneof) per field; type: 1 int32, 2 int64, 3 uint32, 4 uint64, 5 sint32, 6 sint64, 7 bool, 8 enum,
 # 9 fixed32, 10 sfixed32, 11 fixed64, 12 sfixed64, 13 string, 14 bytes, 15 message;
-# rep: 0 singular, 1 repeated, 2 packed. _x: field number -> index in _F + 1. See pb.Message.
+# rep: 0 singular, n repeated (at most n), -n packed (at most n); arg: the sub-message class or the
+# max_size of a string/bytes. _x: field number -> index in _F + 1. See pb.Message.
 
 class AudioFormat(pb.Message):
     encoding = 0
@@ -180,10 +180,10 @@ class AudioFormat(pb.Message):
     channels = 0
     sample_bits = 0
     _F = (
-        (1, "encoding", 8, 0, None, None, 0, 0, 8),
-        (2, "sample_rate", 3, 0, None, None, 0, 0, 16),
-        (3, "channels", 3, 0, None, None, 0, 0, 24),
-        (4, "sample_bits", 3, 0, None, None, 0, 0, 32),
+        (1, "encoding", 8, 0, None, None),
+        (2, "sample_rate", 3, 0, None, None),
+        (3, "channels", 3, 0, None, None),
+        (4, "sample_bits", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03\x04"
 
@@ -193,9 +193,9 @@ class MediaBlock(pb.Message):
     data = b""
     upload = 0
     _F = (
-        (1, "mime", 13, 0, None, None, 64, 0, 10),
-        (2, "data", 14, 0, None, None, 65516, 0, 18),
-        (3, "upload", 3, 0, None, None, 0, 0, 24),
+        (1, "mime", 13, 0, 64, None),
+        (2, "data", 14, 0, 65516, None),
+        (3, "upload", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -205,8 +205,8 @@ class ContentBlock(pb.Message):
     media = None
     block = None
     _F = (
-        (1, "text", 13, 0, None, "block", 4096, 0, 10),
-        (2, "media", 15, 0, MediaBlock, "block", 0, 0, 18),
+        (1, "text", 13, 0, 4096, "block"),
+        (2, "media", 15, 0, MediaBlock, "block"),
     )
     _x = b"\x00\x01\x02"
     _E = ("block",)
@@ -216,7 +216,7 @@ class ContentBlock(pb.Message):
 
 class MicParams(pb.Message):
     format = None
-    _F = ((1, "format", 15, 0, AudioFormat, None, 0, 0, 10),)
+    _F = ((1, "format", 15, 0, AudioFormat, None),)
     _x = b"\x00\x01"
 
 
@@ -224,8 +224,8 @@ class SpeakerParams(pb.Message):
     format = None
     buffer_ms = 0
     _F = (
-        (1, "format", 15, 0, AudioFormat, None, 0, 0, 10),
-        (2, "buffer_ms", 3, 0, None, None, 0, 0, 16),
+        (1, "format", 15, 0, AudioFormat, None),
+        (2, "buffer_ms", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -234,8 +234,8 @@ class TextDisplayParams(pb.Message):
     columns = 0
     rows = 0
     _F = (
-        (1, "columns", 3, 0, None, None, 0, 0, 8),
-        (2, "rows", 3, 0, None, None, 0, 0, 16),
+        (1, "columns", 3, 0, None, None),
+        (2, "rows", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -245,10 +245,10 @@ class ImageDisplayParams(pb.Message):
     height = 0
     max_image_bytes = 0
     _F = (
-        (1, "width", 3, 0, None, None, 0, 0, 8),
-        (2, "height", 3, 0, None, None, 0, 0, 16),
-        (3, "accepts", 13, 1, None, None, 64, 8, 26),
-        (4, "max_image_bytes", 3, 0, None, None, 0, 0, 32),
+        (1, "width", 3, 0, None, None),
+        (2, "height", 3, 0, None, None),
+        (3, "accepts", 13, 8, 64, None),
+        (4, "max_image_bytes", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03\x04"
     _L = ("accepts",)
@@ -258,8 +258,8 @@ class HtmlDisplayParams(pb.Message):
     viewport_width = 0
     viewport_height = 0
     _F = (
-        (1, "viewport_width", 3, 0, None, None, 0, 0, 8),
-        (2, "viewport_height", 3, 0, None, None, 0, 0, 16),
+        (1, "viewport_width", 3, 0, None, None),
+        (2, "viewport_height", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -267,15 +267,15 @@ class HtmlDisplayParams(pb.Message):
 class MediaSinkParams(pb.Message):
     buffer_ms = 0
     _F = (
-        (1, "accepts", 13, 1, None, None, 64, 8, 10),
-        (2, "buffer_ms", 3, 0, None, None, 0, 0, 16),
+        (1, "accepts", 13, 8, 64, None),
+        (2, "buffer_ms", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02"
     _L = ("accepts",)
 
 
 class ImageCaptureParams(pb.Message):
-    _F = ((1, "kinds", 8, 2, None, None, 0, 4, 10),)
+    _F = ((1, "kinds", 8, -4, None, None),)
     _x = b"\x00\x01"
     _L = ("kinds",)
 
@@ -291,14 +291,14 @@ class CapabilityDescriptor(pb.Message):
     image_capture = None
     params = None
     _F = (
-        (1, "kind", 8, 0, None, None, 0, 0, 8),
-        (2, "mic", 15, 0, MicParams, "params", 0, 0, 18),
-        (3, "speaker", 15, 0, SpeakerParams, "params", 0, 0, 26),
-        (4, "text_display", 15, 0, TextDisplayParams, "params", 0, 0, 34),
-        (5, "image_display", 15, 0, ImageDisplayParams, "params", 0, 0, 42),
-        (6, "html_display", 15, 0, HtmlDisplayParams, "params", 0, 0, 50),
-        (7, "media_sink", 15, 0, MediaSinkParams, "params", 0, 0, 58),
-        (8, "image_capture", 15, 0, ImageCaptureParams, "params", 0, 0, 66),
+        (1, "kind", 8, 0, None, None),
+        (2, "mic", 15, 0, MicParams, "params"),
+        (3, "speaker", 15, 0, SpeakerParams, "params"),
+        (4, "text_display", 15, 0, TextDisplayParams, "params"),
+        (5, "image_display", 15, 0, ImageDisplayParams, "params"),
+        (6, "html_display", 15, 0, HtmlDisplayParams, "params"),
+        (7, "media_sink", 15, 0, MediaSinkParams, "params"),
+        (8, "image_capture", 15, 0, ImageCaptureParams, "params"),
     )
     _x = b"\x00\x01\x02\x03\x04\x05\x06\x07\x08"
     _E = (_F[0], "params")
@@ -311,9 +311,9 @@ class ToolDescriptor(pb.Message):
     description = ""
     input_schema = ""
     _F = (
-        (1, "name", 13, 0, None, None, 64, 0, 10),
-        (2, "description", 13, 0, None, None, 512, 0, 18),
-        (3, "input_schema", 13, 0, None, None, 512, 0, 26),
+        (1, "name", 13, 0, 64, None),
+        (2, "description", 13, 0, 512, None),
+        (3, "input_schema", 13, 0, 512, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -323,9 +323,9 @@ class EventDescriptor(pb.Message):
     description = ""
     metadata_schema = ""
     _F = (
-        (1, "id", 13, 0, None, None, 64, 0, 10),
-        (2, "description", 13, 0, None, None, 256, 0, 18),
-        (3, "metadata_schema", 13, 0, None, None, 1024, 0, 26),
+        (1, "id", 13, 0, 64, None),
+        (2, "description", 13, 0, 256, None),
+        (3, "metadata_schema", 13, 0, 1024, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -335,9 +335,9 @@ class SettingValue(pb.Message):
     int_value = 0
     string_value = ""
     _F = (
-        (1, "bool_value", 7, 0, None, None, 0, 0, 8),
-        (2, "int_value", 6, 0, None, None, 0, 0, 16),
-        (3, "string_value", 13, 0, None, None, 128, 0, 26),
+        (1, "bool_value", 7, 0, None, None),
+        (2, "int_value", 6, 0, None, None),
+        (3, "string_value", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -350,13 +350,13 @@ class SettingDescriptor(pb.Message):
     max = 0
     value = None
     _F = (
-        (1, "key", 13, 0, None, None, 64, 0, 10),
-        (2, "label", 13, 0, None, None, 64, 0, 18),
-        (3, "type", 8, 0, None, None, 0, 0, 24),
-        (4, "min", 6, 0, None, None, 0, 0, 32),
-        (5, "max", 6, 0, None, None, 0, 0, 40),
-        (6, "options", 13, 1, None, None, 32, 16, 50),
-        (7, "value", 15, 0, SettingValue, None, 0, 0, 58),
+        (1, "key", 13, 0, 64, None),
+        (2, "label", 13, 0, 64, None),
+        (3, "type", 8, 0, None, None),
+        (4, "min", 6, 0, None, None),
+        (5, "max", 6, 0, None, None),
+        (6, "options", 13, 16, 32, None),
+        (7, "value", 15, 0, SettingValue, None),
     )
     _x = b"\x00\x01\x02\x03\x04\x05\x06\x07"
     _L = ("options",)
@@ -371,17 +371,17 @@ class Hello(pb.Message):
     multi_speaker = False
     software = ""
     _F = (
-        (1, "wire_version", 3, 0, None, None, 0, 0, 8),
-        (2, "capabilities", 15, 1, CapabilityDescriptor, None, 0, 16, 18),
-        (3, "tools", 15, 1, ToolDescriptor, None, 0, 16, 26),
-        (4, "events", 15, 1, EventDescriptor, None, 0, 16, 34),
-        (5, "settings", 15, 1, SettingDescriptor, None, 0, 16, 42),
-        (6, "max_frame_bytes", 3, 0, None, None, 0, 0, 48),
-        (7, "max_concurrent_streams", 3, 0, None, None, 0, 0, 56),
-        (8, "pairing_token", 13, 0, None, None, 64, 0, 66),
-        (9, "display_name", 13, 0, None, None, 64, 0, 74),
-        (10, "multi_speaker", 7, 0, None, None, 0, 0, 80),
-        (11, "software", 13, 0, None, None, 64, 0, 90),
+        (1, "wire_version", 3, 0, None, None),
+        (2, "capabilities", 15, 16, CapabilityDescriptor, None),
+        (3, "tools", 15, 16, ToolDescriptor, None),
+        (4, "events", 15, 16, EventDescriptor, None),
+        (5, "settings", 15, 16, SettingDescriptor, None),
+        (6, "max_frame_bytes", 3, 0, None, None),
+        (7, "max_concurrent_streams", 3, 0, None, None),
+        (8, "pairing_token", 13, 0, 64, None),
+        (9, "display_name", 13, 0, 64, None),
+        (10, "multi_speaker", 7, 0, None, None),
+        (11, "software", 13, 0, 64, None),
     )
     _x = b"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b"
     _L = ("capabilities", "tools", "events", "settings")
@@ -392,9 +392,9 @@ class Accepted(pb.Message):
     max_concurrent_streams = 0
     wire_version = 0
     _F = (
-        (1, "max_frame_bytes", 3, 0, None, None, 0, 0, 8),
-        (2, "max_concurrent_streams", 3, 0, None, None, 0, 0, 16),
-        (3, "wire_version", 3, 0, None, None, 0, 0, 24),
+        (1, "max_frame_bytes", 3, 0, None, None),
+        (2, "max_concurrent_streams", 3, 0, None, None),
+        (3, "wire_version", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -404,9 +404,9 @@ class VersionMismatch(pb.Message):
     min_wire_version = 0
     message = ""
     _F = (
-        (1, "server_version", 3, 0, None, None, 0, 0, 8),
-        (2, "min_wire_version", 3, 0, None, None, 0, 0, 16),
-        (3, "message", 13, 0, None, None, 256, 0, 26),
+        (1, "server_version", 3, 0, None, None),
+        (2, "min_wire_version", 3, 0, None, None),
+        (3, "message", 13, 0, 256, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -415,8 +415,8 @@ class Rejected(pb.Message):
     reason = 0
     message = ""
     _F = (
-        (1, "reason", 8, 0, None, None, 0, 0, 8),
-        (2, "message", 13, 0, None, None, 256, 0, 18),
+        (1, "reason", 8, 0, None, None),
+        (2, "message", 13, 0, 256, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -427,9 +427,9 @@ class HelloResponse(pb.Message):
     rejected = None
     result = None
     _F = (
-        (1, "accepted", 15, 0, Accepted, "result", 0, 0, 10),
-        (2, "version_mismatch", 15, 0, VersionMismatch, "result", 0, 0, 18),
-        (3, "rejected", 15, 0, Rejected, "result", 0, 0, 26),
+        (1, "accepted", 15, 0, Accepted, "result"),
+        (2, "version_mismatch", 15, 0, VersionMismatch, "result"),
+        (3, "rejected", 15, 0, Rejected, "result"),
     )
     _x = b"\x00\x01\x02\x03"
     _E = ("result",)
@@ -442,16 +442,16 @@ class Error(pb.Message):
     message = ""
     data = ""
     _F = (
-        (1, "code", 8, 0, None, None, 0, 0, 8),
-        (2, "message", 13, 0, None, None, 256, 0, 18),
-        (3, "data", 13, 0, None, None, 1024, 0, 26),
+        (1, "code", 8, 0, None, None),
+        (2, "message", 13, 0, 256, None),
+        (3, "data", 13, 0, 1024, None),
     )
     _x = b"\x00\x01\x02\x03"
 
 
 class Ping(pb.Message):
     t1 = 0
-    _F = ((1, "t1", 4, 0, None, None, 0, 0, 8),)
+    _F = ((1, "t1", 4, 0, None, None),)
     _x = b"\x00\x01"
 
 
@@ -460,9 +460,9 @@ class PingResponse(pb.Message):
     t2 = 0
     t3 = 0
     _F = (
-        (1, "t1", 4, 0, None, None, 0, 0, 8),
-        (2, "t2", 4, 0, None, None, 0, 0, 16),
-        (3, "t3", 4, 0, None, None, 0, 0, 24),
+        (1, "t1", 4, 0, None, None),
+        (2, "t2", 4, 0, None, None),
+        (3, "t3", 4, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -476,21 +476,21 @@ class StreamChunk(pb.Message):
     seq = 0
     capture_ts = 0
     _F = (
-        (1, "seq", 3, 0, None, None, 0, 0, 8),
-        (2, "capture_ts", 4, 0, None, None, 0, 0, 16),
+        (1, "seq", 3, 0, None, None),
+        (2, "capture_ts", 4, 0, None, None),
     )
     _x = b"\x00\x01\x02"
 
 
 class StreamEnd(pb.Message):
     reason = 0
-    _F = ((1, "reason", 8, 0, None, None, 0, 0, 8),)
+    _F = ((1, "reason", 8, 0, None, None),)
     _x = b"\x00\x01"
 
 
 class StreamCancel(pb.Message):
     reason = 0
-    _F = ((1, "reason", 8, 0, None, None, 0, 0, 8),)
+    _F = ((1, "reason", 8, 0, None, None),)
     _x = b"\x00\x01"
 
 
@@ -503,13 +503,13 @@ class CaptureOpen(pb.Message):
     lane = ""
     correlation_ref = ""
     _F = (
-        (1, "kind", 8, 0, None, None, 0, 0, 8),
-        (2, "trigger", 8, 0, None, None, 0, 0, 16),
-        (3, "mode", 8, 0, None, None, 0, 0, 24),
-        (4, "format", 15, 0, AudioFormat, None, 0, 0, 34),
-        (5, "from_", 13, 0, None, None, 128, 0, 42),
-        (6, "lane", 13, 0, None, None, 128, 0, 50),
-        (7, "correlation_ref", 13, 0, None, None, 64, 0, 58),
+        (1, "kind", 8, 0, None, None),
+        (2, "trigger", 8, 0, None, None),
+        (3, "mode", 8, 0, None, None),
+        (4, "format", 15, 0, AudioFormat, None),
+        (5, "from_", 13, 0, 128, None),
+        (6, "lane", 13, 0, 128, None),
+        (7, "correlation_ref", 13, 0, 64, None),
     )
     _x = b"\x00\x01\x02\x03\x04\x05\x06\x07"
 
@@ -521,23 +521,23 @@ class MediaRenderOpen(pb.Message):
     to = ""
     lane = ""
     _F = (
-        (1, "target", 8, 0, None, None, 0, 0, 8),
-        (2, "format", 15, 0, AudioFormat, None, 0, 0, 18),
-        (3, "mime", 13, 0, None, None, 64, 0, 26),
-        (4, "to", 13, 0, None, None, 128, 0, 34),
-        (5, "lane", 13, 0, None, None, 128, 0, 42),
+        (1, "target", 8, 0, None, None),
+        (2, "format", 15, 0, AudioFormat, None),
+        (3, "mime", 13, 0, 64, None),
+        (4, "to", 13, 0, 128, None),
+        (5, "lane", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02\x03\x04\x05"
 
 
 class PlaybackDone(pb.Message):
     frames = 0
-    _F = ((1, "frames", 4, 0, None, None, 0, 0, 8),)
+    _F = ((1, "frames", 4, 0, None, None),)
     _x = b"\x00\x01"
 
 
 class Response(pb.Message):
-    _F = ((1, "content", 15, 1, ContentBlock, None, 0, 4, 10),)
+    _F = ((1, "content", 15, 4, ContentBlock, None),)
     _x = b"\x00\x01"
     _L = ("content",)
 
@@ -552,15 +552,15 @@ class PipelineState(pb.Message):
     phase = 0
     error_code = 0
     _F = (
-        (1, "phase", 8, 0, None, None, 0, 0, 8),
-        (2, "error_code", 8, 0, None, None, 0, 0, 16),
+        (1, "phase", 8, 0, None, None),
+        (2, "error_code", 8, 0, None, None),
     )
     _x = b"\x00\x01\x02"
 
 
 class CaptureAck(pb.Message):
     stored = 0
-    _F = ((1, "stored", 3, 0, None, None, 0, 0, 8),)
+    _F = ((1, "stored", 3, 0, None, None),)
     _x = b"\x00\x01"
 
 
@@ -569,10 +569,10 @@ class TextInput(pb.Message):
     from_ = ""
     lane = ""
     _F = (
-        (1, "text", 13, 0, None, None, 4096, 0, 10),
-        (2, "media", 15, 1, MediaBlock, None, 0, 4, 18),
-        (3, "from_", 13, 0, None, None, 128, 0, 26),
-        (4, "lane", 13, 0, None, None, 128, 0, 34),
+        (1, "text", 13, 0, 4096, None),
+        (2, "media", 15, 4, MediaBlock, None),
+        (3, "from_", 13, 0, 128, None),
+        (4, "lane", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02\x03\x04"
     _L = ("media",)
@@ -583,9 +583,9 @@ class Event(pb.Message):
     metadata = ""
     from_ = ""
     _F = (
-        (1, "id", 13, 0, None, None, 64, 0, 10),
-        (2, "metadata", 13, 0, None, None, 1024, 0, 18),
-        (3, "from_", 13, 0, None, None, 128, 0, 26),
+        (1, "id", 13, 0, 64, None),
+        (2, "metadata", 13, 0, 1024, None),
+        (3, "from_", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -594,8 +594,8 @@ class UploadOpen(pb.Message):
     mime = ""
     total_bytes = 0
     _F = (
-        (1, "mime", 13, 0, None, None, 64, 0, 10),
-        (2, "total_bytes", 4, 0, None, None, 0, 0, 16),
+        (1, "mime", 13, 0, 64, None),
+        (2, "total_bytes", 4, 0, None, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -605,9 +605,9 @@ class RequestCapture(pb.Message):
     image_source = 0
     mode = 0
     _F = (
-        (1, "correlation_ref", 13, 0, None, None, 64, 0, 10),
-        (2, "image_source", 8, 0, None, None, 0, 0, 16),
-        (3, "mode", 8, 0, None, None, 0, 0, 24),
+        (1, "correlation_ref", 13, 0, 64, None),
+        (2, "image_source", 8, 0, None, None),
+        (3, "mode", 8, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -622,9 +622,9 @@ class TextRenderOpen(pb.Message):
     to = ""
     lane = ""
     _F = (
-        (1, "role", 8, 0, None, None, 0, 0, 8),
-        (2, "to", 13, 0, None, None, 128, 0, 18),
-        (3, "lane", 13, 0, None, None, 128, 0, 26),
+        (1, "role", 8, 0, None, None),
+        (2, "to", 13, 0, 128, None),
+        (3, "lane", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -635,10 +635,10 @@ class ImageRenderOpen(pb.Message):
     to = ""
     lane = ""
     _F = (
-        (1, "mime", 13, 0, None, None, 64, 0, 10),
-        (2, "total_bytes", 3, 0, None, None, 0, 0, 16),
-        (3, "to", 13, 0, None, None, 128, 0, 26),
-        (4, "lane", 13, 0, None, None, 128, 0, 34),
+        (1, "mime", 13, 0, 64, None),
+        (2, "total_bytes", 3, 0, None, None),
+        (3, "to", 13, 0, 128, None),
+        (4, "lane", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02\x03\x04"
 
@@ -648,10 +648,10 @@ class Render(pb.Message):
     to = ""
     lane = ""
     _F = (
-        (1, "target", 8, 0, None, None, 0, 0, 8),
-        (2, "content", 15, 1, ContentBlock, None, 0, 4, 18),
-        (3, "to", 13, 0, None, None, 128, 0, 26),
-        (4, "lane", 13, 0, None, None, 128, 0, 34),
+        (1, "target", 8, 0, None, None),
+        (2, "content", 15, 4, ContentBlock, None),
+        (3, "to", 13, 0, 128, None),
+        (4, "lane", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02\x03\x04"
     _L = ("content",)
@@ -667,8 +667,8 @@ class MediaControl(pb.Message):
     action = 0
     volume = 0
     _F = (
-        (1, "action", 8, 0, None, None, 0, 0, 8),
-        (2, "volume", 3, 0, None, None, 0, 0, 16),
+        (1, "action", 8, 0, None, None),
+        (2, "volume", 3, 0, None, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -678,9 +678,9 @@ class Invoke(pb.Message):
     arguments = ""
     observe = False
     _F = (
-        (1, "name", 13, 0, None, None, 64, 0, 10),
-        (2, "arguments", 13, 0, None, None, 4096, 0, 18),
-        (3, "observe", 7, 0, None, None, 0, 0, 24),
+        (1, "name", 13, 0, 64, None),
+        (2, "arguments", 13, 0, 4096, None),
+        (3, "observe", 7, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03"
 
@@ -689,9 +689,9 @@ class ToolResult(pb.Message):
     is_error = False
     observe = False
     _F = (
-        (1, "content", 15, 1, ContentBlock, None, 0, 4, 10),
-        (2, "is_error", 7, 0, None, None, 0, 0, 16),
-        (3, "observe", 7, 0, None, None, 0, 0, 24),
+        (1, "content", 15, 4, ContentBlock, None),
+        (2, "is_error", 7, 0, None, None),
+        (3, "observe", 7, 0, None, None),
     )
     _x = b"\x00\x01\x02\x03"
     _L = ("content",)
@@ -701,8 +701,8 @@ class SettingsWrite(pb.Message):
     key = ""
     value = None
     _F = (
-        (1, "key", 13, 0, None, None, 64, 0, 10),
-        (2, "value", 15, 0, SettingValue, None, 0, 0, 18),
+        (1, "key", 13, 0, 64, None),
+        (2, "value", 15, 0, SettingValue, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -711,8 +711,8 @@ class SettingState(pb.Message):
     key = ""
     value = None
     _F = (
-        (1, "key", 13, 0, None, None, 64, 0, 10),
-        (2, "value", 15, 0, SettingValue, None, 0, 0, 18),
+        (1, "key", 13, 0, 64, None),
+        (2, "value", 15, 0, SettingValue, None),
     )
     _x = b"\x00\x01\x02"
 
@@ -720,8 +720,8 @@ class SettingState(pb.Message):
 class Presence(pb.Message):
     lane = ""
     _F = (
-        (1, "from_", 13, 1, None, None, 128, 16, 10),
-        (2, "lane", 13, 0, None, None, 128, 0, 18),
+        (1, "from_", 13, 16, 128, None),
+        (2, "lane", 13, 0, 128, None),
     )
     _x = b"\x00\x01\x02"
     _L = ("from_",)
@@ -761,36 +761,36 @@ class Envelope(pb.Message):
     op = None
     unknown_op = 0  # field number of an arm this codec does not know (spec 2.2)
     _F = (
-        (1, "id", 3, 0, None, None, 0, 0, 8),
-        (2, "hello", 15, 0, Hello, "op", 0, 0, 18),
-        (3, "hello_response", 15, 0, HelloResponse, "op", 0, 0, 26),
-        (4, "error", 15, 0, Error, "op", 0, 0, 34),
-        (5, "ping", 15, 0, Ping, "op", 0, 0, 42),
-        (6, "ping_response", 15, 0, PingResponse, "op", 0, 0, 50),
-        (7, "paired", 15, 0, Paired, "op", 0, 0, 58),
-        (8, "stream_chunk", 15, 0, StreamChunk, "op", 0, 0, 66),
-        (9, "stream_end", 15, 0, StreamEnd, "op", 0, 0, 74),
-        (10, "stream_cancel", 15, 0, StreamCancel, "op", 0, 0, 82),
-        (11, "capture_open", 15, 0, CaptureOpen, "op", 0, 0, 90),
-        (12, "media_render_open", 15, 0, MediaRenderOpen, "op", 0, 0, 98),
-        (13, "playback_done", 15, 0, PlaybackDone, "op", 0, 0, 106),
-        (14, "response", 15, 0, Response, "op", 0, 0, 114),
-        (15, "pipeline_state", 15, 0, PipelineState, "op", 0, 0, 122),
-        (16, "capture_ack", 15, 0, CaptureAck, "op", 0, 0, 130),
-        (17, "text_input", 15, 0, TextInput, "op", 0, 0, 138),
-        (18, "event", 15, 0, Event, "op", 0, 0, 146),
-        (19, "upload_open", 15, 0, UploadOpen, "op", 0, 0, 154),
-        (20, "request_capture", 15, 0, RequestCapture, "op", 0, 0, 162),
-        (21, "stop", 15, 0, Stop, "op", 0, 0, 170),
-        (22, "text_render_open", 15, 0, TextRenderOpen, "op", 0, 0, 178),
-        (23, "image_render_open", 15, 0, ImageRenderOpen, "op", 0, 0, 186),
-        (24, "render", 15, 0, Render, "op", 0, 0, 194),
-        (25, "media_control", 15, 0, MediaControl, "op", 0, 0, 202),
-        (26, "invoke", 15, 0, Invoke, "op", 0, 0, 210),
-        (27, "tool_result", 15, 0, ToolResult, "op", 0, 0, 218),
-        (28, "settings_write", 15, 0, SettingsWrite, "op", 0, 0, 226),
-        (29, "setting_state", 15, 0, SettingState, "op", 0, 0, 234),
-        (30, "presence", 15, 0, Presence, "op", 0, 0, 242),
+        (1, "id", 3, 0, None, None),
+        (2, "hello", 15, 0, Hello, "op"),
+        (3, "hello_response", 15, 0, HelloResponse, "op"),
+        (4, "error", 15, 0, Error, "op"),
+        (5, "ping", 15, 0, Ping, "op"),
+        (6, "ping_response", 15, 0, PingResponse, "op"),
+        (7, "paired", 15, 0, Paired, "op"),
+        (8, "stream_chunk", 15, 0, StreamChunk, "op"),
+        (9, "stream_end", 15, 0, StreamEnd, "op"),
+        (10, "stream_cancel", 15, 0, StreamCancel, "op"),
+        (11, "capture_open", 15, 0, CaptureOpen, "op"),
+        (12, "media_render_open", 15, 0, MediaRenderOpen, "op"),
+        (13, "playback_done", 15, 0, PlaybackDone, "op"),
+        (14, "response", 15, 0, Response, "op"),
+        (15, "pipeline_state", 15, 0, PipelineState, "op"),
+        (16, "capture_ack", 15, 0, CaptureAck, "op"),
+        (17, "text_input", 15, 0, TextInput, "op"),
+        (18, "event", 15, 0, Event, "op"),
+        (19, "upload_open", 15, 0, UploadOpen, "op"),
+        (20, "request_capture", 15, 0, RequestCapture, "op"),
+        (21, "stop", 15, 0, Stop, "op"),
+        (22, "text_render_open", 15, 0, TextRenderOpen, "op"),
+        (23, "image_render_open", 15, 0, ImageRenderOpen, "op"),
+        (24, "render", 15, 0, Render, "op"),
+        (25, "media_control", 15, 0, MediaControl, "op"),
+        (26, "invoke", 15, 0, Invoke, "op"),
+        (27, "tool_result", 15, 0, ToolResult, "op"),
+        (28, "settings_write", 15, 0, SettingsWrite, "op"),
+        (29, "setting_state", 15, 0, SettingState, "op"),
+        (30, "presence", 15, 0, Presence, "op"),
     )
     _x = b"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e"
     _E = (_F[0], "op")
@@ -955,13 +955,13 @@ class ProvisioningRecord(pb.Message):
     wifi_ssid = ""
     wifi_passphrase = ""
     _F = (
-        (1, "core_host", 13, 0, None, None, 64, 0, 10),
-        (2, "core_port", 3, 0, None, None, 0, 0, 16),
-        (3, "core_key", 14, 0, None, None, 32, 0, 26),
-        (4, "pairing_token", 13, 0, None, None, 64, 0, 34),
-        (5, "token_expires", 4, 0, None, None, 0, 0, 40),
-        (6, "wifi_ssid", 13, 0, None, None, 32, 0, 50),
-        (7, "wifi_passphrase", 13, 0, None, None, 64, 0, 58),
+        (1, "core_host", 13, 0, 64, None),
+        (2, "core_port", 3, 0, None, None),
+        (3, "core_key", 14, 0, 32, None),
+        (4, "pairing_token", 13, 0, 64, None),
+        (5, "token_expires", 4, 0, None, None),
+        (6, "wifi_ssid", 13, 0, 32, None),
+        (7, "wifi_passphrase", 13, 0, 64, None),
     )
     _x = b"\x00\x01\x02\x03\x04\x05\x06\x07"
 

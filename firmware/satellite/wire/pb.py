@@ -11,12 +11,14 @@ call :func:`table` with its fields. Everything else lives here, once:
   a reused Envelope without allocating).
 * Every failure is a :class:`DecodeError` / :class:`EncodeError` with a ``code`` and the ``field``.
 
-Field tuple (generated): ``(num, name, type, rep, sub, oneof, max_size, max_count, key)``; ``type``
-is one of the ``_T_*`` codes below, ``rep`` 0 = singular, 1 = repeated, 2 = repeated packed, ``key``
-num << 3 | wire type. The generated class bodies hold the tables themselves (``_F`` and the few
-derived ones, see ``Message``), so importing them builds nothing; ``table()`` derives them for a
-hand-written class. A generated root message may carry ``_D``, its straight-line decoder (the hot
-arms inline; anything else continues in ``_dec``). See docs/codec.md.
+Field tuple (generated, six items: 32 bytes on a 32-bit board): ``(num, name, type, rep, arg, oneof)``;
+``type`` is one of the ``_T_*`` codes below; ``rep`` 0 = singular, n > 0 = repeated with at most n
+elements, -n = the same, packed; ``arg`` the sub-message class (type 15), the max_size bound
+(string/bytes) or None. The generated class bodies hold the tables themselves (``_F`` and the few
+derived ones, see ``Message``), so importing them builds nothing; ``satellite.wire.pbtable`` derives
+them for a hand-written class (cold: tests and tools only). A generated root message may carry
+``_D``, its straight-line decoder (the hot arms inline; anything else continues in ``_dec``).
+See docs/codec.md.
 Decode is not re-entrant across threads (one module-level reader); MicroPython runs one.
 """
 import sys
@@ -54,12 +56,9 @@ _DEF = (None, 0, 0, 0, 0, 0, 0, False, 0, 0, 0, 0, 0, "", b"", None)
 _NUM = const(0)
 _NAME = const(1)
 _TYPE = const(2)
-_REP = const(3)
-_SUB = const(4)
+_REP = const(3)   # 0 singular; n > 0 repeated, at most n; -n packed, at most n
+_ARG = const(4)   # sub-message class, or max_size of a string/bytes field
 _ONEOF = const(5)
-_MAXSIZE = const(6)
-_MAXCOUNT = const(7)
-_KEY = const(8)  # num << 3 | wire type: generated, or added by table() to an 8-item field tuple
 
 # Nesting limit of the decoder: deeper input is refused (DEPTH) instead of exhausting the stack.
 _MAX_DEPTH = const(16)
@@ -198,68 +197,6 @@ def _field(cls, name):
         if f[_NAME] == name:
             return f
     return None
-
-
-def derive(fields):
-    """(``_x``, ``_E``, ``_L``, ``_O``, ``_B``) of a field table (what the generator writes in each class
-    body; tests compare the two). ``_E`` is None unless a oneof's arms are contiguous in number order: then
-    it is the encode order with the oneof collapsed into its name (one lookup instead of one test per arm).
-    ``_B`` maps each oneof arm's name to its field (None without a oneof)."""
-    top = 0
-    for f in fields:
-        if f[_NUM] > top:
-            top = f[_NUM]
-    x = bytearray(top + 1 if fields else 0)
-    lists = []
-    oneofs = []
-    arms = {}
-    for i in range(len(fields)):
-        f = fields[i]
-        x[f[_NUM]] = i + 1
-        if f[_REP]:
-            lists.append(f[_NAME])
-        o = f[_ONEOF]
-        if o is not None:
-            arms[f[_NAME]] = f
-            if o not in oneofs:
-                oneofs.append(o)
-    order = []
-    collapsed = False
-    for f in fields:
-        o = f[_ONEOF]
-        if o is None:
-            order.append(f)
-            continue
-        if o in order:
-            continue
-        idx = [i for i in range(len(fields)) if fields[i][_ONEOF] == o]
-        if idx[-1] - idx[0] + 1 == len(idx):  # contiguous: one item for the whole oneof
-            order.append(o)
-            collapsed = True
-        else:
-            order.append(f)
-    return bytes(x), (tuple(order) if collapsed else None), tuple(lists), tuple(oneofs), (arms if arms else None)
-
-
-def table(cls, fields, unknown_arm=None):
-    """Attach a hand-written field table to ``cls`` (generated classes carry theirs in the class body).
-
-    Field tuples may omit the key (9th item): it is appended. Field numbers must fit the ``_x`` index
-    (a message of at most 255 fields)."""
-    ext = []
-    for f in fields:
-        wt = 2 if f[_REP] == 2 else _WT[f[_TYPE]]
-        key = (f[_NUM] << 3) | wt
-        if len(f) > _KEY:
-            if f[_KEY] != key:
-                raise ValueError("field %s of %s: table key %d, expected %d" % (f[_NAME], cls.__name__, f[_KEY], key))
-            ext.append(f)
-        else:
-            ext.append(f + (key,))
-    fields = tuple(ext)
-    cls._F = fields
-    cls._x, cls._E, cls._L, cls._O, cls._B = derive(fields)
-    cls._U = unknown_arm
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,13 +565,13 @@ def _dec(msg, buf, p, end, depth):
                     if cls._U is not None:
                         setattr(msg, cls._U[1], 0)
                 if sub is None:  # first occurrence; a repeated occurrence merges (protobuf)
-                    sub = _take(msg, name, f[_SUB])
+                    sub = _take(msg, name, f[_ARG])
                     setattr(msg, name, sub)
                 _dec(sub, buf, p, p + ln, depth + 1)
                 r.m = cls
                 p += ln
                 continue
-            if ln > f[_MAXSIZE]:
+            if ln > f[_ARG]:
                 _fail(OVER_BOUND)
             if t == _T_STRING:
                 v = _str(buf, p, p + ln)
@@ -663,7 +600,9 @@ def _dec_rep(msg, f, buf, p, end, wt, depth):
     r = _rd
     t = f[_TYPE]
     lst = getattr(msg, f[_NAME])
-    bound = f[_MAXCOUNT]
+    bound = f[_REP]
+    if bound < 0:
+        bound = -bound
     ewt = _WT[t]
     if wt == 2:
         b = buf[p] if p < end else 0x80
@@ -696,11 +635,11 @@ def _dec_rep(msg, f, buf, p, end, wt, depth):
         if t == _T_MESSAGE:
             if depth >= _MAX_DEPTH:
                 _fail(DEPTH)
-            sub = f[_SUB]()
+            sub = f[_ARG]()
             _dec(sub, buf, p, q, depth + 1)
             lst.append(sub)
             return q
-        if ln > f[_MAXSIZE]:
+        if ln > f[_ARG]:
             _fail(OVER_BOUND)
         if t == _T_STRING:
             lst.append(_str(buf, p, q))
@@ -791,7 +730,7 @@ def _blob(t, v, cls, f):
         if type(v) is not str:
             _efail(TYPE, cls, f)
         v = v.encode()
-    if len(v) > f[_MAXSIZE]:
+    if len(v) > f[_ARG]:
         _efail(OVER_BOUND, cls, f)
     return v
 
@@ -851,7 +790,7 @@ def size(msg):
             elif f[_REP]:
                 if not v:
                     continue
-                if len(v) > f[_MAXCOUNT]:
+                if len(v) > (f[_REP] if f[_REP] > 0 else -f[_REP]):
                     _efail(OVER_BOUND, cls, f)
             elif v is None or (f[_TYPE] != _T_MESSAGE and v == _DEF[f[_TYPE]]):
                 continue
@@ -860,7 +799,7 @@ def size(msg):
         rep = f[_REP]
         if rep == 0:
             n += tag + _value_size(t, v, cls, f)
-        elif rep == 2:
+        elif rep < 0:
             body = 0
             for e in v:
                 body += _value_size(t, e, cls, f)
@@ -937,7 +876,7 @@ def _enc(msg, buf, p):
                 continue
         t = f[_TYPE]
         rep = f[_REP]
-        key = f[_KEY]
+        key = (f[_NUM] << 3) | (2 if rep < 0 else _WT[t])
         if rep == 0:
             if key < 0x80:
                 buf[p] = key
@@ -945,7 +884,7 @@ def _enc(msg, buf, p):
             else:
                 p = _wv(buf, p, key)
             p = _write_value(buf, p, t, v, cls, f)
-        elif rep == 2:
+        elif rep < 0:
             body = 0
             for e in v:
                 body += _value_size(t, e, cls, f)

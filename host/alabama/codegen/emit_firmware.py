@@ -62,17 +62,24 @@ def _bytes_literal(data):
 
 
 def _tables(schema, m):
-    """Class-body lines of m's field tables (what pb.derive() computes from them; tested)."""
+    """Class-body lines of m's field tables (what pbtable.derive() computes from _F; tested)."""
     if len(m.fields) > _MAX_FIELDS:
         raise CodegenError("%s has %d fields: the firmware codec's index holds at most %d"
                            % (m.full_name, len(m.fields), _MAX_FIELDS))
     lines = []
     rows = []
     for f in m.fields:
-        sub = schema.by_name[f.type_name].py_name if f.code == T_MESSAGE else "None"
-        rows.append('(%d, "%s", %d, %d, %s, %s, %d, %d, %d)' % (
-            f.number, f.py_name, f.code, f.rep, sub,
-            '"%s"' % f.oneof if f.oneof else "None", f.max_size, f.max_count, _key(f)))
+        # six items (32 bytes on a 32-bit board, nine took 48): rep carries the count bound (negative: packed),
+        # arg the sub-message class or the size bound
+        if f.code == T_MESSAGE:
+            arg = schema.by_name[f.type_name].py_name
+        elif f.max_size:
+            arg = "%d" % f.max_size
+        else:
+            arg = "None"
+        rep = 0 if not f.repeated else (-f.max_count if f.rep == 2 else f.max_count)
+        rows.append('(%d, "%s", %d, %d, %s, %s)' % (
+            f.number, f.py_name, f.code, rep, arg, '"%s"' % f.oneof if f.oneof else "None"))
     if not rows:
         lines.append("_F = ()")
     elif len(rows) == 1:
@@ -302,9 +309,9 @@ def emit(schema, source_label, options_label, fast=()):
         for name, num in e.values:
             w("    %s = %d\n" % (name, num))
         w("\n")
-    w("\n# Field tables, in each class body: _F = (number, name, type, rep, sub-message, oneof, max_size,\n"
-      "# max_count, key) per field; type: %s;\n# rep: 0 singular, 1 repeated, 2 packed. _x: field number -> "
-      "index in _F + 1. See pb.Message.\n" % _TYPE_LEGEND)
+    w("\n# Field tables, in each class body: _F = (number, name, type, rep, arg, oneof) per field; type: %s;\n"
+      "# rep: 0 singular, n repeated (at most n), -n packed (at most n); arg: the sub-message class or the\n"
+      "# max_size of a string/bytes. _x: field number -> index in _F + 1. See pb.Message.\n" % _TYPE_LEGEND)
     root = [m for m in schema.messages if m.unknown_arm]
     if fast and not root:
         raise CodegenError("fast decoding needs the root message (%s has none)" % schema.package)
