@@ -7,16 +7,19 @@
 # Envelopes: a StreamChunk header (every audio frame), a Hello declaring a full surface (once per
 # connection), an Invoke (a tool call). The same bytes go through both codecs (checked).
 #
-# Also on micropython, side by side in the same process: minipb 2.0.0 (PyPI), the pure-Python protobuf
-# library that runs on MicroPython, decoding the same StreamChunk Envelope (issue 12 target: ours >= 3x its
-# rate, with 0 heap bytes per decode), timed alternately with ours. The bench fetches minipb with pip into
-# build/bench/ and gives it tools/bench/mpshim/ (bisect, logging: modules the unix port lacks). The codec as it
-# was before issue 12 (CODEC_BASELINE, unpacked from git by baseline.py) is measured the same way in the same
-# run, so the before/after ratio needs no figure from another day.
+# Also on micropython, in the same process and timed alternately (best of REPEATS, so a slice that lost the
+# CPU on this shared machine says nothing about either side): the codec as it was before issue 12
+# (CODEC_BASELINE, unpacked from git by baseline.py and imported as the package `codec_then`), and minipb
+# 2.0.0 (PyPI), the pure-Python protobuf library that runs on MicroPython, decoding the same StreamChunk
+# Envelope (issue 12 target: ours >= 3x its rate, with 0 heap bytes per decode). The bench fetches minipb
+# with pip into build/bench/ and gives it tools/bench/mpshim/ (bisect, logging: modules the unix port lacks).
 import sys
 
 IS_MP = sys.implementation.name == "micropython"
-ROUNDS = {"stream_chunk": 20000, "hello": 300, "invoke": 5000}
+# Short slices, many turns: on a loaded 2-core machine the best of many short slices is the stable figure
+# (long loops average in whatever else ran; measured: best-of-5 x 4000 swung 3x between runs).
+ROUNDS = {"stream_chunk": 1000, "hello": 20, "invoke": 250}   # per turn
+REPEATS = 15
 
 
 def envelopes(v1):
@@ -60,43 +63,77 @@ def _elapsed(t0):
     return time.ticks_diff(time.ticks_us(), t0) / 1e6 if IS_MP else time.perf_counter() - t0
 
 
-def bench_firmware():
-    """Rows (name, size, decode ops/s, encode ops/s, heap bytes per decode or None)."""
+def codecs():
+    """[(label, alabama_v1, pb)]: the codec now and, when the runner put it on the path, the one at
+    CODEC_BASELINE (package codec_then)."""
     from satellite.wire import alabama_v1 as v1, pb
-    rows = []
-    for name, env in envelopes(v1):
-        raw = pb.encode(env)
-        n = ROUNDS[name]
-        target = v1.Envelope()
-        pb.decode_into(target, raw, 0, len(raw))  # warm-up: the first decode makes the sub-messages,
-        pb.decode_into(target, raw, 0, len(raw))  # the second the per-instance pool that keeps them
-        alloc = None
-        if IS_MP:
-            import gc
+    out = [("now", v1, pb)]
+    if IS_MP:
+        try:
+            from codec_then.wire import alabama_v1 as ov1, pb as opb
+            out.append(("then", ov1, opb))
+        except ImportError:
+            pass
+    return out
+
+
+def _alloc_per_decode(pb, target, raw):
+    import gc
+    gc.collect()
+    gc.disable()
+    total = 0
+    size = len(raw)
+    for _ in range(100):  # each call measured alone: the loop's own objects are not counted
+        a = gc.mem_alloc()
+        pb.decode_into(target, raw, 0, size)
+        total += gc.mem_alloc() - a
+        if total > 1 << 20:
             gc.collect()
-            gc.disable()
-            total = 0
+    gc.enable()
+    return total / 100
+
+
+def bench_firmware(extra=None):
+    """{label: [(name, size, decode ops/s, encode ops/s, heap bytes per decode or None)]}, every codec of
+    codecs() timed alternately, best of REPEATS. ``extra``: more (label, fn(rounds)) timed in the same turns
+    on the StreamChunk rounds (minipb); their best rates come back under "extra"."""
+    cases = []
+    for label, v1, pb in codecs():
+        for name, env in envelopes(v1):
+            raw = pb.encode(env)
+            target = v1.Envelope()
+            pb.decode_into(target, raw, 0, len(raw))  # warm-up: the first decode makes the sub-messages,
+            pb.decode_into(target, raw, 0, len(raw))  # the second the per-instance pool that keeps them
+            alloc = _alloc_per_decode(pb, target, raw) if IS_MP else None
+            cases.append([label, name, pb, target, raw, bytearray(len(raw)), alloc, 0.0, 0.0])
+    extra = extra or []
+    ebest = [0.0] * len(extra)
+    for _ in range(REPEATS):
+        for c in cases:
+            label, name, pb, target, raw, buf = c[:6]
+            n = ROUNDS[name]
             size = len(raw)
-            for _ in range(100):  # each call measured alone: the loop's own objects are not counted
-                a = gc.mem_alloc()
-                pb.decode_into(target, raw, 0, size)
-                total += gc.mem_alloc() - a
-                if total > 1 << 20:
-                    gc.collect()
-            alloc = total / 100
-            gc.enable()
-        t = _clock()
-        for _ in range(n):
-            pb.decode_into(target, raw, 0, len(raw))
-        dec = n / _elapsed(t)
-        buf = bytearray(len(raw))
-        t = _clock()
-        for _ in range(n):
-            pb.encode_into(target, buf, 0)
-        enc = n / _elapsed(t)
-        assert bytes(buf) == raw
-        rows.append((name, len(raw), dec, enc, alloc))
-    return rows
+            dec = pb.decode_into
+            t = _clock()
+            for _ in range(n):
+                dec(target, raw, 0, size)
+            c[7] = max(c[7], n / _elapsed(t))
+            enc = pb.encode_into
+            t = _clock()
+            for _ in range(n):
+                enc(target, buf, 0)
+            c[8] = max(c[8], n / _elapsed(t))
+            assert bytes(buf) == raw
+        for k in range(len(extra)):
+            n = ROUNDS["stream_chunk"]
+            t = _clock()
+            extra[k][1](n)
+            ebest[k] = max(ebest[k], n / _elapsed(t))
+    out = {}
+    for label, name, pb, target, raw, buf, alloc, dec, enc in cases:
+        out.setdefault(label, []).append((name, len(raw), dec, enc, alloc))
+    out["extra"] = [(extra[k][0], ebest[k]) for k in range(len(extra))]
+    return out
 
 
 def bench_upb():
@@ -105,7 +142,7 @@ def bench_upb():
     rows = []
     for name, env in envelopes(v1):
         raw = pb.encode(env)
-        n = ROUNDS[name] * 5
+        n = ROUNDS[name] * REPEATS * 5
         m = envelope_pb2.Envelope()
         m.ParseFromString(raw)
         assert m.SerializeToString() == raw
@@ -125,15 +162,12 @@ def bench_upb():
 MINIPB_STREAM_CHUNK = (("id", "V@1"), ("stream_chunk", "[@8", (("seq", "V"), ("capture_ts", "T"))))
 
 
-def bench_minipb(raw, rounds, repeats=7):
-    """(ours decode/s, minipb decode/s, minipb heap bytes per decode) on the StreamChunk Envelope, or None
-    without minipb. The two are timed alternately, `repeats` times each, and the best of each kept: on a
-    shared, loaded machine a slice that lost the CPU says nothing about either codec."""
+def minipb_case(raw):
+    """(label, fn(rounds), heap bytes per decode) decoding raw with minipb, or None without minipb."""
     try:
         import minipb
     except ImportError:
         return None
-    from satellite.wire import alabama_v1 as v1, pb
     w = minipb.Wire(MINIPB_STREAM_CHUNK)
     got = w.decode(raw)
     assert got["id"] == 7 and got["stream_chunk"]["seq"] == 1234, got
@@ -143,31 +177,24 @@ def bench_minipb(raw, rounds, repeats=7):
     for _ in range(20):
         w.decode(raw)
     alloc = (gc.mem_alloc() - a) / 20
-    env = v1.Envelope()
-    n = len(raw)
-    dec = pb.decode_into
-    ours = theirs = 0.0
-    for _ in range(repeats):
-        t = _clock()
-        for _ in range(rounds):
-            dec(env, raw, 0, n)
-        ours = max(ours, rounds / _elapsed(t))
-        t = _clock()
-        for _ in range(rounds):
-            w.decode(raw)
-        theirs = max(theirs, rounds / _elapsed(t))
-    assert env.id == 7 and env.stream_chunk.seq == 1234
-    return ours, theirs, alloc
+
+    def run(n):
+        d = w.decode
+        for _ in range(n):
+            d(raw)
+    return "minipb", run, alloc
 
 
 def main_micropython():
-    for name, size, dec, enc, alloc in bench_firmware():
-        print("ROW|%s|%d|%f|%f|%s" % (name, size, dec, enc, "" if alloc is None else alloc))
     from satellite.wire import alabama_v1 as v1, pb
     raw = pb.encode(envelopes(v1)[0][1])
-    m = bench_minipb(raw, ROUNDS["stream_chunk"] // 10)
-    if m is not None:
-        print("MINIPB|stream_chunk|%f|%f|%f" % m)
+    m = minipb_case(raw)
+    res = bench_firmware([m[:2]] if m else None)
+    for label in ("now", "then"):
+        for name, size, dec, enc, alloc in res.get(label, ()):
+            print("ROW|%s|%s|%d|%f|%f|%s" % (label, name, size, dec, enc, "" if alloc is None else alloc))
+    for label, rate in res["extra"]:
+        print("MINIPB|%f|%f" % (rate, m[2]))
 
 
 def fetch_minipb(root):
@@ -196,33 +223,54 @@ def fetch_minipb(root):
 CODEC_BASELINE = "3fee682"
 
 
-def run_micropython(mp, firmware, mdir):
-    """({envelope: (dec/s, enc/s, heap B/decode)}, (ours/s, minipb/s, minipb heap B) or None) of this script
-    run under micropython with `firmware` as the firmware tree."""
+def pathlib_root():
+    import pathlib
+    return pathlib.Path(__file__).resolve().parents[2]
+
+
+def then_path(root):
+    """A directory holding the package codec_then = firmware/satellite at CODEC_BASELINE, or None (with a line
+    saying why) when it cannot be unpacked (no git history)."""
+    sys.path.insert(0, str(root / "tools" / "bench"))
+    import baseline
+    try:
+        old = baseline.tree(CODEC_BASELINE)
+    except Exception as e:
+        print("(the codec at %s is not measured: %s)" % (CODEC_BASELINE, e))
+        return None
+    d = root / "build" / "bench" / ("codec-then-" + CODEC_BASELINE)
+    link = d / "codec_then"
+    if not link.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(old / "firmware" / "satellite")
+    return d
+
+
+def run_micropython(mp, root):
+    """({label: {envelope: (dec/s, enc/s, heap B/decode)}}, (minipb/s, minipb heap B) or None)."""
     import os
     import subprocess
-    path = [str(firmware)]
+    path = [str(root / "firmware")]
+    then = then_path(root)
+    if then is not None:
+        path.append(str(then))
+    mdir = fetch_minipb(root)
     if mdir is not None:
-        path += [str(mdir), str(pathlib_root() / "tools" / "bench" / "mpshim")]
+        path += [str(mdir), str(root / "tools" / "bench" / "mpshim")]
     env = dict(os.environ, MICROPYPATH=os.pathsep.join(path))
-    r = subprocess.run([str(mp), __file__], capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run([str(mp), __file__], capture_output=True, text=True, env=env, timeout=900)
     rows = {}
     vs = None
     for line in r.stdout.splitlines():
         if line.startswith("ROW|"):
-            _, name, size, dec, enc, alloc = line.split("|")
-            rows[name] = (float(dec), float(enc), float(alloc) if alloc else None)
+            _, label, name, size, dec, enc, alloc = line.split("|")
+            rows.setdefault(label, {})[name] = (float(dec), float(enc), float(alloc) if alloc else None)
         elif line.startswith("MINIPB|"):
-            _, _, ours, theirs, alloc = line.split("|")
-            vs = (float(ours), float(theirs), float(alloc))
+            _, rate, alloc = line.split("|")
+            vs = (float(rate), float(alloc))
     if r.returncode:
-        print("micropython run failed (%s):" % firmware, r.stderr.strip()[-500:])
+        print("micropython run failed:", r.stderr.strip()[-500:])
     return rows, vs
-
-
-def pathlib_root():
-    import pathlib
-    return pathlib.Path(__file__).resolve().parents[2]
 
 
 def main_cpython():
@@ -230,24 +278,17 @@ def main_cpython():
     from google.protobuf.internal import api_implementation
     root = pathlib_root()
     sys.path[:0] = [str(root / "firmware"), str(root / "host")]
-    mp_rows = {}
+    rows = {}
+    vs = None
     mp = pathlib.Path(sys.executable).parent / "micropython"
-    vs = before = None
     if mp.exists():
-        mdir = fetch_minipb(root)
-        mp_rows, vs = run_micropython(mp, root / "firmware", mdir)
-        if mdir is not None:
-            sys.path.insert(0, str(root / "tools" / "bench"))
-            import baseline
-            try:
-                old = baseline.tree(CODEC_BASELINE)
-                before = run_micropython(mp, old / "firmware", mdir)
-            except Exception as e:  # no git history (an exported tree): the before column is skipped
-                print("(codec at %s not measured: %s)" % (CODEC_BASELINE, e))
+        rows, vs = run_micropython(mp, root)
     else:
         print("(no micropython next to %s: firmware rows skipped)" % sys.executable)
+    mp_rows = rows.get("now", {})
+    then = rows.get("then", {})
     upb = bench_upb()
-    fw_cpy = dict((r[0], r) for r in bench_firmware())
+    fw_cpy = dict((r[0], r) for r in bench_firmware()["now"])
     print("Envelope codec: firmware codec on micropython %s vs google-protobuf %s (%s) on CPython %s"
           % ("unix port", __import__("google.protobuf").protobuf.__version__, api_implementation.Type(),
              sys.version.split()[0]))
@@ -267,22 +308,24 @@ def main_cpython():
     sc = mp_rows.get("stream_chunk")
     if sc and sc[2] is not None:
         print("heap bytes per StreamChunk Envelope decode_into on micropython: %.1f (goal 0)" % sc[2])
-    if vs:
-        print("StreamChunk Envelope decode on micropython, timed alternately in one process (best of 7 x %d): "
-              "ours %.0f/s (%.1f heap B/decode), minipb 2.0.0 %.0f/s (%.0f heap B/decode): ours/minipb = %.1fx "
-              "(target >= 3x)" % (ROUNDS["stream_chunk"] // 10, vs[0], (sc[2] if sc else None) or 0.0, vs[1], vs[2],
-                                  vs[0] / vs[1]))
-    if before and before[1] and vs:
-        b = before[1]
-        bsc = before[0].get("stream_chunk")
-        print("  the codec at %s (before issue 12), same run, same way: %.0f/s (%.1f heap B/decode), minipb %.0f/s: "
-              "ours/minipb = %.1fx; now/then = %.1fx" % (CODEC_BASELINE, b[0], (bsc[2] if bsc else None) or 0.0,
-                                                         b[1], b[0] / b[1], (vs[0] / vs[1]) / (b[0] / b[1])))
+    if then:
+        print("micropython, same process, timed alternately (best of %d): the codec now vs at %s (before issue 12)"
+              % (REPEATS, CODEC_BASELINE))
         for name in ("stream_chunk", "hello", "invoke"):
-            if name in before[0] and name in mp_rows:
-                o, n = before[0][name], mp_rows[name]
-                print("  %-12s decode %8.0f/s then, %8.0f/s now (%.2fx); encode %7.0f/s then, %7.0f/s now (%.2fx)"
-                      % (name, o[0], n[0], n[0] / o[0], o[1], n[1], n[1] / o[1]))
+            if name in then and name in mp_rows:
+                o, n = then[name], mp_rows[name]
+                print("  %-12s decode %8.0f/s then %8.0f/s now (%.2fx) | encode %7.0f/s then %7.0f/s now (%.2fx) | "
+                      "heap B/decode %s then %s now" % (name, o[0], n[0], n[0] / o[0], o[1], n[1], n[1] / o[1],
+                                                        "n/a" if o[2] is None else "%.0f" % o[2],
+                                                        "n/a" if n[2] is None else "%.0f" % n[2]))
+    if sc and vs:
+        print("StreamChunk Envelope decode on micropython, same process, timed alternately (best of %d x %d): "
+              "ours %.0f/s (%.1f heap B/decode), minipb 2.0.0 %.0f/s (%.0f heap B/decode): ours/minipb = %.1fx "
+              "(target >= 3x)" % (REPEATS, ROUNDS["stream_chunk"], sc[0], sc[2] or 0.0, vs[0], vs[1], sc[0] / vs[0]))
+        t = then.get("stream_chunk")
+        if t:
+            print("  the codec at %s, same turns: %.0f/s: then/minipb = %.1fx (now/then %.1fx)"
+                  % (CODEC_BASELINE, t[0], t[0] / vs[0], sc[0] / t[0]))
 
 
 if __name__ == "__main__":
