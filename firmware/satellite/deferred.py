@@ -7,8 +7,10 @@
 # Flash layout (one directory, "data/deferred" under the working directory: "/" on a board, the virtual
 # board's flash directory in the simulator):
 #   idx        the index, text, rewritten whole as idx.tmp then renamed over idx (crash-safe: either the old
-#              or the new index is there). Line 1: "v1 <tag> <next> <dropped>"; then one line per recording,
-#              oldest first: "<n> <count> <nframes> <rate> <done> <fails>".
+#              or the new index is there). Line 1: "v1 <tag> <next> <dropped> <boot>"; then one line per
+#              recording, oldest first: "<n> <count> <nframes> <rate> <done> <fails> <boot> <anchor>" (boot: the
+#              store's boot count when it was recorded; anchor: that boot's clock offset, core wall clock minus
+#              device clock in us from the device's own Ping round, or "-" when that boot had none yet).
 #   <n>.rec    recording n: `count` fixed-size records [8-byte LE capture_ts | 2*nframes bytes s16le PCM],
 #              appended a batch at a time. Bytes past `count` records (a crash between the append and the
 #              index rename) are ignored: at most one batch is lost, never a record half-read.
@@ -21,6 +23,7 @@
 # int on the 32-bit board) after 18 minutes of uptime. Recording appends a whole batch (BATCH records) and
 # rewrites the index once per batch: that is where the flash writes (and their allocations) happen.
 import os
+import time
 
 try:
     import asyncio
@@ -67,6 +70,15 @@ try:
     copy = audio.copy                  # the viper byte copy (allocation-free) or its pure twin
 except AttributeError:
     from satellite.wire._copy import copy
+
+
+def _wall_us():
+    """The local real-time clock (the host's on the virtual board, where it is the truth the clock-mapping
+    test compares with; unset on a board without NTP): for the log line only."""
+    try:
+        return time.time_ns() // 1000
+    except AttributeError:
+        return -1
 
 
 class StoreError(Exception):
@@ -156,8 +168,9 @@ def write_chunk_header(buf, pos, id_, seq, hi, lo):
 # ------------------------------------------------------------------------------------------------ the store
 
 class Recording:
-    def __init__(self, n, count, nframes, rate, done, fails):
+    def __init__(self, n, count, nframes, rate, done, fails, boot=0, anchor=None):
         self.n, self.count, self.nframes, self.rate, self.done, self.fails = n, count, nframes, rate, done, fails
+        self.boot, self.anchor = boot, anchor
 
     def record_bytes(self):
         return TS_BYTES + 2 * self.nframes
@@ -194,6 +207,7 @@ class Store:
         self.tag = ""
         self.next = 1
         self.dropped = 0
+        self.boot = 0
         self.recs = []
 
     def _file(self, n):
@@ -211,19 +225,21 @@ class Store:
             with open(self.path + "/idx") as f:
                 lines = f.read().split("\n")
             head = lines[0].split()
-            if len(head) != 4 or head[0] != "v1":
+            if len(head) != 5 or head[0] != "v1":
                 raise ValueError("index header %r" % lines[0])
-            self.tag, self.next, self.dropped = head[1], int(head[2]), int(head[3])
+            self.tag, self.next, self.dropped, self.boot = head[1], int(head[2]), int(head[3]), int(head[4])
             for ln in lines[1:]:
                 p = ln.split()
-                if len(p) == 6:
-                    self.recs.append(Recording(int(p[0]), int(p[1]), int(p[2]), int(p[3]), int(p[4]), int(p[5])))
+                if len(p) == 8:
+                    self.recs.append(Recording(int(p[0]), int(p[1]), int(p[2]), int(p[3]), int(p[4]), int(p[5]),
+                                               int(p[6]), None if p[7] == "-" else int(p[7])))
         except (OSError, ValueError, IndexError) as e:
             if _exists(self.path + "/idx"):
                 self.log("deferred: index unreadable (%s): starting an empty store" % e)
             r = self.rng(4)
             self.tag = "".join("%02x" % b for b in r)
-        changed = False
+        self.boot += 1                    # this boot: recordings of an earlier one carry another clock
+        changed = True
         for rec in self.recs:
             if not rec.done:
                 rec.done = 1              # recording when the board reset: keep what was committed
@@ -233,16 +249,17 @@ class Store:
         for name in os.listdir(self.path):
             if name.endswith(".rec") and name not in keep or name == "idx.tmp":
                 os.remove(self.path + "/" + name)
-        if changed or not _exists(self.path + "/idx"):
+        if changed:
             self.write_index()
         return self
 
     def write_index(self):
         t = self.path + "/idx.tmp"
         with open(t, "w") as f:
-            f.write("v1 %s %d %d\n" % (self.tag, self.next, self.dropped))
+            f.write("v1 %s %d %d %d\n" % (self.tag, self.next, self.dropped, self.boot))
             for r in self.recs:
-                f.write("%d %d %d %d %d %d\n" % (r.n, r.count, r.nframes, r.rate, r.done, r.fails))
+                f.write("%d %d %d %d %d %d %d %s\n" % (r.n, r.count, r.nframes, r.rate, r.done, r.fails, r.boot,
+                                                     "-" if r.anchor is None else r.anchor))
         os.rename(t, self.path + "/idx")
 
     def used(self):
@@ -255,10 +272,10 @@ class Store:
         """Finished recordings, oldest first."""
         return [r for r in self.recs if r.done]
 
-    def begin(self, nframes, rate):
+    def begin(self, nframes, rate, anchor=None):
         if len(self.recs) >= MAX_RECORDINGS:
             self._drop_oldest("%d recordings stored" % MAX_RECORDINGS)
-        rec = Recording(self.next, 0, nframes, rate, 0, 0)
+        rec = Recording(self.next, 0, nframes, rate, 0, 0, self.boot, anchor)
         self.next += 1
         self.recs.append(rec)
         with open(self._file(rec.n), "wb"):
@@ -335,6 +352,9 @@ class Deferred:
         self.sent_chunks = 0                             # chunks on the wire this boot (tests, logs)
         self.uploaded = 0                                # recordings the core answered with a Response
         self.ack_wait_ms = ACK_WAIT_MS
+        self.offset_us = None                            # this boot's clock offset (core - device), our Ping
+        self._dhi = 0                                    # rebase of the upload in flight: capture_ts + dhi *
+        self._dlo = 0                                    # 2**28 + dlo (an earlier boot's recording)
 
     # -- LED ------------------------------------------------------------------------------------------
     def show_queue(self):
@@ -372,7 +392,7 @@ class Deferred:
         n = self.nframes
         rb = self.rbytes
         try:
-            rec = self.store.begin(n, self.rt.mic_rate)
+            rec = self.store.begin(n, self.rt.mic_rate, self.offset_us)
         except OSError as e:
             self.log("deferred: cannot record (flash: %s)" % e)
             return
@@ -383,7 +403,8 @@ class Deferred:
         hi = t0 // _LIMB
         lo = t0 % _LIMB
         step = n * 1000000 // self.rt.mic_rate
-        self.log("deferred: recording %s (core out of reach)" % self.store.ref(rec))
+        self.log("deferred: recording %s (core out of reach): first chunk at %d us on the device clock, "
+                 "local RTC %s us" % (self.store.ref(rec), t0, _wall_us()))
         hal.led(LED_RECORDING, self.rt.settings["led_brightness"])
         k = 0
         total = 0
@@ -454,9 +475,35 @@ class Deferred:
             self.log("deferred: upload %d answered with Error %d %s" % (ev.id, ev.code, ev.message))
         return True
 
+    async def _learn_offset(self, sat, wait_ms=3000):
+        """This boot's clock offset from the device's own four-timestamp round (Satellite.offset_us)."""
+        if self.offset_us is not None:
+            return
+        sat.offset_us = 0
+        sat.send(sat.s.ping(self.rt.now_us()))
+        t0 = ticks_ms()
+        while not sat.offset_us and not sat.closed and ticks_diff(ticks_ms(), t0) < wait_ms:
+            await _sleep_ms(5)
+        if sat.offset_us:
+            self.offset_us = sat.offset_us
+            for r in self.store.recs:
+                if r.boot == self.store.boot and r.anchor is None:
+                    r.anchor = self.offset_us      # recorded offline earlier in this boot
+            self.store.write_index()
+
+    def _rebase(self, rec):
+        """(dhi, dlo) to add to rec's stored capture_ts so it reads on this boot's clock, or None."""
+        if rec.boot == self.store.boot:
+            return 0, 0
+        if rec.anchor is None or self.offset_us is None:
+            return None
+        d = rec.anchor - self.offset_us           # old boot's (core - device) minus this boot's
+        return d // _LIMB, d % _LIMB
+
     async def upload(self, sat):
         """Upload every finished recording, oldest first, on this session. Ends with the session."""
         self.show_queue()
+        await self._learn_offset(sat)
         while not sat.closed:
             q = self.store.queued()
             if not q:
@@ -513,6 +560,16 @@ class Deferred:
                 await _sleep_ms(5)
             if sat.closed:
                 return None
+            # An earlier boot's recording is rebased onto this boot's clock only when the core holds none of
+            # it: chunks it stored then came on that boot's clock, and one recording keeps one clock (the core
+            # checks duplicates and gaps by capture_ts).
+            rb_ = self._rebase(rec) if not self.acked > 0 else (0, 0)
+            if rb_ is None:
+                self._dhi, self._dlo = 0, 0
+                self.log("deferred: %s was recorded in an earlier boot with no Ping round: its capture_ts is that "
+                         "boot's clock, the core cannot map it to wall clock" % self.store.ref(rec))
+            else:
+                self._dhi, self._dlo = rb_
             start = self.acked if self.acked > 0 else 0
             if start > rec.count:
                 start = rec.count
@@ -558,7 +615,14 @@ class Deferred:
             return False
         seq = env.stream_chunk.seq
         hi = ts_hi(rec, 0)
-        lo = ts_lo(rec, 0)
+        lo = ts_lo(rec, 0) + self._dlo
+        if lo >= _LIMB:
+            lo -= _LIMB
+            hi += 1
+        hi += self._dhi
+        if hi < 0:
+            hi = 0                                 # before the clock epoch: not representable (never here)
+            lo = 1
         link = sat.link
         n = rb - TS_BYTES
         hl = chunk_header_size(cid, seq, hi, lo)

@@ -66,6 +66,7 @@ POLL_MS = const(5)                 # socket poll period while connected (latency
 HANDSHAKE_TIMEOUT_MS = const(10000)
 MAX_CAPTURE_MS = const(30000)      # a capture nobody ends is ended by the device (StreamEnd TIMEOUT)
 LONG_PRESS_MS = const(1500)
+CLOCK_EPOCH_US = 1 << 40           # now_us() at boot (see now_us)
 MAX_PENDING = const(65536)         # unsent bytes kept while the socket is full; past it the link is dead
 
 # Gestures a HAL reports (hal.gesture() -> one of these, 0 when none).
@@ -1208,7 +1209,9 @@ class Runtime:
             self._us_acc = 0
         self._us_acc += ticks_diff(t, self._us_last)
         self._us_last = t
-        return self._us_acc + 1
+        # From 2**40 us (12.7 days), not 0: a DEFERRED recording of an earlier boot, rebased onto this boot's
+        # clock (satellite.deferred), lands before this boot and must still be a positive capture_ts.
+        return self._us_acc + CLOCK_EPOCH_US
 
     # -- the forever loop ---------------------------------------------------------------------------------
     def backoff_ms(self):

@@ -135,7 +135,7 @@ def test_ring_full_drops_the_oldest_recording_logs_and_counts():
 
 # ---------------------------------------------------------------------------------------------- upload
 
-def _uploader(n_chunks, ack=None):
+def _uploader(n_chunks, ack=None, t0=5000000):
     """A runtime + session on an in-memory Noise pair, a store with one recording of n_chunks, and a
     Deferred whose upload coroutine is stepped by hand (one .send(None) = one scheduler turn)."""
     rt, sat, core, sink, hal = H.make(record_output=True)
@@ -145,7 +145,7 @@ def _uploader(n_chunks, ack=None):
     i = 0
     while i < n_chunks:
         k = 8 if n_chunks - i >= 8 else n_chunks - i
-        st.append(rec, records(k, t0=5000000 + 20000 * i, base=i), k)
+        st.append(rec, records(k, t0=t0 + 20000 * i, base=i), k)
         i += k
     st.finish(rec)
     d = D.Deferred(rt, st)
@@ -165,6 +165,9 @@ def _ack(sat, core, cid, stored):
     H.feed(sat.link, core, pb.Envelope(id=cid, capture_ack=pb.CaptureAck(stored=stored)))
 
 
+CORE_AHEAD_US = 3_000_000
+
+
 def _drive(sat, core, d, ack=None, answer="response", limit_ms=9000):
     """Run d.upload(sat) under asyncio beside a core that answers: CaptureAck{ack} on the open (None: no
     ack), then `answer` once StreamEnd arrives. Returns (frames in order, the most frames seen in one turn)."""
@@ -182,6 +185,10 @@ def _drive(sat, core, d, ack=None, answer="response", limit_ms=9000):
                 most[0] = len(frames)
             got.extend(frames)
             for e, _ in frames:
+                if e.op == "ping":                 # the core's wall clock is the device's + CORE_AHEAD_US
+                    tc = e.ping.t1 + CORE_AHEAD_US
+                    H.feed(sat.link, core, pb.Envelope(id=e.id, ping_response=pb.PingResponse(t1=e.ping.t1, t2=tc,
+                                                                                              t3=tc)))
                 if e.op == "capture_open" and ack is not None:
                     _ack(sat, core, e.id, ack)
                 if e.op == "stream_end" and not ended:
@@ -201,8 +208,10 @@ def test_r10_4_d_upload_resumes_from_the_core_high_water_mark_and_r10_1_a_one_fr
     whole = st.read_all(rec)
     ref = st.ref(rec)
     got, most = _drive(sat, core, d, ack=12)          # the core already holds chunks 0..11
-    assert [e.op for e, _ in got[:2]] == ["capture_open", "ping"]
-    co = got[0][0].capture_open
+    # the device's own Ping round first (this boot's clock offset), then the DEFERRED open and another round
+    assert [e.op for e, _ in got[:3]] == ["ping", "capture_open", "ping"]
+    assert d.offset_us                    # learnt from that first round (the harness stamps t4 = 0)
+    co = got[1][0].capture_open
     assert co.mode == pb.CaptureMode.DEFERRED and co.correlation_ref == ref
     # R10.1-a: never more than one frame of the transfer between two scheduler turns
     assert most <= 1, most
@@ -260,3 +269,22 @@ def test_a_steady_state_deferred_chunk_allocates_nothing():
     _send_many(d, sat, env.id, buf, rb, 2)
     got = H.sent(core)
     assert [e.stream_chunk.capture_ts for e, _ in got] == [t, t] and all(x == buf[8:] for _, x in got)
+
+
+def test_a_recording_of_an_earlier_boot_is_rebased_onto_this_boots_clock():
+    """capture_ts is the device's monotonic clock, which restarts with each boot: a recording an earlier boot
+    made is sent on this boot's clock, shifted by the two boots' Ping-round offsets (core - device), so the
+    core's one mapping fits it; with no offset for that boot it goes as it is, and the log says so."""
+    rt, sat, core, d, rec, st = _uploader(4, t0=1 << 34)
+    rec.boot = st.boot - 1
+    rec.anchor = 7_000_000_000          # that boot: core wall clock = device clock + 7000 s
+    d.offset_us = 7_250_000_000         # this one: + 7250 s (the device clock restarted 250 s "later")
+    got, _ = _drive(sat, core, d, ack=0)
+    ts = [e.stream_chunk.capture_ts for e, _ in got if e.op == "stream_chunk"]
+    assert ts == [(1 << 34) + 20000 * i - 250_000_000 for i in range(4)], ts
+    rt, sat, core, d, rec, st = _uploader(2)
+    rec.boot = st.boot - 1                # no anchor: sent as recorded, said in the log
+    d.offset_us = 1
+    got, _ = _drive(sat, core, d, ack=0)
+    assert [e.stream_chunk.capture_ts for e, _ in got if e.op == "stream_chunk"] == [5000000, 5020000]
+    assert any("cannot map it to wall clock" in ln for ln in rt.hal.lines)

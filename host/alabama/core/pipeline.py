@@ -260,6 +260,12 @@ class VoicePipeline:
                                   id_=ev.id, op="stream_chunk")
             if st.get("first_ts") is None:
                 st["first_ts"] = ev.capture_ts
+            # Wall clock of chunk 0, through the Ping round of the connection this chunk came on: a device
+            # that rebooted mid-upload sends the rest on another clock (chunks are contiguous, dur apart).
+            off = self.s.clock_offset_us
+            if st.get("first_wall") is None and off is not None and dur:
+                st["first_wall"] = ev.capture_ts - off - st["count"] * dur
+            cap["last"] = (st["count"], ev.capture_ts, dur)
             self.deferred.append(cap["key"], st, ev.data, ev.capture_ts)
             if st["count"] % ACK_EVERY == 0:
                 self.s.capture_ack(ev.id, st["count"])
@@ -292,9 +298,15 @@ class VoicePipeline:
             await asyncio.sleep(0.01)
         off = self.s.clock_offset_us
         first = st.get("first_ts")
+        spoken = st.get("first_wall")
+        if spoken is None and off is not None and cap.get("last"):
+            i, ts, dur = cap["last"]
+            spoken = ts - off - i * dur          # this connection's chunks, this connection's round
+        elif spoken is None and off is not None and first is not None:
+            spoken = first - off
         rec = {"correlation_ref": cap["key"][1], "chunks": st["count"], "bytes": len(st["audio"]),
                "first_capture_ts": first, "last_capture_ts": st["last_ts"], "offset_us": off, "rtt_us": self.s.rtt_us,
-               "spoken_at_us": (first - off) if first is not None and off is not None else None,
+               "spoken_at_us": spoken,
                "sha256": hashlib.sha256(st["audio"]).hexdigest()}
         if rec["spoken_at_us"] is not None:
             log.info("%s: DEFERRED %r: %d chunks spoken at %s (offset %d us, rtt %s us)", self.conn.device_id,
