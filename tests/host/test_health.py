@@ -79,3 +79,20 @@ def test_device_info_health_fields_and_devices_health_table(core, tmp_path, caps
 
 async def _noop():
     return None
+
+
+def test_hil_report_shows_the_boards_health(tmp_path):
+    """One HIL scenario on the virtual board: the bench samples device health at teardown and the report shows
+    it per device (run page and scenario)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "alabama.cli", "hil", "--board", "sim", "-k", "tool_call",
+                        "--report", str(tmp_path / "rep")], capture_output=True, text=True, timeout=300,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    run = json.loads(next((tmp_path / "rep").glob("*/run.json")).read_text())
+    (sc,) = run["scenarios"]
+    (h,) = sc["health"].values()
+    assert h["source"] == "device.info" and h["firmware"] == "0.1.0" and h["rssi"] == -52
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "<h2>Device health</h2>" in page and h["firmware_digest"][:12] in page and "PWRON_RESET" in page

@@ -181,3 +181,25 @@ def test_band_ratio_tells_a_heard_probe_from_noise():
     assert steps.band_ratio(mixed.tobytes()) > 0.5
     assert steps.band_ratio(steps.tone(1000, 1500.0)) < 0.01
     assert steps.band_ratio(b"\x00\x00" * 100) == 0.0
+
+
+def test_report_shows_each_devices_health(tmp_path):
+    """The run page and the scenario carry a Device health table: one row per device (device.info or its
+    device.health Event, docs/ota.md)."""
+    run = _run("run-h", tmp_path)
+    run["scenarios"][0]["health"] = {
+        "9437f2cd241f133eb8541cf745ba4271": {"firmware": "0.2.0", "firmware_digest": "5a62675e883a" + "0" * 52,
+                                             "uptime_ms": 81234, "heap_free": 90112, "heap_min": 61440, "rssi": -67,
+                                             "reset_reason": "ota", "crash_count": 2, "reconnect_count": 1,
+                                             "frames_dropped": 7, "source": "device.info",
+                                             "ota": {"state": "rolled_back", "error": "did not reach a session"}},
+        "00aa11bb22cc33dd44ee55ff66778899": {"firmware": "0.1.0", "digest": "77" * 32, "rssi": None,
+                                             "heap_min": 1000, "crash_count": 0, "ota": "ok", "source": "event"}}
+    page = report.write(run, tmp_path / "rep")["html"].read_text()
+    assert page.count("<h2>Device health</h2>") == 1 and "<h3>Device health</h3>" in page
+    for needle in ("9437f2cd241f133e", "5a62675e883a", "-67", "81234", "rolled_back: did not reach a session",
+                   "00aa11bb22cc33dd", "777777777777", "event", "<td>7</td>"):
+        assert needle in page, needle
+    assert "no device health recorded" not in page.split("<h2>Measurements</h2>")[0]
+    empty = report.write(_run("run-e", tmp_path), tmp_path / "rep2")["html"].read_text()
+    assert "no device health recorded" in empty

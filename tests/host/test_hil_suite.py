@@ -47,7 +47,8 @@ def test_report_lists_every_scenario(suite):
     page = (REPORT_DIR / "report.html").read_text()
     for n in names:
         assert n in page
-    for section in ("Frame timeline", "Core conformance report", "Serial log", "<polygon", "handshake"):
+    for section in ("Frame timeline", "Core conformance report", "Serial log", "<polygon", "handshake",
+                    "Device health"):
         assert section in page, section
     runs = report.load_history(REPORT_DIR)
     assert len(runs) == before + 1

@@ -45,6 +45,7 @@ class Bench:
         self.notes = []
         self.waves = []
         self.heap = []
+        self.health = {}             # device_id -> device.info (or its last device.health Event), at teardown
         self.log = log
         self._booted = False
 
@@ -192,6 +193,21 @@ class Bench:
             self.measure("frames_dropped", dropped)
             self.measure("frames_late", late)
 
+    def sample_health(self):
+        """Every connected device's health (CoreServer.device_health: its device.info, else its last
+        device.health Event), kept for the report; {} when no core runs."""
+        srv = self.core.server if self.core is not None else None
+        if srv is None:
+            return {}
+        for did in self.core.devices():
+            try:
+                h = self.core.call(srv.device_health(did, 5.0), 10.0)
+            except Exception:  # noqa: BLE001 - a device that just left has no health to show
+                h = None
+            if h:
+                self.health[did] = h
+        return self.health
+
     # ------------------------------------------------------------------ teardown
     def close(self):
         """Stop board and core; never raises (teardown runs after failures and Ctrl-C too)."""
@@ -201,6 +217,11 @@ class Bench:
                 self.sample_heap()
         except Exception as e:  # noqa: BLE001
             errors.append("heap: %s" % e)
+        try:
+            if self._booted:
+                self.sample_health()
+        except Exception as e:  # noqa: BLE001
+            errors.append("health: %s" % e)
         for what, fn in (("board", self.target.stop), ("core", self.core.stop if self.core else None)):
             if fn is None:
                 continue
@@ -230,7 +251,8 @@ class Bench:
         waves.extend(self.waves)
         waves.extend(self._stream_waves(dest))
         return {"serial_log": log, "waves": waves, "heap": self.heap, "timeline": self.tl.rows(),
-                "conformance": self.reports(), "measurements": self.measurements, "notes": self.notes}
+                "conformance": self.reports(), "measurements": self.measurements, "notes": self.notes,
+                "health": self.health}
 
 
     def _stream_waves(self, dest, per_dir=3):
