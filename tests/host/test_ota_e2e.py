@@ -195,3 +195,25 @@ def test_ota_flash_full_is_refused_before_anything_is_replaced(core, tmp_path):
         assert info(core, dev)["firmware"] == "0.1.0"
     finally:
         vb.stop()
+
+
+def test_alabama_ota_cli_updates_through_the_running_core_and_reports_a_rollback(core, tmp_path, capsys):
+    """`alabama ota --device ID --data DIR`: the march comes from the device's device.info, the set is served
+    and offered through the core's control endpoint, and the command returns once device.info shows the new
+    digest; a set that crashes at boot makes the command fail with the rollback's reason."""
+    from alabama.cli import main as alabama
+    vb = paired_board(tmp_path, core)
+    try:
+        dev = device_id(vb)
+        fw_dir = new_firmware(tmp_path, "0.3.0-cli")
+        rc = alabama(["ota", "--device", dev[:12], "--data", str(core.data_dir), "--firmware", str(fw_dir),
+                      "--host", "127.0.0.1", "--bind", "127.0.0.1", "--timeout", "60"])
+        out = capsys.readouterr().out
+        assert rc == 0 and "runs firmware 0.3.0-cli" in out, out
+        assert info(core, dev)["firmware"] == "0.3.0-cli"
+        with pytest.raises(ota.OtaError, match="rolled back the update: did not reach a session within 3 boots"):
+            ota.update(core.data_dir, dev, root=new_firmware(tmp_path, "0.3.1-crash", crash=True), host="127.0.0.1",
+                       bind="127.0.0.1", timeout=90, out=lambda *a: None)
+        assert info(core, dev)["firmware"] == "0.3.0-cli"          # the set before the broken one, not 0.1.0
+    finally:
+        vb.stop()

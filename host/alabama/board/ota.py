@@ -243,6 +243,8 @@ def register(sub):
     p.add_argument("--firmware", metavar="DIR", default=str(deploy.FIRMWARE), help="firmware tree (default: the repository's)")
     p.add_argument("--march", metavar="ARCH", help="mpy-cross -march (default: what the device reports)")
     p.add_argument("--host", metavar="ADDR", help="address the device fetches from (default: this machine's LAN address)")
+    p.add_argument("--bind", metavar="ADDR", default="0.0.0.0", help="address the HTTP server listens on "
+                   "(default %(default)s: every interface, as the board fetches over the LAN)")
     p.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the device to come back")
     p.set_defaults(func=cmd_ota)
@@ -251,6 +253,6 @@ def register(sub):
 def cmd_ota(args):
     if args.march and args.march not in deploy.ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(deploy.ARCHS[1:]))
-    update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, port=args.port,
-           timeout=args.timeout)
+    update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
+           port=args.port, timeout=args.timeout)
     return 0
