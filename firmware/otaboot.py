@@ -42,7 +42,7 @@ STATE = "ota/state.json"
 BOOTREC = "ota/boot.json"
 MANIFEST = "_manifest.json"        # inside a set: lib/satellite/_manifest.json
 BOOT_BUDGET = const(3)             # boots a trial set gets to reach a session before it is rolled back
-_MAX_JSON = const(8192)            # state, boot record and manifest files are small; larger is corruption
+_MAX_JSON = const(16384)           # state, boot record, manifest (satellite.ota.MAX_MANIFEST); larger is corruption
 _BLOCK = const(512)
 
 
