@@ -16,10 +16,11 @@
 import sys
 
 IS_MP = sys.implementation.name == "micropython"
-# Short slices, many turns: on a loaded 2-core machine the best of many short slices is the stable figure
-# (long loops average in whatever else ran; measured: best-of-5 x 4000 swung 3x between runs).
-ROUNDS = {"stream_chunk": 1000, "hello": 20, "invoke": 250}   # per turn
-REPEATS = 15
+# Many turns of slices of similar duration (~10-20 ms each, ours and minipb alike), best of each: on a
+# loaded 2-core machine a slice may lose the CPU; slices of unequal length would favour the shorter side.
+ROUNDS = {"stream_chunk": 5000, "hello": 50, "invoke": 600}   # per turn, our codec (now and then)
+MINIPB_ROUNDS = 600                                           # per turn, minipb (~28 us per decode)
+REPEATS = 11
 
 
 def envelopes(v1):
@@ -108,24 +109,28 @@ def bench_firmware(extra=None):
             cases.append([label, name, pb, target, raw, bytearray(len(raw)), alloc, 0.0, 0.0])
     extra = extra or []
     ebest = [0.0] * len(extra)
+    import gc
     for _ in range(REPEATS):
         for c in cases:
             label, name, pb, target, raw, buf = c[:6]
             n = ROUNDS[name]
             size = len(raw)
             dec = pb.decode_into
+            gc.collect()   # each slice starts on a collected heap: no slice pays for another's garbage
             t = _clock()
             for _ in range(n):
                 dec(target, raw, 0, size)
             c[7] = max(c[7], n / _elapsed(t))
             enc = pb.encode_into
+            gc.collect()
             t = _clock()
             for _ in range(n):
                 enc(target, buf, 0)
             c[8] = max(c[8], n / _elapsed(t))
             assert bytes(buf) == raw
         for k in range(len(extra)):
-            n = ROUNDS["stream_chunk"]
+            n = MINIPB_ROUNDS
+            gc.collect()
             t = _clock()
             extra[k][1](n)
             ebest[k] = max(ebest[k], n / _elapsed(t))
@@ -319,9 +324,10 @@ def main_cpython():
                                                         "n/a" if o[2] is None else "%.0f" % o[2],
                                                         "n/a" if n[2] is None else "%.0f" % n[2]))
     if sc and vs:
-        print("StreamChunk Envelope decode on micropython, same process, timed alternately (best of %d x %d): "
+        print("StreamChunk Envelope decode on micropython, same process, timed alternately (best of %d, slices of "
+              "%d and %d decodes): "
               "ours %.0f/s (%.1f heap B/decode), minipb 2.0.0 %.0f/s (%.0f heap B/decode): ours/minipb = %.1fx "
-              "(target >= 3x)" % (REPEATS, ROUNDS["stream_chunk"], sc[0], sc[2] or 0.0, vs[0], vs[1], sc[0] / vs[0]))
+              "(target >= 3x)" % (REPEATS, ROUNDS["stream_chunk"], MINIPB_ROUNDS, sc[0], sc[2] or 0.0, vs[0], vs[1], sc[0] / vs[0]))
         t = then.get("stream_chunk")
         if t:
             print("  the codec at %s, same turns: %.0f/s: then/minipb = %.1fx (now/then %.1fx)"
