@@ -14,17 +14,6 @@ except ImportError:
     def const(x):
         return x
 try:
-    from time import ticks_ms, ticks_diff
-except ImportError:
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
-
-try:
     import asyncio
 except ImportError:
     import uasyncio as asyncio
@@ -107,7 +96,7 @@ class Health:
         d = rt.info()
         d.update({
             "firmware_digest": digest,
-            "uptime_ms": ticks_diff(ticks_ms(), rt.t_boot), "heap_free": self.heap_free(), "heap_min": self.heap_min,
+            "heap_free": self.heap_free(), "heap_min": self.heap_min,
             "rssi": self._hal("rssi"), "reset_reason": self.reset_reason, "boots": self.boots,
             "crash_count": self.crashes, "last_crash": self.last_crash,
             "reconnect_count": max(0, rt.connections - 1), "connect_failures": rt.attempts,

@@ -358,3 +358,17 @@ def test_es7210_board_on_the_official_image_declares_no_mic_and_refuses_captures
     hal2, fm2 = _hal("devkitc1-inmp441")
     rt2 = RT.Runtime(_board("devkitc1-inmp441"), hal2, H.MemStore(), log=_quiet)
     assert pb.CapabilityKind.CAPABILITY_MIC in [c.kind for c in rt2.surface("").capabilities]
+
+
+def test_reset_cause_is_named_by_the_ports_constants():
+    """hal.reset_cause() (device.info's reset_reason): machine.reset_cause() by the name of the machine constant
+    it equals (docs/library/machine.rst); a cause the port does not map (0) is said as a number."""
+    hal, fm = _hal("devkitc1-inmp441")
+    consts = {"PWRON_RESET": 1, "HARD_RESET": 2, "WDT_RESET": 3, "DEEPSLEEP_RESET": 4, "SOFT_RESET": 5}
+    for name, v in consts.items():
+        setattr(fm, name, v)
+    for name, v in consts.items():
+        fm.reset_cause = lambda v=v: v
+        assert hal.reset_cause() == name
+    fm.reset_cause = lambda: 0
+    assert hal.reset_cause() == "reset_cause 0"
