@@ -92,6 +92,8 @@ class DeferredBench:
         hil.start_core(ping_interval=1.0, brain=self.brain)
         hil.provision("ik", preconfigure=True)
         self.did = hil.boot()
+        # the board's own Ping round has run once (this boot's clock offset: what a reset's rebase needs)
+        self._wait_log(re.compile(r"sat: clock offset"), 0, 15)
         return self.did
 
     def _flash(self):
