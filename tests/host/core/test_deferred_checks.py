@@ -5,20 +5,11 @@ CaptureAck (0 for a new recording); the whole recording draws a Response; and th
 recording was spoken: capture_ts (satellite clock) mapped to wall clock through the core's Ping round."""
 import time
 
-from alabama.core.pipeline import Reply
 from alabama.core.testsat import capture_open, env
 from alabama.v1 import operations_pb2 as ops
 
 from conftest import connect, make_server
-
-
-class TextBrain:
-    def __init__(self):
-        self.turns = []
-
-    async def reply(self, turn):
-        self.turns.append(turn)
-        return Reply(text="stored %d bytes" % len(turn.audio))
+from test_rules import RecordingBrain as TextBrain      # keeps every turn's audio, answers with text only
 
 
 SAT_CLOCK_BEHIND_US = 987_654_321_000      # the satellite's monotonic clock = wall clock - this
