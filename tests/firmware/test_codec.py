@@ -198,24 +198,29 @@ def _rand(state):
     return x
 
 
+def _mutate(b, state, most):
+    # 1..most random edits of bytearray b: a bit flip, a truncation, an inserted byte, a replaced byte
+    for _ in range(1 + _rand(state) % most):
+        op = _rand(state) % 4
+        pos = _rand(state) % (len(b) + 1)
+        if op == 0 and b:
+            b[pos % len(b)] ^= 1 << (_rand(state) % 8)
+        elif op == 1:
+            b = b[:pos]
+        elif op == 2:
+            b[pos:pos] = bytes([_rand(state) & 0xFF])
+        elif b:
+            b[pos % len(b)] = _rand(state) & 0xFF
+    return b
+
+
 def test_mutation_fuzz_never_escapes_a_typed_error():
     state = [0x2545F491]
     seeds = [unhex(h) for h in VECTORS]
     env = v1.Envelope()
     refused = 0
     for i in range(1500):
-        b = bytearray(seeds[i % len(seeds)])
-        for _ in range(1 + _rand(state) % 4):
-            op = _rand(state) % 4
-            pos = _rand(state) % (len(b) + 1)
-            if op == 0 and b:
-                b[pos % len(b)] ^= 1 << (_rand(state) % 8)
-            elif op == 1:
-                b = b[:pos]
-            elif op == 2:
-                b[pos:pos] = bytes([_rand(state) & 0xFF])
-            elif b:
-                b[pos % len(b)] = _rand(state) & 0xFF
+        b = _mutate(bytearray(seeds[i % len(seeds)]), state, 4)
         try:
             pb.decode_into(env, b)
         except pb.DecodeError as e:
@@ -329,17 +334,7 @@ def test_generated_decoder_matches_the_table_driven_decoder():
     for i in range(2400):
         b = bytearray(seeds[i % len(seeds)])
         if i >= len(seeds):
-            for _ in range(1 + _rand(state) % 3):
-                op = _rand(state) % 4
-                pos = _rand(state) % (len(b) + 1)
-                if op == 0 and b:
-                    b[pos % len(b)] ^= 1 << (_rand(state) % 8)
-                elif op == 1:
-                    b = b[:pos]
-                elif op == 2:
-                    b[pos:pos] = bytes([_rand(state) & 0xFF])
-                elif b:
-                    b[pos % len(b)] = _rand(state) & 0xFF
+            b = _mutate(b, state, 3)
         raw = bytes(b)
         a = _outcome(pb.decode_into, fast_env, raw)
         g = _outcome(pb.decode_generic, gen_env, raw)
