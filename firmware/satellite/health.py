@@ -67,6 +67,7 @@ class Health:
         note = rec.get("reset_note", "")
         cause = self._hal("reset_cause")
         self.reset_reason = note or cause or "unknown"
+        self.mem_free = getattr(gc, "mem_free", None)     # None on CPython (tests): no heap figures
         self.heap_min = self.heap_free()
         self.reported_boot = False
         self.rssi_reported = None
@@ -84,7 +85,7 @@ class Health:
             return None
 
     def heap_free(self):
-        f = gc.mem_free() if hasattr(gc, "mem_free") else 0
+        f = self.mem_free() if self.mem_free is not None else 0
         if f < getattr(self, "heap_min", f + 1):
             self.heap_min = f
         return f
@@ -144,7 +145,7 @@ class Health:
                 self.rssi_reported = rssi
                 if not first:
                     self.report(sat, "rssi")
-            if free < HEAP_LOW and not self.heap_low_reported:
+            if self.mem_free is not None and free < HEAP_LOW and not self.heap_low_reported:
                 self.heap_low_reported = True
                 self.report(sat, "heap_low")
 

@@ -1,0 +1,164 @@
+# dual: cpython micropython
+# satellite.health without a network: device.info's fields and sources, the device.health Event (boot once,
+# an RSSI move of RSSI_STEP dB, low heap once), and the firmware.update refusal for an unpaired core.
+import json
+import os
+
+try:
+    import asyncio
+except ImportError:
+    import uasyncio as asyncio
+
+import otaboot as B
+from satellite import health as H
+from satellite.wire import alabama_v1 as pb
+
+_HOME = os.getcwd()
+
+
+def fresh():
+    os.chdir(_HOME)
+    root = "/tmp/alabama-health-%d" % (os.getpid() if hasattr(os, "getpid") else 0)
+    B.rmtree(root)
+    os.mkdir(root)
+    os.chdir(root)
+
+
+class Ring:
+    dropped = 3
+
+
+class Hal:
+    def __init__(self):
+        self.r = -50
+
+    def rssi(self):
+        return self.r
+
+    def reset_cause(self):
+        return "WDT_RESET"
+
+    def flash_free(self):
+        return 123456
+
+
+class Rt:
+    def __init__(self):
+        self.hal = Hal()
+        self.connections = 3
+        self.attempts = 1
+        self.frames_dropped = 4
+        self.ring = Ring()
+        self.record = None
+        self.core_key_in_use = b"\x01" * 32
+
+        class KS:
+            def pinned_core_key(self):
+                return None
+        self.ks = KS()
+
+    def info(self):
+        return {"board": "t", "firmware": "1.2.3", "uptime_ms": 42}
+
+
+class Sess:
+    def event(self, name, metadata=""):
+        return pb.Envelope(id=0, event=pb.Event(id=name, metadata=metadata))
+
+    def error(self, id, code, message=""):
+        return pb.Envelope(id=id, error=pb.Error(code=code, message=message))
+
+
+class Sat:
+    def __init__(self):
+        self.closed = False
+        self.sent = []
+        self.s = Sess()
+        self.lines = []
+        self.tasks = []
+
+    def send(self, env):
+        self.sent.append(env)
+
+    def log(self, line):
+        self.lines.append(line)
+
+    def spawn(self, coro):
+        self.tasks.append(coro)
+
+
+def events(sat):
+    return [json.loads(e.event.metadata) for e in sat.sent if e.event is not None]
+
+
+def test_device_info_fields_come_from_runtime_hal_and_otaboot():
+    fresh()
+    B.write_json(B.BOOTREC, {"boots": 7, "crashes": 2, "last_crash": "ValueError: x", "reset_note": "crash"})
+    B.set_state({"state": "rolled_back", "version": "9", "error": "did not reach a session within 3 boots"})
+    h = H.Health(Rt())
+    i = h.info()
+    assert i["firmware"] == "1.2.3" and i["uptime_ms"] == 42 and i["firmware_digest"] == ""
+    assert i["rssi"] == -50 and i["reset_reason"] == "crash" and i["boots"] == 7 and i["crash_count"] == 2
+    assert i["reconnect_count"] == 2 and i["connect_failures"] == 1 and i["frames_dropped"] == 7
+    assert i["flash_free"] == 123456 and i["heap_min"] <= i["heap_free"] or i["heap_free"] == 0
+    assert i["ota"] == {"state": "rolled_back", "version": "9", "error": "did not reach a session within 3 boots"}
+    B.write_json(B.BOOTREC, {"boots": 1})
+    assert H.Health(Rt()).info()["reset_reason"] == "WDT_RESET"      # no note: the HAL's cause
+
+
+def test_health_event_boot_once_rssi_move_and_heap_low():
+    fresh()
+    rt = Rt()
+    h = H.Health(rt)
+    h.poll_ms = 1
+    free = [200000]
+    h.mem_free = lambda: free[0]
+    h.heap_min = free[0]
+    sat = Sat()
+    h.on_session(sat)
+    h.on_session(sat)                     # a reconnect: no second boot report
+    assert [e["reason"] for e in events(sat)] == ["boot"]
+    ev = events(sat)[0]
+    assert ev["firmware"] == "1.2.3" and ev["ota"] == "ok" and ev["rssi"] == -50 and ev["crash_count"] == 0
+    watch = sat.tasks[0]
+    sat.tasks[1].close()                  # the reconnect's sampler: not run here
+
+    async def drive():
+        t = asyncio.create_task(watch)
+        await asyncio.sleep(0.02)                 # first sample: the baseline, not a report
+        rt.hal.r = -50 - H.RSSI_STEP + 1
+        await asyncio.sleep(0.02)                 # under the step: nothing
+        rt.hal.r = -50 - H.RSSI_STEP
+        await asyncio.sleep(0.02)
+        free[0] = H.HEAP_LOW - 1
+        await asyncio.sleep(0.02)
+        free[0] = H.HEAP_LOW - 100                # still low: reported once per boot
+        await asyncio.sleep(0.02)
+        sat.closed = True
+        await asyncio.sleep(0.02)
+        t.cancel()
+    asyncio.run(drive())
+    assert [e["reason"] for e in events(sat)] == ["boot", "rssi", "heap_low"] and events(sat)[1]["rssi"] == -60
+    assert events(sat)[2]["heap_min"] == H.HEAP_LOW - 1
+
+
+def test_firmware_update_needs_the_pinned_core():
+    fresh()
+    h = H.Health(Rt())
+    sat = Sat()
+
+    class Ev:
+        id = 4
+        name = "firmware.update"
+        arguments = json.dumps({"url": "http://10.0.0.2/m.json", "sha256": "a" * 64})
+    assert h.tool(sat, Ev) is True
+    err = sat.sent[-1].error
+    assert err.code == pb.ErrorCode.INVALID_REQUEST and json.loads(err.data) == {"ota_error": "NOT_PAIRED"}
+    assert sat.tasks == []                        # nothing downloads
+    Ev.arguments = "{not json"
+    h.tool(sat, Ev)
+    assert json.loads(sat.sent[-1].error.data) == {"ota_error": "BAD_ARGUMENTS"}
+
+
+def test_zz_back_home():
+    os.chdir(_HOME)
