@@ -275,6 +275,19 @@ def test_a_stalled_page_is_dropped_not_buffered(tmp_path):
         shutil.rmtree(wb.work)
 
 
+def test_mic_option_wav_is_converted_for_the_hal(tmp_path):
+    src = vs.write_wav(tmp_path / "in.wav", vs.tone(0.5, rate=44100), rate=44100)
+    wb = web.WebBoard(ScriptedBoard(tmp_path), mic_wav=src)
+    try:
+        assert wb.mic_source == "wav" and wb.mic_wav_name == "in.wav"
+        with wave.open(wb.mic_wav) as w:
+            assert (w.getframerate(), w.getnchannels(), w.getnframes()) == (16000, 1, 8000)
+    finally:
+        shutil.rmtree(wb.work)
+    with pytest.raises(web.WebError, match="cannot read the mic WAV"):
+        web.WebBoard(ScriptedBoard(tmp_path), mic_wav=tmp_path / "missing.wav")
+
+
 def test_served_on_loopback_only(tmp_path):
     lt = LoopThread()
     wb = web.WebBoard(ScriptedBoard(tmp_path))

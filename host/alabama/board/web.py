@@ -181,8 +181,18 @@ class WebBoard:
         self.mic_source = "silence"
         self.mic_wav = None
         self.mic_wav_name = None
-        if mic_wav:
-            self.mic_wav = str(pathlib.Path(mic_wav).resolve())
+        if mic_wav:                       # --mic: converted like a WAV chosen on the page
+            try:
+                data = pathlib.Path(mic_wav).read_bytes()
+            except OSError as e:
+                shutil.rmtree(self.work, ignore_errors=True)
+                raise WebError("cannot read the mic WAV %s: %s" % (mic_wav, e.strerror or e)) from None
+            self.mic_wav = str(self.work / "chosen-mic.wav")
+            try:
+                to_mic_wav(data, self.mic_wav)
+            except WebError:
+                shutil.rmtree(self.work, ignore_errors=True)
+                raise
             self.mic_wav_name = pathlib.Path(mic_wav).name
             self.mic_source = "wav"
         self.pressed = False
