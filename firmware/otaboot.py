@@ -239,6 +239,27 @@ def boot():
         log("ERROR %s: %s (booting the installed firmware)" % (type(e).__name__, e))
 
 
+def running_manifest():
+    """(digest, version) of the set in lib/satellite (sha256 of its _manifest.json), ("", "") without one."""
+    p = ACTIVE + "/" + MANIFEST
+    try:
+        digest = file_sha256(p)
+    except OSError:
+        return "", ""
+    m = read_json(p)
+    return digest, (m.get("version", "") if isinstance(m, dict) else "")
+
+
+def status():
+    """The update state for device.info: state, and version/error/boots when there are any."""
+    st = state()
+    out = {"state": st.get("state", "ok")}
+    for k in ("version", "error", "boots"):
+        if k in st:
+            out[k] = st[k]
+    return out
+
+
 def confirm():
     """The running set reached a session: a trial becomes the firmware (its predecessor is removed)."""
     st = state()

@@ -91,9 +91,8 @@ class Health:
         return f
 
     def info(self):
-        from satellite import ota
         rt = self.rt
-        digest, mversion = ota.running_manifest()
+        digest, mversion = B.running_manifest()      # satellite.ota is imported only for an update
         d = rt.info()
         d.update({
             "firmware_digest": digest,
@@ -103,7 +102,7 @@ class Health:
             "reconnect_count": max(0, rt.connections - 1), "connect_failures": rt.attempts,
             "frames_dropped": rt.frames_dropped + rt.ring.dropped + (self._hal("mic_lost_frames") or 0),
             "flash_free": self._hal("flash_free"), "mpy": getattr(sys.implementation, "_mpy", 0),
-            "ota": ota.status(),
+            "ota": B.status(),
         })
         if mversion and mversion != d["firmware"]:
             d["manifest_version"] = mversion

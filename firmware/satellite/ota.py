@@ -363,29 +363,8 @@ class Updater:
         return {"staged": m["version"], "digest": pin, "files": len(m["files"]), "bytes": total}
 
 
-def running_manifest():
-    """(digest, version) of the set in lib/satellite (its _manifest.json), or ("", "") without one."""
-    p = B.ACTIVE + "/" + B.MANIFEST
-    try:
-        digest = B.file_sha256(p)
-    except OSError:
-        return "", ""
-    m = B.read_json(p)
-    return digest, (m.get("version", "") if isinstance(m, dict) else "")
-
-
 def running_digest():
-    return running_manifest()[0]
-
-
-def status():
-    """The update state for device.info: state, version, error (empty when there is nothing to say)."""
-    st = B.state()
-    out = {"state": st.get("state", "ok")}
-    for k in ("version", "error", "boots"):
-        if k in st:
-            out[k] = st[k]
-    return out
+    return B.running_manifest()[0]
 
 
 async def reset_soon(note="ota"):

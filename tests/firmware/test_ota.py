@@ -302,7 +302,7 @@ def test_updater_downloads_verifies_and_stages_a_pending_set():
     assert read(B.STAGE + "/satellite/" + B.MANIFEST) == man
     st = B.state()
     assert st["state"] == "pending" and st["digest"] == sha(man) and st["from"] == O.running_digest()
-    assert O.running_manifest()[1] == "1.0"
+    assert B.running_manifest()[1] == "1.0"
 
 
 def test_updater_refusals_leave_the_running_set_and_no_stage():
