@@ -31,6 +31,8 @@ def free():
     gc.collect()
     gc.collect()
     return gc.mem_free()
+spare = bytearray(1024)  # released first by the MemoryError handler: the report itself needs some room
+e = None
 out = {"start": free()}
 board = json.load(open("board.json"))
 try:
@@ -77,6 +79,7 @@ try:
     rx = ggwave_rx.GgwaveReceiver()
     out["listen_free"] = free() + out["fake"]
 except MemoryError as e:
+    spare = None
     out["error"] = "MemoryError: %s" % e
     out["failed_free"] = free()
 print("FITJSON " + json.dumps(out))
