@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A measuring interpreter, not a product: the 32-bit unix port of tools/mp32/build.sh (same pinned Debian
+# source, same variant) with the firmware package `satellite` FROZEN into it, as a custom ESP32_GENERIC_S3
+# image with a manifest.py freezing satellite/ (and otaboot.py) would carry it. With it, the frozen leg of
+# tests/host/test_memory_fit.py measures what the firmware costs in the GC heap when its bytecode, constants
+# and qstrs stay in flash (docs/memory.md, "Frozen modules").
+#
+#   tools/mp32/build_frozen.sh [FIRMWARE_DIR]    # default: firmware/ as it is on disk
+#   -> build/mp32-frozen/micropython
+#
+# Needs the source tarball build.sh fetched (run `make mp32` first). Viper modules are frozen as x86 native
+# code (MPY_CROSS_FLAGS=-march=x86), so they leave the heap like on the board.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+ORIG=build/mp32/micropython_1.26.1+ds.orig.tar.xz
+SRC_DIR=micropython-1.26.1
+OUT=build/mp32-frozen
+die() { echo "mp32-frozen: error: $*" >&2; exit 1; }
+[ -f "$ORIG" ] || die "no $ORIG: run 'make mp32' (tools/mp32/build.sh) first"
+
+rm -rf "$OUT" && mkdir -p "$OUT/variant" "$OUT/fw"
+FW="${1:-firmware}"
+cp -r "$FW"/. "$OUT/fw/"
+# what the frozen leg of tests/host/test_memory_fit.py compares with the firmware it would measure
+stamp="$(cd "$OUT/fw" && find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
+cp tools/mp32/variant/* "$OUT/variant/"
+{ printf '\n# build_frozen.sh: the firmware package and its top-level modules (not main/boot), frozen\n'
+  printf 'package("satellite", base_path="%s")\n' "$PWD/$OUT/fw"
+  for m in "$OUT"/fw/*.py; do
+    case "$(basename "$m")" in main.py|boot.py) ;; *) printf 'module("%s", base_path="%s")\n' "$(basename "$m")" "$PWD/$OUT/fw";; esac
+  done; } >> "$OUT/variant/manifest.py"
+tar -C "$OUT" -xJf "$ORIG"
+mkdir -p "$OUT/nolib"
+echo "build_frozen.sh freezes no micropython-lib package" > "$OUT/nolib/README.md"
+export GIT_CEILING_DIRECTORIES="$PWD/$OUT"
+J=$(nproc 2>/dev/null || echo 2)
+echo "mp32-frozen: building (about a minute)" >&2
+make -s -C "$OUT/$SRC_DIR/mpy-cross" -j"$J" >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log" >&2; die "mpy-cross did not build"; }
+make -C "$OUT/$SRC_DIR/ports/unix" -j"$J" VARIANT_DIR="$PWD/$OUT/variant" BUILD="$PWD/$OUT/obj" PROG=micropython \
+     MPY_LIB_DIR="$PWD/$OUT/nolib" MICROPY_FORCE_32BIT=1 MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 \
+     MICROPY_SSL_AXTLS=0 MICROPY_SSL_MBEDTLS=0 MICROPY_PY_SSL=0 STRIP=true MPY_CROSS_FLAGS=-march=x86 \
+     CFLAGS_EXTRA="-DMICROPY_FLOAT_USE_NATIVE_FLT16=0" >>"$OUT/build.log" 2>&1 \
+  || { tail -20 "$OUT/build.log" >&2; die "the unix port did not build (log: $OUT/build.log)"; }
+cp "$OUT/obj/micropython" "$OUT/micropython"
+rm -rf "$OUT/$SRC_DIR" "$OUT/obj"
+"$OUT/micropython" -c "import sys, satellite.runtime; assert sys.maxsize == 2**31 - 1" \
+  || die "the build does not import the frozen firmware"
+echo "$stamp" > "$OUT/STAMP"
+echo "mp32-frozen: built $OUT/micropython (32-bit, satellite frozen)" >&2
