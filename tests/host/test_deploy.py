@@ -13,6 +13,7 @@ import pytest
 
 from alabama import cli
 from alabama.board import boards, deploy
+from alabama.board.sim import native_march
 from alabama.board.flash import FlashError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -163,12 +164,11 @@ def start_board(flash, fresh=True):
     until a deploy lands), with the import path of a board (sys.path '', '.frozen', '/lib') so deployed
     modules are the ones imported; else the sim's own install, which uses deploy.stage."""
     from alabama.board.sim import VirtualBoard
-    from alabama import local
-    mp = local.find_micropython()        # mpremote's raw REPL does not answer on the 32-bit build yet
+    # the default interpreter (the 32-bit build when built: mpremote goes through its raw-REPL shim)
     if fresh:
-        vb = VirtualBoard(flash, compiled=False, env={"MICROPYPATH": ".frozen:lib:" + str(FIRMWARE)}, micropython=mp)
+        vb = VirtualBoard(flash, compiled=False, env={"MICROPYPATH": ".frozen:lib:" + str(FIRMWARE)})
     else:
-        vb = VirtualBoard(flash, micropython=mp)
+        vb = VirtualBoard(flash)
     vb.start()
     return vb
 
@@ -213,7 +213,7 @@ def test_deploy_lands_files_second_deploy_copies_nothing_and_data_survives(board
 
     lines = []
     copied = deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, out=lines.append)
-    local, hashes = deploy.stage(sim, "x64", root=fw, build_dir=build_dir, out=lambda s: None)
+    local, hashes = deploy.stage(sim, native_march(board.micropython), root=fw, build_dir=build_dir, out=lambda s: None)
     assert sorted(copied) == sorted(local)                  # a fresh board: everything
     assert copied[-1] == deploy.MANIFEST
     for dest, src in local.items():

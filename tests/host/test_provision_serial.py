@@ -66,11 +66,9 @@ def core(tmp_path):
 
 
 def test_r7_3_b_serial_provisioning_of_the_virtual_board_ends_paired_over_ik(core, tmp_path, capsys):
-    from alabama import local
     flash = tmp_path / "flash"
-    # mpremote's raw REPL does not answer on the 32-bit Debian build (build/mp32) yet, the virtual board's
-    # default: serial provisioning goes through mpremote, so this runs the venv's 64-bit port (as test_repl does).
-    vb = sim.VirtualBoard(flash, speaker=tmp_path / "speaker.wav", micropython=local.find_micropython(),
+    # the default interpreter (the 32-bit build when built): mpremote goes through the raw-REPL shim
+    vb = sim.VirtualBoard(flash, speaker=tmp_path / "speaker.wav",
                           env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
     vb.start()
     try:

@@ -38,6 +38,7 @@ import threading
 import time
 
 from .. import local
+from . import rawrepl
 from ..errors import AlabamaError
 
 #: Where the firmware's key store lives inside the flash directory (a board's /data).
@@ -109,6 +110,22 @@ def heap_for(heap, micropython):
     return "%dk" % -(-int(n * HEAP_ALLOWANCE_64) // 1024)
 
 
+def has_raw_repl(micropython):
+    """Whether this unix port's REPL answers Ctrl-A (the shared pyexec REPL, MicroPython 1.27 and later);
+    1.26.1 (the 32-bit build, tools/mp32) does not."""
+    key = ("version", micropython)
+    if key not in _PROBED:
+        try:
+            out = subprocess.run([micropython, "-c", "import sys; print(sys.implementation.version[0], "
+                                  "sys.implementation.version[1])"], capture_output=True, text=True,
+                                 timeout=10).stdout.split()
+            _PROBED[key] = (int(out[0]), int(out[1])) >= (1, 27)
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+            raise SimError("%s does not run as a micropython unix port (is it built? `make mp32`)"
+                           % micropython) from None
+    return _PROBED[key]
+
+
 def native_march(micropython):
     """The mpy-cross -march of the unix port's native code (from sys.implementation._mpy): x64 for the
     venv's port, x86 for the 32-bit build."""
@@ -176,7 +193,7 @@ class VirtualBoard:
         self.micropython = micropython or find_micropython()
         # The board file's heap is a 32-bit board's: as-is on the 32-bit build, with the measured 64-bit
         # allowance on the venv's port (heap_for). An explicit heap= is taken literally.
-        self.heap_limit = heap or heap_for(self.board.heap, self.micropython)
+        self.heap_limit = heap or os.environ.get("ALABAMA_SIM_HEAP") or heap_for(self.board.heap, self.micropython)
         self.extra_env = dict(env or {})
         self.echo = echo                  # callable(line) for every serial log line, or None
         self.use_pty = pty
@@ -198,6 +215,8 @@ class VirtualBoard:
         self._partial = b""
         self.pty_path = None
         self._a_master = self._a_slave = self._b_master = self._b_slave = None
+        # MicroPython < 1.27's unix REPL has no raw REPL (Ctrl-A), which mpremote needs: shim it.
+        self._shim = None if has_raw_repl(self.micropython) else rawrepl.RawReplShim()
 
     # ------------------------------------------------------------------------------ lifecycle
     def start(self):
@@ -233,7 +252,9 @@ class VirtualBoard:
 
     def _env(self):
         env = dict(os.environ)
-        env["MICROPYPATH"] = ".:lib:.frozen" if self.compiled else ".:%s:.frozen" % self.firmware
+        # The board's order: '' and '.frozen' (py/runtime.c mp_init), then '/lib' (ports/esp32/main.c), so
+        # an interpreter with the firmware frozen in (tools/mp32/build_frozen.sh) runs it like a custom image.
+        env["MICROPYPATH"] = ".:.frozen:lib" if self.compiled else ".:%s:.frozen" % self.firmware
         env["ALABAMA_SIM_CTL_PORT"] = str(self.ctl_port)
         env["ALABAMA_SIM_SPEAKER"] = self.speaker
         if self.mic:
@@ -323,6 +344,17 @@ class VirtualBoard:
             self._cv.notify_all()
         if RAW_PROMPT in data or RAW_PROMPT in self._partial:
             self._raw_mode = True
+        if self._swallow is not None and self._shim is not None:
+            self._swallow += data
+            if b">>> " in self._swallow:          # rebooted: back into the shim's raw REPL
+                self._swallow = None
+                self._shim_io(self._shim.rebooted(), b"")
+            return
+        if self._shim is not None:
+            to_child, data = self._shim.from_child(data)
+            self._shim_io(to_child, b"")
+            if not data:
+                return
         if self._swallow is not None:
             self._swallow += data
             if b">>> " in self._swallow and b"\x01" not in self._swallow[-1:] and not getattr(self, "_sent_a", False):
@@ -340,7 +372,32 @@ class VirtualBoard:
             except (BlockingIOError, OSError):
                 pass                     # nobody reads the pty: drop, as a serial port would
 
+    def _shim_io(self, to_child, to_user):
+        if to_user and self._b_master is not None:
+            try:
+                os.write(self._b_master, to_user)
+            except OSError:
+                pass
+        if to_child:
+            try:
+                os.write(self._a_master, to_child)
+            except OSError:
+                pass
+        self._raw_mode = self._shim.active
+        if self._shim.take_restart():    # a soft reset: the pump reboots it into the raw REPL
+            p = self.proc
+            if p is not None and p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    p.terminate()
+
     def _from_user(self, data):
+        if self._shim is not None:       # an interpreter without a raw REPL: the shim speaks it (rawrepl.py)
+            data, to_user = self._shim.from_user(data)
+            self._shim_io(b"", to_user)
+            if not data:
+                return
         if b"\x02" in data:
             self._raw_mode = False
         try:
