@@ -284,14 +284,21 @@ class VirtualBoard:
         self._note("[virtual board] boot %d: %s -X heapsize=%s (pid %d)%s" % (
             self.boots, self.micropython, self.heap_limit, self.proc.pid, " into the raw REPL" if raw else ""))
 
+    def _terminate(self):
+        """SIGTERM to the interpreter's process group; -> the process, or None when it is not running."""
+        p = self.proc
+        if p is None or p.poll() is not None:
+            return None
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            p.terminate()
+        return p
+
     def stop(self):
         self._stop.set()
-        p = self.proc
-        if p is not None and p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                p.terminate()
+        p = self._terminate()
+        if p is not None:
             try:
                 p.wait(3)
             except subprocess.TimeoutExpired:
@@ -385,12 +392,7 @@ class VirtualBoard:
                 pass
         self._raw_mode = self._shim.active
         if self._shim.take_restart():    # a soft reset: the pump reboots it into the raw REPL
-            p = self.proc
-            if p is not None and p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError):
-                    p.terminate()
+            self._terminate()
 
     def _from_user(self, data):
         if self._shim is not None:       # an interpreter without a raw REPL: the shim speaks it (rawrepl.py)
