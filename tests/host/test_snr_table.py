@@ -73,3 +73,23 @@ def test_low_snr_samples_ggwave_decodes_are_decoded_by_ours(tmp_path):
         got = T.decode_micropython(paths, mp=mp)
         for p in paths:
             assert got[p][0] == want[p], (name, p, T._stage(got[p][1], got[p][2]))
+
+
+# (drift, trial) at seed 16, -8 dB: every data symbol decided right, but the end marker, summed over
+# 32 sub-blocks, did not pass its test (FAIL_END) before the end window became 64 sub-blocks.
+END_CASES = ((0.98, 23), (1.01, 5))
+
+
+def test_weak_end_marker_of_a_right_transmission_is_heard(tmp_path):
+    paths = []
+    want = {}
+    for r, t in END_CASES:
+        payload, _, mix16 = T.make_trial(16, -8.0, r, t)
+        p = str(tmp_path / ("e%.2f_%d.raw" % (r, t)))
+        mix16.astype("<i2").tofile(p)
+        paths.append(p)
+        want[p] = payload
+    for name, mp in _interpreters():
+        got = T.decode_micropython(paths, mp=mp)
+        for p in paths:
+            assert got[p][0] == want[p], (name, p, T._stage(got[p][1], got[p][2]))

@@ -3,7 +3,8 @@ firmware receiver and of ggwave's own decoder on the SAME samples, in one run, o
 clock drift, with random payload lengths. Prints a markdown table; asserts nothing.
 
     .venv/bin/python tools/provision/snr_table.py                 # the doc's table (make snr-table)
-    .venv/bin/python tools/provision/snr_table.py --trials 2 --snr 20,0 --drift 1.0   # quick look
+    .venv/bin/python tools/provision/snr_table.py --trials 2 --snr=20,-5 --drift 1.0  # quick look
+        (negative values need the --snr=... form: argparse takes "-5" for an option)
     .venv/bin/python tools/provision/snr_table.py --check-cpython 6   # + 6 trials also on CPython
 
 Channel (one per trial, fully determined by --seed, the point and the trial number):
@@ -272,7 +273,7 @@ def _gg_version():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=50, help="trials per point (default 50)")
-    ap.add_argument("--snr", default=DEFAULT_SNR, help="dB, comma separated (default %s)" % DEFAULT_SNR)
+    ap.add_argument("--snr", default=DEFAULT_SNR, help="dB, comma separated; --snr=-5,0 for negative values (default %s)" % DEFAULT_SNR)
     ap.add_argument("--drift", default=DEFAULT_DRIFT,
                     help="sender/receiver clock ratios (default %s)" % DEFAULT_DRIFT)
     ap.add_argument("--seed", type=int, default=16)
@@ -288,7 +289,7 @@ def main(argv=None):
         snrs = [float(s) for s in a.snr.split(",")]
         drifts = [float(s) for s in a.drift.split(",")]
     except ValueError:
-        ap.error("--snr and --drift take comma-separated numbers, e.g. --snr 5,0 --drift 0.98,1.0")
+        ap.error("--snr and --drift take comma-separated numbers, e.g. --snr=5,-3 --drift 0.98,1.0")
     if any(not 0.9 <= r <= 1.1 for r in drifts):
         ap.error("--drift is a clock ratio near 1 (0.98 = -2 %), within 0.9..1.1")
     if a.fw and a.check_cpython:
