@@ -55,7 +55,7 @@ COLD = ["satellite.provision.gesture", "satellite.provision.rs", "satellite.prov
         "satellite.provision._goertzel_viper", "satellite.provision.ggwave_rx", "satellite.provision.listen"]
 
 BUFFERS = ("socket read chunk (RX_CHUNK)", "Noise receive (prefix + max_frame_bytes + 16 tag)",
-           "frame reassembly (max_frame_bytes + 10 prefix)", "jitter ring (buffer_ms + 1 frame)",
+           "frame reassembly (max_frame_bytes + 10 prefix)", "jitter ring (buffer_ms + 1 frame, >= LISTEN_RING: the ggwave ring when listening)",
            "playout step (20 ms)", "Noise send (TX_CAPACITY + 18)")
 
 # Stand-ins for the board-only modules hal/esp32.py imports at module level (their own RAM is the port's,
@@ -95,8 +95,8 @@ with open(%(board)r) as f:
 keep = []
 for i, n in enumerate(buffers.sizes(board)):
     f0 = free()
-    keep.append(bytearray(n))
-    out["bufs"].append([i, n, f0 - free()])
+    keep.append(bytearray(n if i != 3 or n > buffers.LISTEN_RING else buffers.LISTEN_RING))   # as Buffers does
+    out["bufs"].append([i, len(keep[-1]), f0 - free()])
 out["mpy"] = sys.implementation._mpy
 out["version"] = ".".join(str(x) for x in sys.implementation.version[:3])
 out["maxsize"] = sys.maxsize
