@@ -42,6 +42,7 @@ install: $(BIN)/alabama
 # The 32-bit interpreter is built first when it can be (tools/mp32); without it its test items skip, except in CI.
 test: install
 	-@bash tools/mp32/build.sh
+	-@bash tools/mp32/build_frozen.sh
 	$(BIN)/pytest -q
 
 codegen: install

@@ -19,11 +19,14 @@ OUT=build/mp32-frozen
 die() { echo "mp32-frozen: error: $*" >&2; exit 1; }
 [ -f "$ORIG" ] || die "no $ORIG: run 'make mp32' (tools/mp32/build.sh) first"
 
-rm -rf "$OUT" && mkdir -p "$OUT/variant" "$OUT/fw"
 FW="${1:-firmware}"
-cp -r "$FW"/. "$OUT/fw/"
 # what the frozen leg of tests/host/test_memory_fit.py compares with the firmware it would measure
-stamp="$(cd "$OUT/fw" && find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
+stamp="$(cd "$FW" && find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
+if [ -x "$OUT/micropython" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ]; then
+  exit 0                                       # already built from this firmware
+fi
+rm -rf "$OUT" && mkdir -p "$OUT/variant" "$OUT/fw"
+cp -r "$FW"/. "$OUT/fw/"
 cp tools/mp32/variant/* "$OUT/variant/"
 { printf '\n# build_frozen.sh: the firmware package and its top-level modules (not main/boot), frozen\n'
   printf 'package("satellite", base_path="%s")\n' "$PWD/$OUT/fw"
