@@ -67,7 +67,9 @@ def test_r7_2_a_r10_4_1_b_voice_exchange_ptt(core, tmp_path):
         assert i_end < i_done < i_idle
         vb.wait_log(r"^sat: idle$", 2, i_idle)
         assert "PTT_RELEASE" in lines[i_end + 1]
-        assert vb.heap() > 50000
+        # a quarter of the heap still free after the exchange: at sim's 320k, and at the devkit's 130k with the
+        # firmware frozen (ALABAMA_SIM_HEAP=130k, build/mp32-frozen: docs/memory.md)
+        assert vb.heap() > int(vb.heap_limit[:-1]) * {"k": 1024, "m": 1 << 20}[vb.heap_limit[-1]] // 4
     _clean(core)
 
 
