@@ -88,3 +88,15 @@ END_CASES = ((0.98, 23), (1.01, 5))
 
 def test_weak_end_marker_of_a_right_transmission_is_heard(tmp_path):
     _ours_decodes_all(tmp_path, [(-8.0, r, t) for r, t in END_CASES], ggwave_too=False)
+
+
+def test_clock_ratio_found_when_the_coarse_pick_is_off(tmp_path):
+    # seed 16, 20 dB, -1 %, trial 31: the saturated pair vote picked ratio 1.0 (true 0.99), and the
+    # fine search (+-0.32 %) stopped at its edge, 0.9968; the end marker then failed its 64-sub-block
+    # coherent test. The fine range now moves when its best is at an edge.
+    payload, _, mix16 = T.make_trial(16, 20.0, 0.99, 31)
+    p = str(tmp_path / "r.raw")
+    mix16.astype("<i2").tofile(p)
+    for name, mp in _interpreters():
+        got = T.decode_micropython([p], mp=mp)[p]
+        assert got[0] == payload and abs(got[3] - 0.99) < 0.002, (name, got[1:4])

@@ -357,14 +357,21 @@ class GgwaveReceiver:
         if a < self._t - _RING + 1:
             a = self._t - _RING + 1
         vals = [0] * _NFINE
-        for j in range(_NFINE):
-            _fill_rot(self._rot, 0, r0 + (j - 8) * 0.0004)
-            self._csum(self._ring, _RING, self._slot(a), _MWIN, self._rot, 0, out)
-            vals[j] = out[32] - out[33]
-        jb = 0
-        for j in range(1, _NFINE):
-            if vals[j] > vals[jb]:
-                jb = j
+        for step in range(3):
+            for j in range(_NFINE):
+                _fill_rot(self._rot, 0, r0 + (j - 8) * 0.0004)
+                self._csum(self._ring, _RING, self._slot(a), _MWIN, self._rot, 0, out)
+                vals[j] = out[32] - out[33]
+            jb = 0
+            for j in range(1, _NFINE):
+                if vals[j] > vals[jb]:
+                    jb = j
+            if 0 < jb < _NFINE - 1 or step == 2:
+                break
+            # the best ratio is at the edge of the fine range: the coarse pick was more than one
+            # step off (a saturated pair vote at high SNR ties over several ratios), so move
+            # the range there and search again (issue 16: 20 dB, -1 %: r came out 0.9968)
+            r0 += (jb - 8) * 0.0004
         d = 0.0
         if 0 < jb < _NFINE - 1:
             y0, y1, y2 = vals[jb - 1], vals[jb], vals[jb + 1]
