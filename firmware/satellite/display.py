@@ -110,6 +110,8 @@ class Display:
         self.t_flush = ticks_ms()
         self.log = None
         self.painted = 0                       # images painted (tests, state)
+        self.job = None                        # a reassembled image being decoded, a row per turn: [id, steps]
+        self.on_error = None                   # on_error(id, code, message): the runtime sends the Error
         self._g = bytearray(F.H)               # one glyph, copied out of the font for the C blitter
         self._fbo = self._gfb = self._pal = None
         if _framebuf is not None and not pure:
@@ -210,6 +212,7 @@ class Display:
         self.hl = 0
 
     def text_open(self, id, role):
+        self.job = None                        # newer content wins over an image still being decoded
         self.text_id = id
         self.role = role if 0 <= role < 4 else 0
         self.fg = ROLE_COLOURS[self.role]
@@ -308,6 +311,8 @@ class Display:
         """Size the reassembly for an ImageRenderOpen the session admitted (total <= max_image_bytes)."""
         if total > self.max_image_bytes:       # the session refuses these first; a second guard is cheap
             raise DisplayError(pb.ErrorCode.RESOURCE_EXHAUSTED, "image over max_image_bytes")
+        if self.job is not None:
+            self.finish()                      # the buffer is about to be refilled: decode the last one now
         if self.img is None:
             try:
                 self.img = bytearray(self.max_image_bytes)
@@ -335,7 +340,10 @@ class Display:
         self.img_n = j
 
     def image_end(self, id, cancelled):
-        """StreamEnd (paint; DisplayError when it cannot be shown) or a cancel (drop)."""
+        """StreamEnd or a cancel (drop). At the StreamEnd a wrong length is a DisplayError now; otherwise
+        the decode becomes `job`, a row per event-loop turn (run(), or finish()): a 320x224 PNG takes
+        about a second of bytecode on the unix port and longer on the chip, which must not stall the
+        session's Pings or a playing render. A decode error then reaches on_error."""
         if id != self.image_id:
             return
         self.image_id = 0
@@ -344,21 +352,61 @@ class Display:
         if self.img_bad or self.img_n != self.img_total:
             raise DisplayError(pb.ErrorCode.INVALID_REQUEST, "image stream carried %s total_bytes %d" % (
                 "more than" if self.img_bad else "%d bytes of" % self.img_n, self.img_total))
-        return self.show_image(self.img_mime, memoryview(self.img)[:self.img_total])
+        self.job = [id, self._steps(self.img_mime, memoryview(self.img)[:self.img_total])]
 
-    def show_image(self, mime, data):
-        """Decode and paint an image (Render inline or a reassembled stream); centred in the content area,
-        clipped if larger. DisplayError INVALID_REQUEST when it cannot be decoded."""
+    def _steps(self, mime, data):
         from satellite import imgdec
         self.fill(0, BAR, self.w, self.h - BAR, BLACK)
         self.text_id = 0
-        try:
-            w, h = imgdec.paint(mime, data, self.fb, self.w, BAR, self.w, self.h - BAR)
-        except imgdec.ImageError as e:
-            raise DisplayError(pb.ErrorCode.INVALID_REQUEST, "cannot show the %s: %s" % (mime, e))
+        wh = yield from imgdec.steps(mime, data, self.fb, self.w, BAR, self.w, self.h - BAR)
         self._touch(BAR, self.h)
         self.painted += 1
-        return w, h
+        return wh
+
+    def step_job(self, rows):
+        """Decode up to `rows` rows of the pending image; False once there is none left."""
+        j = self.job
+        if j is None:
+            return False
+        try:
+            for _ in range(rows):
+                next(j[1])
+            return True
+        except StopIteration as e:
+            self.job = None
+            wh = e.value
+            self._log("display: image %d %dx%d painted" % (j[0], wh[0], wh[1]))
+        except Exception as e:                 # ImageError (bad data) or MemoryError
+            self.job = None
+            code, msg = self._image_error(e)
+            self._log("display: image %d error %d: %s" % (j[0], code, msg))
+            if self.on_error is not None:
+                self.on_error(j[0], code, msg)
+        return False
+
+    def finish(self):
+        """Decode the pending image to its end (tests; a new image arriving while one decodes)."""
+        while self.step_job(64):
+            pass
+
+    def _image_error(self, e):
+        if isinstance(e, MemoryError):
+            return pb.ErrorCode.RESOURCE_EXHAUSTED, "out of memory decoding the image"
+        return pb.ErrorCode.INVALID_REQUEST, "cannot show the image: %s" % e
+
+    def show_image(self, mime, data):
+        """Decode and paint an image now (a one-shot Render; its bytes live in the Envelope): centred in the
+        content area, clipped if larger. DisplayError INVALID_REQUEST when it cannot be decoded."""
+        from satellite import imgdec
+        self.job = None
+        g = self._steps(mime, data)
+        try:
+            while True:
+                next(g)
+        except StopIteration as e:
+            return e.value
+        except imgdec.ImageError as e:
+            raise DisplayError(pb.ErrorCode.INVALID_REQUEST, "cannot show the %s: %s" % (mime, e))
 
     def show(self, target, content):
         """A one-shot Render: the first block this surface can show (text, or an image in accepts)."""
@@ -399,13 +447,7 @@ class Display:
             elif ev.id == self.text_id:
                 self.text_end(ev.id, ev.cancelled)
             elif ev.id == self.image_id:
-                wh = None
-                try:
-                    wh = self.image_end(ev.id, ev.cancelled)
-                finally:
-                    self.img_total = 0
-                if wh:
-                    self._log("display: image %d %dx%d painted" % (ev.id, wh[0], wh[1]))
+                self.image_end(ev.id, ev.cancelled)
         except DisplayError as e:
             return e.code, str(e)
         except MemoryError:
@@ -434,6 +476,9 @@ class Display:
         import asyncio
         self.flush(True)
         while True:
+            if self.step_job(4):
+                await asyncio.sleep_ms(0)      # a few rows, then the session and the audio get their turn
+                continue
             await asyncio.sleep_ms(FLUSH_MS // 2)
             self.flush()
 

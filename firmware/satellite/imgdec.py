@@ -44,14 +44,25 @@ def _le16(b, o):
     return b[o] | (b[o + 1] << 8)
 
 
-def paint(mime, data, fb, stride, y0, aw, ah):
-    """Decode `data` (bytes or memoryview) into fb (RGB565 big-endian, `stride` pixels a row), centred in
-    the area of aw x ah pixels starting at row y0. Returns the image's (width, height)."""
+def steps(mime, data, fb, stride, y0, aw, ah):
+    """A generator decoding `data` (bytes or memoryview) into fb (RGB565 big-endian, `stride` pixels a
+    row), centred in the area of aw x ah pixels starting at row y0: it yields after each image row (the
+    caller gives the event loop its turn between rows) and returns the image's (width, height)."""
     if mime == PNG:
         return _png(data, fb, stride, y0, aw, ah)
     if mime == BMP:
         return _bmp(data, fb, stride, y0, aw, ah)
     raise ImageError("%s is not decoded on this board" % mime)
+
+
+def paint(mime, data, fb, stride, y0, aw, ah):
+    """steps() run to the end at once; returns the image's (width, height)."""
+    g = steps(mime, data, fb, stride, y0, aw, ah)
+    try:
+        while True:
+            next(g)
+    except StopIteration as e:
+        return e.value
 
 
 class _Place:
@@ -202,6 +213,7 @@ def _png(data, fb, stride, y0, aw, ah):
         if o >= 0:
             _png_row(cur, fb, o, place.sx0, place.n, ctype, data, pal)
         prev, cur = cur, prev
+        yield
     return w, h
 
 
@@ -306,4 +318,5 @@ def _bmp(data, fb, stride, y0, aw, ah):
             fb[o + 1] = ((g & 0x1C) << 3) | (b >> 3)
             o += 2
             src += step
+        yield
     return w, h

@@ -208,6 +208,8 @@ class Satellite:
         self.pframes = self.spk_rate * FRAME_MS // 1000            # samples per playout step
         self.play_buf = rt.play_buf
         self.display = rt.display
+        if self.display is not None:
+            self.display.on_error = self._display_error   # a decode that fails after its StreamEnd
         buffer_ms = rt.buffer_ms
         self.ring = rt.ring
         self.ring.clear()
@@ -434,6 +436,10 @@ class Satellite:
         if err is not None:
             self.send(self.s.decline(ev.id, err[0], err[1]))   # an Error on its id; the stream is void
             self.log("display: error %d on id %d: %s" % (err[0], ev.id, err[1]))
+
+    def _display_error(self, id, code, message):
+        if not self.closed:
+            self.send(self.s.error(id, code, message))
 
     def _on_render_ended(self, ev):
         if ev.id == self.render_id:

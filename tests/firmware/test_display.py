@@ -207,7 +207,10 @@ def test_image_stream_reassembled_and_painted_centred():
     assert rt.display.painted == 0                  # painted at StreamEnd, not before
     H.feed(sat.link, core, pb.Envelope(id=2, stream_end=pb.StreamEnd(reason=pb.StreamReason.COMPLETE)))
     assert errors(core) == []
-    assert rt.display.painted == 1
+    assert rt.display.job is not None and rt.display.painted == 0   # decoded a row per loop turn
+    assert rt.display.step_job(3) and rt.display.painted == 0
+    rt.display.finish()
+    assert rt.display.painted == 1 and rt.display.job is None
     fb = rt.display.fb
     x0 = (W - 40) // 2
     y0 = D.BAR + (HT - D.BAR - 30) // 2
@@ -329,3 +332,25 @@ def test_png_decoder_all_filters_split_idat_centred_and_clipped():
         except imgdec.ImageError:
             continue
         raise AssertionError("accepted a bad PNG")
+
+
+def test_a_streamed_image_that_does_not_decode_draws_an_error_after_its_end():
+    rt, sat, core, sink, hal = make()
+    bad = b"BM" + bytes(60)                         # a BMP header with nothing valid in it
+    H.feed(sat.link, core, pb.Envelope(id=2, image_render_open=pb.ImageRenderOpen(mime="image/bmp",
+                                                                                  total_bytes=len(bad))))
+    H.feed(sat.link, core, pb.Envelope(id=2, stream_chunk=pb.StreamChunk(seq=0)), bad)
+    H.feed(sat.link, core, pb.Envelope(id=2, stream_end=pb.StreamEnd(reason=pb.StreamReason.COMPLETE)))
+    assert errors(core) == []                       # not yet: the decode runs after the StreamEnd
+    rt.display.finish()
+    assert errors(core) == [(2, EC.INVALID_REQUEST)] and rt.display.painted == 0
+    # a text stream opened while an image decodes wins: the decode is dropped
+    img = bmp(8, 8, (0, 255, 0))
+    H.feed(sat.link, core, pb.Envelope(id=4, image_render_open=pb.ImageRenderOpen(mime="image/bmp",
+                                                                                  total_bytes=len(img))))
+    H.feed(sat.link, core, pb.Envelope(id=4, stream_chunk=pb.StreamChunk(seq=0)), img)
+    H.feed(sat.link, core, pb.Envelope(id=4, stream_end=pb.StreamEnd(reason=pb.StreamReason.COMPLETE)))
+    H.feed(sat.link, core, pb.Envelope(id=6, text_render_open=pb.TextRenderOpen()))
+    assert rt.display.job is None
+    rt.display.finish()
+    assert rt.display.painted == 0 and errors(core) == []
