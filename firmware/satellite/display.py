@@ -394,22 +394,9 @@ class Display:
             return pb.ErrorCode.RESOURCE_EXHAUSTED, "out of memory decoding the image"
         return pb.ErrorCode.INVALID_REQUEST, "cannot show the image: %s" % e
 
-    def show_image(self, mime, data):
-        """Decode and paint an image now (a one-shot Render; its bytes live in the Envelope): centred in the
-        content area, clipped if larger. DisplayError INVALID_REQUEST when it cannot be decoded."""
-        from satellite import imgdec
-        self.job = None
-        g = self._steps(mime, data)
-        try:
-            while True:
-                next(g)
-        except StopIteration as e:
-            return e.value
-        except imgdec.ImageError as e:
-            raise DisplayError(pb.ErrorCode.INVALID_REQUEST, "cannot show the %s: %s" % (mime, e))
-
-    def show(self, target, content):
-        """A one-shot Render: the first block this surface can show (text, or an image in accepts)."""
+    def show(self, target, content, id=0):
+        """A one-shot Render on `id`: the first block this surface can show (text now; an image in
+        accepts becomes the decode job, like a reassembled one: its bytes live in the Envelope's block)."""
         for b in content:
             if target == pb.CapabilityKind.CAPABILITY_TEXT_DISPLAY and b.block == "text":
                 self.show_text(b.text)
@@ -417,7 +404,9 @@ class Display:
             if target == pb.CapabilityKind.CAPABILITY_IMAGE_DISPLAY and b.block == "media":
                 if b.media.mime not in mimes():
                     raise DisplayError(pb.ErrorCode.INVALID_REQUEST, "image %s is not in accepts" % b.media.mime)
-                self.show_image(b.media.mime, b.media.data)
+                if self.job is not None:
+                    self.finish()
+                self.job = [id, self._steps(b.media.mime, b.media.data)]
                 return
         raise DisplayError(pb.ErrorCode.INVALID_REQUEST, "nothing in the Render this surface shows")
 
@@ -442,8 +431,8 @@ class Display:
                 self.image_open(ev.id, ev.mime, ev.total_bytes)
                 self._log("display: image %d open %s %d bytes" % (ev.id, ev.mime, ev.total_bytes))
             elif t is S.Show:
-                self.show(ev.target, ev.content)
-                self._log("display: render %d shown" % ev.id)
+                self.show(ev.target, ev.content, ev.id)
+                self._log("display: render %d to %d" % (ev.id, ev.target))
             elif ev.id == self.text_id:
                 self.text_end(ev.id, ev.cancelled)
             elif ev.id == self.image_id:

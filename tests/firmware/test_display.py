@@ -223,6 +223,7 @@ def test_inline_render_image_and_text():
     img = bmp(8, 4, (0, 0, 255))
     H.feed(sat.link, core, pb.Envelope(id=2, render=pb.Render(target=CK.CAPABILITY_IMAGE_DISPLAY, content=[
         pb.ContentBlock(media=pb.MediaBlock(mime="image/bmp", data=img))])))
+    rt.display.finish()
     assert errors(core) == [] and rt.display.painted == 1
     assert px(rt.display.fb, W // 2, D.BAR + (HT - D.BAR) // 2) == 0x001F
     H.feed(sat.link, core, pb.Envelope(id=4, render=pb.Render(target=CK.CAPABILITY_TEXT_DISPLAY, content=[
@@ -234,6 +235,7 @@ def test_inline_render_image_and_text():
         pb.ContentBlock(media=pb.MediaBlock(mime="image/jpeg", data=b"\xff\xd8"))])))
     H.feed(sat.link, core, pb.Envelope(id=8, render=pb.Render(target=CK.CAPABILITY_IMAGE_DISPLAY, content=[
         pb.ContentBlock(media=pb.MediaBlock(mime="image/bmp", data=b"BM" + bytes(60)))])))
+    rt.display.finish()
     assert errors(core) == [(6, EC.INVALID_REQUEST), (8, EC.INVALID_REQUEST)]
 
 
