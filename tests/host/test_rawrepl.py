@@ -96,3 +96,15 @@ def test_mpremote_on_the_32bit_virtual_board(tmp_path):
         assert r.returncode == 1 and "ZeroDivisionError" in r.stdout + r.stderr
     finally:
         vb.stop()
+
+
+def test_a_ctrl_c_lost_in_a_reboot_is_sent_again_until_the_prompt_shows():
+    shim = rawrepl.RawReplShim()
+    assert shim.from_user(b"\r\x03") == (b"\r\x03", b"")
+    shim.from_user(b"\r\x01")                                 # held: no prompt yet
+    assert shim.poll(10.0) == b""
+    assert shim.poll(10.0 + rawrepl.RETRY_S / 2) == b""
+    assert shim.poll(10.0 + rawrepl.RETRY_S) == b"\x03"     # the firmware booted past the first one
+    to_child, _ = shim.from_child(b"KeyboardInterrupt:\r\n>>> ")
+    assert to_child == b"\r\r"                                # the held \r, then the shim's own
+    assert shim.poll(20.0) == b""

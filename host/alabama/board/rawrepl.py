@@ -47,6 +47,8 @@ HELPER = (
 #: Longest command the shim buffers (mpremote's fs commands send a few KiB at most); past it, the command
 #: is refused with a traceback-like line rather than held without bound.
 MAX_COMMAND = 256 * 1024
+#: How long bytes held after a Ctrl-C wait for the interpreter's prompt before Ctrl-C is sent again.
+RETRY_S = 0.5
 
 
 def _define_line():
@@ -66,10 +68,25 @@ class RawReplShim:
         self._held = None        # user bytes after a Ctrl-C, held until the prompt
         self._tail = b""         # the last bytes of its output, to see a prompt split across reads
         self._restart = False
+        self._held_at = None
 
     @property
     def active(self):
         return self.state != "idle"
+
+    def poll(self, now):
+        """Call now and then (now: seconds, monotonic) -> bytes for the interpreter. A Ctrl-C that arrived
+        while it was rebooting (a deploy's soft reset, then mpremote at once) interrupts nothing: while
+        bytes are held for a prompt that does not come, Ctrl-C is sent again every RETRY_S."""
+        if self._held is None:
+            self._held_at = None
+            return b""
+        if self._held_at is None:
+            self._held_at = now
+        elif now - self._held_at >= RETRY_S:
+            self._held_at = now
+            return b"\x03"
+        return b""
 
     def take_restart(self):
         r, self._restart = self._restart, False

@@ -268,6 +268,9 @@ class VirtualBoard:
 
     def _spawn(self, raw):
         slave = self._a_slave
+        # The terminal settings belong to the pty, not the process: an interpreter that exits from its line
+        # editor (Ctrl-D at the prompt) leaves ISIG off, and the next one would never see Ctrl-C.
+        _raw_tty(slave, isig=True)
         code = "import boot" if raw else "import boot\nimport main"
 
         def pre():
@@ -425,6 +428,8 @@ class VirtualBoard:
                     self._from_child(data)
                 else:
                     self._from_user(data)
+            if self._shim is not None:
+                self._shim_io(self._shim.poll(time.monotonic()), b"")
             p = self.proc
             if p is not None and p.poll() is not None and not self._stop.is_set():
                 # Drain what it printed last, then reboot it like a board.
