@@ -10,7 +10,7 @@ import sys
 from mpsupport import unhex
 from satellite.noise import chachapoly, transport, x25519  # noqa: F401  (their dependencies are cached first)
 from satellite.provision import ggwave_rx  # noqa: F401
-from satellite.wire import _copy
+from satellite.wire import _copy, frame  # noqa: F401
 
 _ORIG_IMPORT = builtins.__import__
 _PKG = [""]     # the package of the module being re-imported (for its relative imports)
@@ -97,3 +97,12 @@ def test_ggwave_receiver_falls_back_to_the_pure_kernels_on_memoryerror():
     rx = G.GgwaveReceiver()
     assert rx._load is G._pure.load
     assert rx.feed(bytearray(2 * 1024), 1024) is None and rx.state == G.STATE_IDLE
+
+
+def test_frame_reader_falls_back_to_the_pure_copy_on_memoryerror():
+    F = _fresh_under_bomb("satellite.wire.frame")
+    assert F.copy is _copy.copy
+    r = F.FrameReader(256)
+    data = F.encode_frame(b"\x08\x07", b"tail")                 # the reader copies it in with that copy
+    assert r.feed(data) == len(data) and r.next() == F.FRAME
+    assert (bytes(r.header()), bytes(r.tail())) == (b"\x08\x07", b"tail")

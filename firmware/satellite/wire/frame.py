@@ -24,7 +24,8 @@ except ImportError:
 
 try:
     from ._copy_viper import copy
-except (ImportError, SyntaxError, NotImplementedError):  # CPython, or a port without viper
+except (ImportError, SyntaxError, NotImplementedError, MemoryError):
+    # CPython, or a port without viper; MemoryError: on a board its native code found no room (issue 17)
     from ._copy import copy
 
 # The largest frame (total_len) that rides one Noise transport message: 65519 plaintext bytes less
