@@ -260,12 +260,13 @@ class CoreSession:
         if self.phase == "HELLO" and op != "hello":
             self._violate("R6.1-a", "hello_first", "%s before the Hello; the Hello is the first frame" % op, env.id, op)
             return
-        if op in CORE_ONLY_OPS:
-            self._violate("R10.10-e", "wrong_direction", "%s is sent by the core, never by a satellite" % op, env.id, op)
-            self._error(env.id, _E.INVALID_REQUEST, "%s is a core-to-satellite operation" % op)
-            return
         try:
-            getattr(self, "_on_" + op)(env, getattr(env, op), tail)
+            if op in CORE_ONLY_OPS:
+                self._violate("R10.10-e", "wrong_direction", "%s is sent by the core, never by a satellite" % op,
+                              env.id, op)
+                self._error(env.id, _E.INVALID_REQUEST, "%s is a core-to-satellite operation" % op)
+            else:
+                getattr(self, "_on_" + op)(env, getattr(env, op), tail)
         except LocalProtocolError as e:
             if e.code != "FRAME_TOO_LARGE":
                 raise
