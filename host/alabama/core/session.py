@@ -1123,7 +1123,18 @@ class CoreSession:
         env = envelope_pb2.Envelope(id=id_)
         env.error.code = code
         env.error.message = message[:256]
-        self._queue(env, control=True)
+        try:
+            self._queue(env, control=True)
+        except LocalProtocolError as e:
+            if e.code != "FRAME_TOO_LARGE":
+                raise
+            # Even the Error does not fit the satellite's max_frame_bytes: it may not be sent (R6.1-b) and the
+            # frame may not go unanswered, so the session closes (every caller: dispatch, oversize, decode).
+            self._violate("R6.1-b", "max_frame_bytes_too_small", "the Error %s on id %d does not fit the "
+                          "satellite's max_frame_bytes %d" % (_E.Name(code), id_, self.surface.max_frame_bytes),
+                          id_, "error")
+            self.close("the satellite's max_frame_bytes %d is too small for the core's answers"
+                       % self.surface.max_frame_bytes)
 
     def _retire(self, slot, why):
         self.slots.pop(slot.id, None)
