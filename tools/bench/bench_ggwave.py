@@ -426,22 +426,26 @@ def xtensa_kernels(fw):
     fns = _viper_functions(os.path.join(fw, "satellite", "provision", "_goertzel_viper.py"))
     g = fns["_gblock"]
     g_full = _xt_count(g)
-    g_in = g_full - _xt_count(_without(g, "while i < 64:"))            # per 2 samples x 1 filter
+    g_in = g_full - _xt_count(_without(g, "while i < 64:"))            # per loop step x 1 filter
+    import re
+    g_step = int(re.search(r"\n( +)while i < 64:\n(?:\1 .*\n)*?\1 +i \+= (\d+)", g).group(2))  # samples a step
+    g_it = 64 // g_step                                                  # 32 unrolled by two, 8 by eight
     g_out = g_full - _xt_count(_without(g, "while k < 32:")) - g_in     # per filter, outside the inner loop
     c = fns["_csum"]
     c_full = _xt_count(c)
     c_sub = c_full - _xt_count(_without(c, "while i < nsub:"))          # per sub-block x 1 tone
-    c_cor = c_full - _xt_count(_without(c, "while i < 6:"))             # per CORDIC step
+    # per CORDIC step (a loop of 6 up to issue 12; unrolled since, then counted once per tone in c_tone)
+    c_cor = c_full - _xt_count(_without(c, "while i < 6:")) if "while i < 6:" in c else 0
     c_tone = c_full - _xt_count(_without(c, "while k < 32:")) - c_sub - c_cor
     c_vote = c_full - _xt_count(_without(c, "while i < 16:"))
     c_fix = c_full - c_sub - c_cor - c_tone - c_vote
     ld = fns["load"]
     l_full = _xt_count(ld)
     l_smp = l_full - _xt_count(_without(ld, "while i < n:"))
-    return {"gblock": (g_full - g_out - g_in) + 32 * (g_out + 32 * g_in),
+    return {"gblock": (g_full - g_out - g_in) + 32 * (g_out + g_it * g_in),
             "csum_fixed": c_fix + 32 * (c_tone + 6 * c_cor) + 16 * c_vote, "csum_per_sub": 32 * c_sub,
             "load_fixed": l_full - l_smp, "load_per_sample": l_smp,
-            "pieces": {"gblock inner (2 samples)": g_in, "gblock per filter": g_out, "csum per sub-block": c_sub,
+            "pieces": {"gblock inner step": g_in, "gblock step samples": g_step, "gblock per filter": g_out, "csum per sub-block": c_sub,
                        "csum CORDIC step": c_cor, "load per sample": l_smp}}
 
 
@@ -450,9 +454,10 @@ def xtensa_estimate(fw, cases, mp, label):
     import json
     with tempfile.TemporaryDirectory() as tmp:
         xt = xtensa_kernels(fw)
-        print("Xtensa (%s): gblock %d instr per 64-sample sub-block (inner step %d, per filter %d); csum %d + %d per "
+        print("Xtensa (%s): gblock %d instr per 64-sample sub-block (inner step %d per %d samples, per filter %d); csum %d + %d per "
               "sub-block summed; load %d + %d per sample" % (
-                  label, xt["gblock"], xt["pieces"]["gblock inner (2 samples)"], xt["pieces"]["gblock per filter"],
+                  label, xt["gblock"], xt["pieces"]["gblock inner step"], xt["pieces"]["gblock step samples"],
+                  xt["pieces"]["gblock per filter"],
                   xt["csum_fixed"], xt["csum_per_sub"], xt["load_fixed"], xt["load_per_sample"]))
         res = {}
         for name, x in cases:
