@@ -212,6 +212,46 @@ def test_es8311_clock_plan_follows_the_bus_bclk_per_direction_and_rate():
         hal.spk_close()
 
 
+# -- amp enables: a GPIO (BOX-3, Korvo-2) or the Echo Base's PI4IOE5V6408 expander on the codec's I2C bus ---
+def _ioe_writes(fm):
+    return fm.i2c.writes(0x43) if fm.i2c is not None else []
+
+
+def test_echo_base_amp_is_switched_through_the_pi4ioe_at_speaker_open_and_close():
+    b = _board("atoms3r-echobase")
+    amp = b["amp_enable"]
+    assert (amp["expander"], amp["address"], amp["mask"]) == ("pi4ioe5v6408", 0x43, 0x6F)
+    hal, fm = _hal("atoms3r-echobase", b)
+    # at boot: outputs driven (high-Z 0x07 off), pull-ups selected (0x0D), outputs low (0x05), then the
+    # mask bits made outputs (0x03): the amp stays off until a render
+    assert _ioe_writes(fm) == [(0x07, 0x00), (0x0D, 0xFF), (0x05, 0x00), (0x03, 0x6F)]
+    assert fm.i2c.writes(0x18)                               # the same bus object the ES8311 is on
+    for rate in (16000, 24000):
+        fm.i2c.log = []
+        hal.mic_open(rate, rate // 50)
+        hal.mic_close()
+        assert _ioe_writes(fm) == []                         # the mic never touches the amp
+        hal.spk_open(rate, rate // 50)
+        assert _ioe_writes(fm) == [(0x05, 0x6F)]             # amp on with the speaker
+        fm.i2c.log = []
+        hal.spk_close()
+        assert _ioe_writes(fm) == [(0x05, 0x00)]             # and off when the render has drained
+
+
+def test_no_expander_writes_on_boards_without_one_and_the_gpio_amp_follows_the_speaker():
+    for name in _HW:
+        if name == "atoms3r-echobase":
+            continue
+        hal, fm = _hal(name)
+        hal.spk_open(16000, 320)
+        on = hal._amp.value() if hal._amp is not None else None
+        hal.spk_close()
+        assert _ioe_writes(fm) == [], name
+        amp = _board(name).get("amp_enable")
+        if amp:                                              # BOX-3 GPIO46, Korvo-2 GPIO48
+            assert on == amp["active_level"] and hal._amp.value() == 1 - amp["active_level"], name
+
+
 # -- MCLK for the ES7210 ---------------------------------------------------------------------------------
 def test_es7210_mic_is_unsupported_on_the_official_image_never_a_pwm_clock():
     for name in ("esp32-s3-box-3", "esp32-s3-korvo-2"):

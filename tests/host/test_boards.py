@@ -149,6 +149,21 @@ def test_image_must_match_psram_and_shape_errors_name_the_field():
     assert msg == "boards/esp32-s3-box-3.json: codecs[1].address: 0x18 is not a ES7210 address (7-bit: 0x40/0x41/0x42/0x43)"
 
 
+def test_an_expander_amp_enable_needs_its_mask_and_the_codec_bus():
+    d = _data("atoms3r-echobase")
+    del d["amp_enable"]["mask"]
+    (msg,) = _problems(d, "atoms3r-echobase")
+    assert msg.startswith("boards/atoms3r-echobase.json: amp_enable.mask: is missing")
+    d = _data("atoms3r-echobase")
+    d["amp_enable"]["mask"] = 256
+    (msg,) = _problems(d, "atoms3r-echobase")
+    assert msg == "boards/atoms3r-echobase.json: amp_enable.mask: 256 is outside 1..255"
+    d = _data("atoms3r-echobase")
+    d["codecs"] = []
+    (msg,) = _problems(d, "atoms3r-echobase")
+    assert msg.startswith("boards/atoms3r-echobase.json: amp_enable.expander: needs i2c and a codec")
+
+
 def test_load_raises_one_line_board_error(tmp_path):
     d = _data("sim")
     d["duplex"] = "both"

@@ -179,10 +179,16 @@ class Esp32Hal:
         self._dac_bclk = True
         self._adc = None
         self._adc_cfg = None
+        self._ioe = None                       # an amp enable on an I2C expander (Atomic Echo Base PI4IOE)
         if not i2c_cfg or not board.get("codecs"):
             return
         Pin = self._Pin
         i2c = self._machine.I2C(0, sda=Pin(i2c_cfg["sda"]), scl=Pin(i2c_cfg["scl"]), freq=i2c_cfg.get("freq", 100000))
+        amp = board.get("amp_enable")
+        if amp and amp.get("expander") == "pi4ioe5v6408":
+            from satellite.hal.pi4ioe import PI4IOE
+            self._ioe = PI4IOE(i2c, amp["address"], amp["mask"])
+            self._ioe.init()                   # amp off until the speaker opens, as a GPIO enable
         for c in board["codecs"]:
             if c["chip"] == "es8311":
                 from satellite.hal.es8311 import ES8311
@@ -442,6 +448,8 @@ class Esp32Hal:
         self._t_spk_free = self._ticks_ms()
         if self._amp is not None:
             self._amp.value(self._amp_on)
+        if self._ioe is not None:
+            self._ioe.enable(True)
 
     def spk_wait_ms(self):
         return 0 if self._spk_free else 2
@@ -491,3 +499,5 @@ class Esp32Hal:
             self._spk_release()
         if self._amp is not None:
             self._amp.value(1 - self._amp_on)
+        if self._ioe is not None:
+            self._ioe.enable(False)

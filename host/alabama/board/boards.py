@@ -97,7 +97,8 @@ SCHEMA = _obj(
     ), 0)),
     amp_enable=opt(("nullable", _obj(
         pin=opt(PIN), active_level=opt(LEVEL),
-        expander=opt(("enum", ("pi4ioe5v6408",))), address=opt(("int", 0, 127)), note=opt(STR),
+        expander=opt(("enum", ("pi4ioe5v6408",))), address=opt(("int", 0, 127)), mask=opt(("int", 1, 255)),
+        note=opt(STR),
     ))),
     buttons=req(("list", _obj(name=req(STR), pin=req(PIN), active_level=req(LEVEL)), 0)),
     led=req(_obj(kind=req(("enum", ("gpio", "ws2812", "none"))), pin=opt(PIN), active_level=opt(LEVEL))),
@@ -348,6 +349,10 @@ def _check_rest(d, errs):
             errs.append(("amp_enable.active_level", "is missing"))
         elif "expander" in amp and "address" not in amp:
             errs.append(("amp_enable.address", "is missing"))
+        elif "expander" in amp and "mask" not in amp:
+            errs.append(("amp_enable.mask", "is missing: the expander output bits the HAL drives for the amp"))
+        elif "expander" in amp and not (d.get("i2c") and d.get("codecs")):
+            errs.append(("amp_enable.expander", "needs i2c and a codec: the HAL drives it on the codec's bus"))
     led = d["led"]
     if led["kind"] != "none" and "pin" not in led:
         errs.append(("led.pin", "is missing for a %s LED" % led["kind"]))
