@@ -404,3 +404,17 @@ def test_receiving_allocates_nothing_per_block():
             elif rx.state == G.STATE_DONE and not got:
                 got.append(rx.progress)
         assert got == [100] and measured > 60, (got, measured)
+
+
+def test_viper_csum_refuses_a_ring_length_its_mask_cannot_wrap():
+    # the viper kernel wraps the ring with rlen - 1 as a mask: any other length would read the wrong slots
+    if VIPER is None:
+        assert not IS_MICROPYTHON
+        return
+    out = array("i", [0] * 38)
+    try:
+        VIPER.csum(bytearray(2 * 96 * 64), 96, 0, 16, array("h", [0] * 64), 0, out)
+    except ValueError as e:
+        assert "not a power of two" in str(e)
+    else:
+        assert False, "csum accepted a ring of 96 slots"
