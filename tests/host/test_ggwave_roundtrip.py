@@ -97,3 +97,15 @@ def test_ggwave_transmitted_bytes_equal_our_rs_encoder(n):
     assert seen[(0, 1)] == bytes(mine[:3])
     assert seen[(3, n)] == bytes(mine[3:])
     assert G.MAX_PAYLOAD == 140
+
+
+def test_bench_seeds_take_negative_snr_and_keep_the_old_ones():
+    # `bench_ggwave.py --low-snr` crashed on its -3 dB row: the seed formula went negative and numpy
+    # refuses a negative seed. The fixed seed is valid there, distinct per point and trial, and equal to
+    # the old formula wherever that was already non-negative (old tables still reproduce).
+    seeds = {B.trial_seed(16, snr, r, t) for snr in (5.0, 0.0, -3.0, -5.0)
+             for r in (0.98, 1.0, 1.02) for t in range(3)}
+    assert len(seeds) == 4 * 3 * 3 and min(seeds) >= 0
+    np.random.default_rng(B.trial_seed(16, -5.0, 0.98, 2))          # accepted
+    old = (16 * 7919 + 100 * 100003 + 1000 * 1009) * 1000 + 7
+    assert B.trial_seed(16, 10.0, 1.0, 7) == old

@@ -156,15 +156,21 @@ def trial(args):
         (None if ours == payload else _where(rx))
 
 
+def trial_seed(seed, snr, r, t):
+    """A trial's seed, from (seed, snr, drift, trial) only, so rows run alone reproduce. numpy takes no
+    negative seed: a negative SNR (the -3 and -5 dB rows) made this negative and crashed the run; taken
+    modulo 2**64 it is valid, and every seed that was already non-negative is unchanged."""
+    base = seed * 7919 + int(round(snr * 10)) * 100003 + int(round(r * 1000)) * 1009
+    return (base * 1000 + t) % (1 << 64)
+
+
 def table(trials, jobs, n, snrs, drifts, seed=0):
     import multiprocessing
     pts = [(snr, r) for snr in snrs for r in drifts]
     work = []
     for snr, r in pts:
-        # a point's seeds depend only on (seed, snr, drift, trial): rows run alone reproduce
-        base = seed * 7919 + int(round(snr * 10)) * 100003 + int(round(r * 1000)) * 1009
         for t in range(trials):
-            work.append((base * 1000 + t, n, r, snr))
+            work.append((trial_seed(seed, snr, r, t), n, r, snr))
     t0 = time.time()
     if jobs > 1:
         with multiprocessing.Pool(jobs) as pool:
