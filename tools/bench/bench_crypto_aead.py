@@ -11,12 +11,20 @@ Prints ratios measured in one run; asserts nothing about speed.
 import sys
 
 SIZES = (640, 4096)
-FRAME_SEAL = 640  # one 20 ms frame sent (satellite -> core)
-FRAME_OPEN = 960  # one 20 ms frame received (core -> satellite)
-AD = b"\x5a" * 32
+AD = b"\x5a" * 32  # the throughput table's AD
+#: What one audio frame adds around its samples on the wire: the frame prefix (varint total_len 2 +
+#: header_len 1) and the Envelope header {id, stream_chunk {seq}} of 7 bytes for a stream id < 128 and
+#: a seq in 128..16383 (2.6 s to 5.5 min into a stream); tests/host/test_bench_aead_frame.py checks it
+#: against the codec.
+FRAME_OVERHEAD = 10
+FRAME_SEAL = 640 + FRAME_OVERHEAD  # one 20 ms frame sent (satellite -> core): 16 kHz mono s16le
+FRAME_OPEN = 960 + FRAME_OVERHEAD  # one 20 ms frame received (core -> satellite): 24 kHz mono s16le
+#: A Noise transport message is EncryptWithAd with a zero-length ad (Noise spec section 5.2): no AD
+#: blocks in the frame estimate (until 2026-12-03 it used the table's 32-byte AD: 4 Poly1305 blocks more).
+FRAME_AD = b""
 
 
-def _mp_setup(impl, size, shift=0):
+def _mp_setup(impl, size, shift=0, ad=AD):
     """A keyed cipher, plaintext, sealed message and output buffer; shift > 0 places plaintext and
     message at that byte offset (the transport seals tx_buf in place at offset 2)."""
     from satellite.noise.chachapoly import ChaChaPoly
@@ -30,7 +38,7 @@ def _mp_setup(impl, size, shift=0):
     if shift:
         src = memoryview(src)[shift:]
         msg = memoryview(msg)[shift:]
-    cp.encrypt_into(1, AD, src, size, msg)
+    cp.encrypt_into(1, ad, src, size, msg)
     return cp, src, msg, out
 
 
@@ -47,8 +55,8 @@ def mp_main(argv):
         seal_len = int(argv[argv.index("--seal") + 1]) if "--seal" in argv else FRAME_SEAL
         open_len = int(argv[argv.index("--open") + 1]) if "--open" in argv else FRAME_OPEN
         shift = int(argv[argv.index("--shift") + 1]) if "--shift" in argv else 0
-        cps, src, msg, _ = _mp_setup(impl, seal_len, shift)
-        cpo, _, omsg, oout = _mp_setup(impl, open_len)
+        cps, src, msg, _ = _mp_setup(impl, seal_len, shift, FRAME_AD)
+        cpo, _, omsg, oout = _mp_setup(impl, open_len, 0, FRAME_AD)
         if "--stub" in argv:  # the bytecode glue alone: the native call does nothing
             import micropython
 
@@ -57,8 +65,8 @@ def mp_main(argv):
                 return 0
             cps._fast = cpo._fast = stub
         for i in range(k):
-            cps.encrypt_into(1, AD, src, seal_len, msg)
-            cpo.decrypt_into(1, AD, omsg, open_len + 16, oout)
+            cps.encrypt_into(1, FRAME_AD, src, seal_len, msg)
+            cpo.decrypt_into(1, FRAME_AD, omsg, open_len + 16, oout)
         return
 
     res = {"impls": list(chachapoly.IMPLS), "rate": {}, "heap": {}}
@@ -281,7 +289,7 @@ def estimate(root, full):
         frame_tx = per_frame("--shift", "2")
         empty = per_frame("--seal", "0", "--open", "0")
         print("    the same with the seal in place at offset 2 (the transport's tx_buf layout): %.0f" % frame_tx)
-        print("    fixed per-frame cost (seal 0 B + open 0 B, 32-byte AD): %.0f" % empty)
+        print("    fixed per-frame cost (seal 0 B + open 0 B, no AD): %.0f" % empty)
     print("    bytecode glue alone (two encrypt/decrypt_into calls into a native stub): %.0f" % glue)
     print("  ESP32-S3 estimate, assuming Xtensa executes about as many instructions as x86-64 for this")
     print("  viper/VM code at ~1 instruction/cycle, 240 MHz: %.2f ms per frame = %.1f%% of one core"
@@ -289,10 +297,10 @@ def estimate(root, full):
     xt = xtensa_static(root)
     if xt is None:
         return None
-    # blocks per frame: seal = key block + 10 data blocks, open = key block + 15 (ChaCha);
-    # Poly1305 = AD 2 + data + 1 length block per message (seal 43, open 63)
+    # blocks per frame: seal = key block + 11 data blocks, open = key block + 16 (ChaCha);
+    # Poly1305 = AD (none) + data + 1 length block per message (seal 42, open 62)
     nch = 2 + (FRAME_SEAL + 63) // 64 + (FRAME_OPEN + 63) // 64
-    npo = 2 * ((len(AD) + 15) // 16 + 1) + (FRAME_SEAL + 15) // 16 + (FRAME_OPEN + 15) // 16
+    npo = 2 * ((len(FRAME_AD) + 15) // 16 + 1) + (FRAME_SEAL + 15) // 16 + (FRAME_OPEN + 15) // 16
     native = nch * xt["chacha_block"] + npo * xt["poly_block"]
     total = native + glue
     pct = 100 * total / hz / 0.020
