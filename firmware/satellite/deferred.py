@@ -367,17 +367,18 @@ class Deferred:
     async def run(self):
         """Offline: the button records into the store (no session reads the button then)."""
         while not self.rt.stopped:
-            st = self.rt.state
-            if self.recording is None and self.rt.sat is None and (st == "disconnected" or st == "connecting"
-                                                                   or st == "starting"):
-                g = self.hal.gesture()
-                if g == _PRESS and self.rt.has_mic:
-                    try:
-                        await self.record()
-                    except Exception as e:   # a flash or mic failure must not end offline recording for good
-                        self.log("deferred: recording failed (%s: %s)" % (type(e).__name__, e))
-                    continue
+            if self.recording is None and self.rt.offline() and self.hal.gesture() == _PRESS and self.rt.has_mic:
+                await self.press()
+                continue
             await _sleep_ms(10)
+
+    async def press(self):
+        """An offline press: record until the release (satellite.app.IdleDeferred calls it for the press that
+        made it import this module)."""
+        try:
+            await self.record()
+        except Exception as e:   # a flash or mic failure must not end offline recording for good
+            self.log("deferred: recording failed (%s: %s)" % (type(e).__name__, e))
 
     def take_gesture(self, g):
         """A gesture the session loop read: ours while an offline recording is still going."""
@@ -479,13 +480,9 @@ class Deferred:
         """This boot's clock offset from the device's own four-timestamp round (Satellite.offset_us)."""
         if self.offset_us is not None:
             return
-        sat.offset_us = 0
-        sat.send(sat.s.ping(self.rt.now_us()))
-        t0 = ticks_ms()
-        while not sat.offset_us and not sat.closed and ticks_diff(ticks_ms(), t0) < wait_ms:
-            await _sleep_ms(5)
-        if sat.offset_us:
-            self.offset_us = sat.offset_us
+        off = await sat.clock_round(wait_ms)
+        if off:
+            self.offset_us = off
             for r in self.store.recs:
                 if r.boot == self.store.boot and r.anchor is None:
                     r.anchor = self.offset_us      # recorded offline earlier in this boot

@@ -47,6 +47,8 @@ except ImportError:   # CPython (tests of the sans-socket parts)
         return a + b
 import time
 
+# MicroPython's asyncio.sleep_ms; CPython (the firmware tests) has only sleep(seconds).
+_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
 from satellite import session as S
 from satellite import audio
 from satellite.wire import alabama_v1 as pb
@@ -56,7 +58,6 @@ from satellite.noise.transport import NoiseConnection
 from satellite.noise.state import NoiseError
 from satellite.provision import record as R
 from satellite import keystore as K
-from satellite import health
 
 VERSION = "0.1.0"
 # FRAME_MS (one capture chunk / one playout step), TX_CAPACITY (largest frame we send: Hello, tool results,
@@ -252,6 +253,16 @@ class Satellite:
 
     def busy(self):
         return self.capture_id or self.pending or self.render_id
+
+    async def clock_round(self, wait_ms):
+        """The device's own four-timestamp Ping round: this boot's clock offset (core - device, us) from its
+        ClockSync, or None when none came within wait_ms (satellite.deferred anchors recordings with it)."""
+        self.offset_us = 0
+        self.send(self.s.ping(self.rt.now_us()))
+        t0 = ticks_ms()
+        while not self.offset_us and not self.closed and ticks_diff(ticks_ms(), t0) < wait_ms:
+            await _sleep_ms(5)
+        return self.offset_us or None
 
     def spawn(self, coro):
         # Finished tasks are dropped here, not only at close(): a session lives for days and spawns a
@@ -780,7 +791,7 @@ class Runtime:
         self.trace = self.opt.get("trace", True)
         self.record = None
         self.frames_dropped = 0
-        self.health = health.Health(self)
+        self._health = None          # satellite.health, imported at the first session (the `health` property)
         # The panel (a board file with "display"): satellite.display is imported only then (docs/display.md).
         p = hal.panel() if board.get("display") and hasattr(hal, "panel") else None
         self.display = None
@@ -788,10 +799,28 @@ class Runtime:
             from satellite.display import Display
             self.display = Display(board, p)
             self.display.log = self.log
-        self.deferred = None         # satellite.deferred.Deferred (app.main): record offline, upload on connect
+        # satellite.deferred.Deferred, or app.IdleDeferred while the store is empty (app.boot): record offline,
+        # upload on connect
+        self.deferred = None
 
     def log(self, line):
         self._log("sat: " + line)
+
+    @property
+    def health(self):
+        """The device.info / firmware.update tools and the device.health Event (satellite.health): needed
+        from the first Hello on, so a board that has not reached a core yet (listening for its first
+        provisioning, or offline) does not hold its 7 KB (32-bit, .mpy)."""
+        h = self._health
+        if h is None:
+            from satellite import health
+            h = self._health = health.Health(self)
+        return h
+
+    def offline(self):
+        """No session, and none coming up: the DEFERRED recorder owns the button then (satellite.deferred)."""
+        st = self.state
+        return self.sat is None and (st == "disconnected" or st == "connecting" or st == "starting")
 
     # -- settings ---------------------------------------------------------------------------------------
     def load_settings(self):
@@ -859,6 +888,7 @@ class Runtime:
         ]
         if self.display is not None:
             caps += self.display.capabilities()
+        from satellite import health
         tools = health.tools() + [
             pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (0-100)",
                               input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
