@@ -2,12 +2,13 @@
 unix port (4-byte words like the ESP32-S3) with `-X heapsize=` the board file's `heap` as-is, from the
 same .mpy files deploy installs, and check what is left.
 
-Per board: the long-lived buffers first (satellite.buffers), then every module imported at boot, the board's
-HAL (satellite.hal.esp32 with a few-line stand-in for `machine`, the real one being in the image's ROM, or on
+Per board: satellite.app.boot itself (what app.main runs before the event loop: the long-lived buffers first,
+every module imported at boot, the board's HAL, a Runtime and the DEFERRED store's stand-in), with the HAL made
+here: satellite.hal.esp32 with a few-line stand-in for `machine`, the real one being in the image's ROM, or on
 codec boards tests/firmware/fake_machine, whose own cost is credited back; satellite.hal.sim on the virtual
-board) and a Runtime. It fits when, at rest,
-at least FREE_AT_REST of the heap is still free (a connection adds ~6 KB resident and the handshake's
-garbage, docs/memory.md) and listening mode (the lazy provisioning modules and a ggwave receiver) still
+board. It fits when, at rest,
+at least FREE_AT_REST of the heap is still free (a connection adds satellite.health, ~6 KB resident and the
+handshake's garbage, docs/memory.md) and listening mode (the lazy provisioning modules and a ggwave receiver) still
 loads. A MemoryError anywhere is "does not fit". This test fails when the firmware outgrows a board heap.
 
 Two legs: `mpy`, the deploy path of today (.mpy files on the filesystem, loaded into RAM), and `frozen`, the
@@ -42,14 +43,7 @@ e = None
 out = {"start": free()}
 board = json.load(open("board.json"))
 try:
-    from satellite.buffers import Buffers
-    bufs = Buffers(board)
-    out["buffers"] = out["start"] - free()
     out["fake"] = 0
-    if board.get("codecs"):
-        f0 = free()
-        import fake_machine
-        out["fake"] = f0 - free()
     class _Pin:
         IN = OUT = PULL_UP = PULL_DOWN = IRQ_FALLING = IRQ_RISING = 0
         def __init__(self, *a, **k):
@@ -70,14 +64,10 @@ try:
             return 0
         def ticks_diff(a, b):
             return a - b
-    import asyncio
-    from satellite import keystore, app
-    from satellite.noise import x25519
-    from satellite.runtime import Runtime
-    if board.get("chip") == "unix":
-        from satellite.hal.sim import SimHal
-        hal = SimHal(board)
-    else:
+    def new_hal(board):                               # app.boot calls it where app.make_hal would run
+        if board.get("chip") == "unix":
+            from satellite.hal.sim import SimHal
+            return SimHal(board)
         from satellite.hal.esp32 import Esp32Hal
         class _NP:
             class NeoPixel:
@@ -88,22 +78,16 @@ try:
                 def write(self):
                     pass
         if board.get("codecs"):
-            fm = fake_machine.FakeMachine()         # I2C and the codec chips' registers: the fake (credited)
-            hal = Esp32Hal(board, machine=fm, neopixel=_NP, clock=fm.clock)
-        else:
-            hal = Esp32Hal(board, machine=_Machine, neopixel=_NP, clock=_Clock)
-    hal.log = lambda line: None
-    class Store:
-        key = bytes(range(32))
-        def read(self, name):
-            return None
-        def write(self, name, data):
-            pass
-        def device_key(self):
-            return self.key, x25519.public_key(self.key)
-        def pinned_core_key(self):
-            return None
-    rt = Runtime(board, hal, Store(), log=lambda line: None, buffers=bufs)
+            f0 = free()
+            import fake_machine                     # I2C and the codec chips' registers: the fake (credited)
+            out["fake"] = f0 - free()
+            fm = fake_machine.FakeMachine()
+            return Esp32Hal(board, machine=fm, neopixel=_NP, clock=fm.clock)
+        return Esp32Hal(board, machine=_Machine, neopixel=_NP, clock=_Clock)
+    from satellite import app
+    rt = app.boot(board, new_hal=new_hal)             # as app.main does, up to the event loop
+    rt.hal.log = rt._log = lambda line: None
+    bufs = rt.buffers
     out["rest_free"] = free() + out["fake"]
     out["modules"] = sorted(k for k in sys.modules if k.startswith("satellite"))
     from satellite.provision import listen, ggwave_rx
@@ -159,10 +143,15 @@ def _frozen_interpreter():
     return str(MP32_FROZEN)
 
 
-def fit(board, path, micropython=None):
+def fit(board, path, micropython=None, flash=None):
+    """Boot in a fresh directory holding board.json and `flash` ({relative path: bytes}: the board's files)."""
     from alabama.board import deploy
     with tempfile.TemporaryDirectory() as tmp:
         pathlib.Path(tmp, "board.json").write_bytes(deploy.board_json_bytes(board))
+        for rel, data in (flash or {}).items():
+            f = pathlib.Path(tmp, rel)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(data)
         p = subprocess.run([micropython or str(MP32), "-X", "heapsize=%s" % board.heap, "-c", PROBE], capture_output=True,
                            text=True, cwd=tmp, env=dict(os.environ, MICROPYPATH=path), timeout=120)
     for line in p.stdout.splitlines():
@@ -177,8 +166,8 @@ BOARDS = [b.id for b in _boards()]
 @pytest.mark.mp32
 @pytest.mark.parametrize("board_id", [
     pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=(
-        "the firmware does not fit the no-PSRAM devkit's 130k heap yet (docs/memory.md: ~189 KB at rest on "
-        "32 bits from .mpy files, ~74 KB frozen); remove this mark when it does"))) if i == "devkitc1-inmp441" else i for i in BOARDS])
+        "the firmware does not fit the no-PSRAM devkit's 130k heap yet (docs/memory.md: ~181 KB at rest on "
+        "32 bits from .mpy files, ~73 KB frozen); remove this mark when it does"))) if i == "devkitc1-inmp441" else i for i in BOARDS])
 def test_firmware_fits_the_board_heap_at_rest_and_in_listening_mode(board_id, lib_dir):
     from alabama.board import boards
     board = boards.load(board_id)
@@ -216,3 +205,45 @@ def test_the_fit_check_fails_on_a_heap_the_firmware_cannot_fit(lib_dir):
     board.heap = "64k"
     r = fit(board, lib_dir)
     assert "error" in r and r["error"].startswith("MemoryError")
+
+
+#: Loaded only when their path runs, never by a boot at rest (docs/memory.md, tools/bench/bench_memory.py).
+COLD_AT_REST = ("satellite.deferred", "satellite.ota", "satellite.health", "satellite.provision.listen",
+                "satellite.provision.ggwave_rx", "satellite.provision.gesture", "satellite.wire.pbtable")
+
+#: A DEFERRED store on flash with one recording queued (satellite.deferred's index layout: header, then one line
+#: per recording "<n> <count> <nframes> <rate> <done> <fails> <boot> <anchor>"), one 648-byte record.
+QUEUED = {"data/deferred/idx": b"v1 abababab 2 0 1\n1 1 320 16000 1 0 1 -\n", "data/deferred/1.rec": bytes(648)}
+
+
+def _bench_memory():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_memory", ROOT / "tools" / "bench" / "bench_memory.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+@pytest.mark.mp32
+@pytest.mark.parametrize("board_id", ["devkitc1-inmp441", "sim"])
+def test_a_boot_at_rest_imports_no_cold_module_and_exactly_the_budget_tables_boot_list(board_id, lib_dir):
+    """At rest with nothing queued the DEFERRED store, health, OTA and the provisioning paths stay unloaded; and
+    what app.boot leaves in sys.modules is the boot list of tools/bench/bench_memory.py plus the board's HAL, so
+    the budget table in docs/memory.md prices what a board really loads. The same boot with a recording queued
+    on flash does load satellite.deferred (the store has work: boot recovery, then the upload), so the first
+    check can fail."""
+    from alabama.board import boards
+    bm = _bench_memory()
+    board = boards.load(board_id)
+    board.heap = "1m"                            # room to boot the .mpy firmware on every board: this checks imports
+    r = fit(board, lib_dir)
+    assert "error" not in r, r
+    mods = set(r["modules"])
+    assert not mods & set(COLD_AT_REST), "cold modules imported at boot: %s" % sorted(mods & set(COLD_AT_REST))
+    want = set(bm.boot_modules((1 << 31) - 1)) - {"otaboot"}      # otaboot: boot.py's, not app.boot's
+    assert mods - set(bm.HALS) == want, ("app.boot and bench_memory.BOOT disagree: only imported %s, only listed %s"
+                                         % (sorted(mods - set(bm.HALS) - want), sorted(want - mods)))
+    assert {"satellite.hal", "satellite.hal.sim" if board_id == "sim" else "satellite.hal.esp32"} <= mods
+    q = fit(board, lib_dir, flash=QUEUED)
+    assert "error" not in q, q
+    assert "satellite.deferred" in q["modules"], "a queued recording did not load the DEFERRED store at boot"

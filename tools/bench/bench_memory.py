@@ -27,23 +27,44 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "host"))
 
-#: Imported on every boot of a board (app.main: keystore, x25519, runtime, the HAL), leaves first so that
-#: each delta is the module's own cost. Package __init__ modules are listed where first needed.
+#: Imported on every boot of a board (boot.py: otaboot, which stays resident; app.boot: the buffers, keystore,
+#: x25519, runtime with everything it imports, the HAL), leaves first so that each delta is the module's own
+#: cost. Package __init__ modules are listed where first needed. tests/host/test_memory_fit.py checks that this
+#: list plus the board's HAL is exactly what app.boot leaves in sys.modules.
 BOOT = [
+    "otaboot",
     "satellite", "satellite.wire", "satellite.wire._copy", "satellite.wire._copy_viper", "satellite.wire.pb",
     "satellite.wire.alabama_v1", "satellite.wire.frame",
     "satellite.noise", "satellite.noise._chacha_viper", "satellite.noise.chachapoly",
     "satellite.noise._x25519_viper", "satellite.noise.x25519", "satellite.noise.hkdf", "satellite.noise.state",
     "satellite.noise.transport",
     "satellite.buffers", "satellite.session", "satellite._audio_viper", "satellite.audio",
-    "satellite.keystore", "satellite.provision", "satellite.provision.record", "satellite.runtime",
-    "satellite.app",
+    "satellite.keystore", "satellite.provision", "satellite.provision.record",
+    "satellite.runtime", "satellite.app",
 ]
+#: The ChaCha20 kernel chachapoly picks by word size: the 32-bit one on the board and the 32-bit build.
+CHACHA32 = "satellite.noise._chacha32_viper"
+
+
+def boot_modules(maxsize):
+    """BOOT as an interpreter of that sys.maxsize imports it."""
+    return [CHACHA32 if n == "satellite.noise._chacha_viper" and maxsize < (1 << 32) else n for n in BOOT]
+
+
 #: The HAL: one of these per board (esp32 on the chip, with stub machine/network modules here; sim on the
 #: virtual board). es8311/es7210 only on boards with codec chips.
 HALS = ["satellite.hal", "satellite.hal.esp32", "satellite.hal.sim", "satellite.hal.es8311",
         "satellite.hal.es7210"]
 #: Cold paths: imported only when they run (a press imports gesture; listening mode the rest).
+COLD = ["satellite.provision.gesture", "satellite.provision.rs", "satellite.provision._goertzel_pure",
+        "satellite.provision._goertzel_viper", "satellite.provision.ggwave_rx", "satellite.provision.listen"]
+#: From the first session on (Runtime.health: the device.info / firmware.update tools, the device.health Event).
+SESSION = ["satellite.health"]
+#: The DEFERRED store (docs/deferred.md): imported by app.boot only when the store holds something, else at the
+#: first offline press (app.IdleDeferred stands in until then); its Deferred object is measured beside it.
+DEFERRED = ["satellite.deferred"]
+#: Only while a firmware.update runs (satellite.health imports it then).
+OTA = ["satellite.ota"]
 #: The pure twins of the viper modules: imported only where the native emitter is missing.
 FALLBACK = ["satellite.noise._chacha_pure", "satellite.noise._poly1305_pure", "satellite.noise._x25519_pure",
             "satellite._audio_pure"]
@@ -51,8 +72,6 @@ FALLBACK = ["satellite.noise._chacha_pure", "satellite.noise._poly1305_pure", "s
 #: image is first shown; simpanel or ili9342 by the HAL). A board without a panel pays none of it.
 DISPLAY = ["satellite.font8x16", "satellite.display", "satellite.imgdec", "satellite.hal.simpanel",
            "satellite.hal.ili9342"]
-COLD = ["satellite.provision.gesture", "satellite.provision.rs", "satellite.provision._goertzel_pure",
-        "satellite.provision._goertzel_viper", "satellite.provision.ggwave_rx", "satellite.provision.listen"]
 
 BUFFERS = ("socket read chunk (RX_CHUNK)", "Noise receive (prefix + max_frame_bytes + 16 tag)",
            "frame reassembly (max_frame_bytes + 10 prefix)", "jitter ring (buffer_ms + 1 frame, >= LISTEN_RING: the ggwave ring when listening)",
@@ -82,16 +101,34 @@ def load(names):
         except ImportError as e:
             note = "not importable: %%s" %% e
         out["mods"].append([n, f0 - free(), note])
-load(%(boot)r)
+boot = %(boot)r
+if sys.maxsize < (1 << 32):
+    boot = [%(chacha32)r if n == "satellite.noise._chacha_viper" else n for n in boot]
+load(boot)
+for r in out["mods"]:
+    if r[0] == %(chacha32)r:
+        r[0] = "satellite.noise._chacha_viper"        # one row: the twin this word size imports
 load(%(hals)r)
-out["boot"] = sorted(k for k in sys.modules if k.startswith("satellite"))
+out["boot"] = sorted(k for k in sys.modules if k.startswith("satellite") or k == "otaboot")
+load(%(session)r)
 load(%(cold)r)
+load(%(deferred)r)
+with open(%(board)r) as f:
+    board = json.load(f)
+class _Rt:                                            # what Deferred.__init__ reads of the runtime
+    hal = None
+    mic_rate = ((board.get("audio") or {}).get("mic") or {}).get("rates", [16000])[0]
+    def log(self, line):
+        pass
+f0 = free()
+from satellite import deferred
+d = deferred.Deferred(_Rt(), deferred.Store("data/deferred", 1 << 20, None))
+out["mods"].append(["deferred.Deferred", f0 - free(), ""])
+load(%(ota)r)
 load(%(fallback)r)
 load(%(display)r)
 out["after_modules"] = free()
 from satellite import buffers
-with open(%(board)r) as f:
-    board = json.load(f)
 keep = []
 for i, n in enumerate(buffers.sizes(board)):
     f0 = free()
@@ -125,7 +162,8 @@ def measure(micropython, board, build_root):
         (t / "stubs" / "network.py").write_text(STUB_NETWORK)
         bj = t / "board.json"
         bj.write_bytes(deploy.board_json_bytes(board))
-        code = PROBE % {"boot": BOOT, "hals": HALS, "cold": COLD, "fallback": FALLBACK, "display": DISPLAY, "board": str(bj)}
+        code = PROBE % {"boot": BOOT, "chacha32": CHACHA32, "hals": HALS, "cold": COLD, "session": SESSION, "deferred": DEFERRED,
+                       "ota": OTA, "fallback": FALLBACK, "display": DISPLAY, "board": str(bj)}
         # The stubs come after lib so they shadow nothing of the firmware; a roomy heap: this measures.
         env = dict(os.environ, MICROPYPATH="%s:.frozen:%s" % (lib, t / "stubs"))
         p = subprocess.run([micropython, "-X", "heapsize=4m", "-c", code], capture_output=True, text=True,
@@ -159,6 +197,19 @@ def heap_bytes(text):
     return int(text)
 
 
+def row_label(n):
+    if n == "satellite.noise._chacha_viper":
+        return "noise._chacha_viper (_chacha32_viper on 32 bits)"
+    if n == "deferred.Deferred":
+        return "its Deferred + Store (batch 8 records, 1 record)"
+    return n[len("satellite."):] if n.startswith("satellite.") else n if n != "satellite" else "satellite"
+
+
+def mpy_name(n):
+    """The module the board (32-bit xtensawin) loads for row n."""
+    return CHACHA32 if n == "satellite.noise._chacha_viper" else n
+
+
 def table(results, board, mpy_sizes):
     cols = [label for label, _ in results]
     rows = []
@@ -177,14 +228,17 @@ def table(results, board, mpy_sizes):
                 d, note = b[n][1], b[n][2]
                 tot[i] += d
                 cells.append(("%d" % d) if not note else ("%d (%s)" % (d, note[:40])))
-            rows.append("| %s | %s | %s |" % (n[len("satellite."):] or "satellite", " | ".join(cells),
-                                              mpy_sizes.get(n, mpy_sizes.get(n + ".__init__", ""))))
+            rows.append("| %s | %s | %s |" % (row_label(n), " | ".join(cells),
+                                              mpy_sizes.get(mpy_name(n), mpy_sizes.get(n + ".__init__", ""))))
         rows.append("| *subtotal* | %s | |" % " | ".join("*%d*" % t for t in tot))
         return tot
 
     t_boot = mod_rows(BOOT, "imported at boot")
     t_hal = mod_rows(HALS, "HAL (one per board)")
+    t_sess = mod_rows(SESSION, "from the first session on")
     t_cold = mod_rows(COLD, "cold paths (lazy)")
+    t_def = mod_rows(DEFERRED + ["deferred.Deferred"], "DEFERRED store (only with something queued or recording)")
+    mod_rows(OTA, "OTA (only during a firmware.update)")
     mod_rows(FALLBACK, "pure twins (only without the native emitter)")
     mod_rows(DISPLAY, "display (only on a board with a panel; docs/display.md)")
     rows.append("| **buffers for %s** |" % board.id + " |" * (len(cols) + 1))
@@ -210,8 +264,12 @@ def table(results, board, mpy_sizes):
     rows.append("| headroom at rest | %s | |"
                 % " | ".join("%d (%.0f %%)" % (usable[i] - v, 100.0 * (usable[i] - v) / heap)
                              for i, v in enumerate(on_chip)))
+    rows.append("| + the first session's modules (health) | %s | |"
+                % " | ".join("%d left" % (usable[i] - on_chip[i] - t_sess[i]) for i in range(len(cols))))
     rows.append("| + listening mode (cold paths) | %s | |"
                 % " | ".join("%d left" % (usable[i] - on_chip[i] - t_cold[i]) for i in range(len(cols))))
+    rows.append("| + DEFERRED store loaded (recordings queued) | %s | |"
+                % " | ".join("%d left" % (usable[i] - on_chip[i] - t_def[i]) for i in range(len(cols))))
     rows.append("| virtual board at rest (sim HAL instead of esp32) | %s | |"
                 % " | ".join("%d" % (t_boot[i] + sim_hal[i] + t_buf[i]) for i in range(len(cols))))
     if len(cols) == 2 and on_chip[1]:
@@ -237,8 +295,8 @@ def main(argv=None):
     print(text)
     print()
     print("imported at boot (sys.modules after the boot set and the HALs): %s"
-          % ", ".join(m[len("satellite."):] or "satellite" for m in sorted(boot)))
-    leaked = [m for m in COLD if m in boot]
+          % ", ".join(row_label(m) for m in sorted(boot)))
+    leaked = [m for m in SESSION + COLD + DEFERRED + OTA if m in boot]
     print("cold modules loaded at boot: %s" % (", ".join(leaked) if leaked else "none"))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"board": board.id, "results": dict(results)}, indent=1))
