@@ -27,12 +27,12 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "host"))
 
-#: Imported on every boot of a board (boot.py: otaboot, which stays resident; app.boot: the buffers, keystore,
-#: x25519, runtime with everything it imports, the HAL), leaves first so that each delta is the module's own
-#: cost. Package __init__ modules are listed where first needed. tests/host/test_memory_fit.py checks that this
-#: list plus the board's HAL is exactly what app.boot leaves in sys.modules.
+#: Imported on every boot of a board (app.boot: the buffers, keystore, x25519, runtime with everything it
+#: imports, the HAL; boot.py's otaboot leaves sys.modules before main.py runs), leaves first so that each
+#: delta is the module's own cost. Package __init__ modules are listed where first needed.
+#: tests/host/test_memory_fit.py checks that this list plus the board's HAL is exactly what app.boot leaves in
+#: sys.modules.
 BOOT = [
-    "otaboot",
     "satellite", "satellite.wire", "satellite.wire._copy", "satellite.wire._copy_viper", "satellite.wire.pb",
     "satellite.wire.alabama_v1", "satellite.wire.frame",
     "satellite.noise", "satellite.noise._chacha_viper", "satellite.noise.chachapoly",
@@ -59,7 +59,7 @@ HALS = ["satellite.hal", "satellite.hal.esp32", "satellite.hal.sim", "satellite.
 COLD = ["satellite.provision.gesture", "satellite.provision.rs", "satellite.provision._goertzel_pure",
         "satellite.provision._goertzel_viper", "satellite.provision.ggwave_rx", "satellite.provision.listen"]
 #: From the first session on (Runtime.health: the device.info / firmware.update tools, the device.health Event).
-SESSION = ["satellite.health"]
+SESSION = ["otaboot", "satellite.health"]
 #: The DEFERRED store (docs/deferred.md): imported by app.boot only when the store holds something, else at the
 #: first offline press (app.IdleDeferred stands in until then); its Deferred object is measured beside it.
 DEFERRED = ["satellite.deferred"]
@@ -162,8 +162,8 @@ def measure(micropython, board, build_root):
         (t / "stubs" / "network.py").write_text(STUB_NETWORK)
         bj = t / "board.json"
         bj.write_bytes(deploy.board_json_bytes(board))
-        code = PROBE % {"boot": BOOT, "chacha32": CHACHA32, "hals": HALS, "cold": COLD, "session": SESSION, "deferred": DEFERRED,
-                       "ota": OTA, "fallback": FALLBACK, "display": DISPLAY, "board": str(bj)}
+        code = PROBE % {"boot": BOOT, "chacha32": CHACHA32, "hals": HALS, "cold": COLD, "session": SESSION,
+                        "deferred": DEFERRED, "ota": OTA, "fallback": FALLBACK, "display": DISPLAY, "board": str(bj)}
         # The stubs come after lib so they shadow nothing of the firmware; a roomy heap: this measures.
         env = dict(os.environ, MICROPYPATH="%s:.frozen:%s" % (lib, t / "stubs"))
         p = subprocess.run([micropython, "-X", "heapsize=4m", "-c", code], capture_output=True, text=True,
@@ -235,7 +235,7 @@ def table(results, board, mpy_sizes):
 
     t_boot = mod_rows(BOOT, "imported at boot")
     t_hal = mod_rows(HALS, "HAL (one per board)")
-    t_sess = mod_rows(SESSION, "from the first session on")
+    t_sess = mod_rows(SESSION, "from the first session on (satellite.health and its otaboot)")
     t_cold = mod_rows(COLD, "cold paths (lazy)")
     t_def = mod_rows(DEFERRED + ["deferred.Deferred"], "DEFERRED store (only with something queued or recording)")
     mod_rows(OTA, "OTA (only during a firmware.update)")
@@ -264,7 +264,7 @@ def table(results, board, mpy_sizes):
     rows.append("| headroom at rest | %s | |"
                 % " | ".join("%d (%.0f %%)" % (usable[i] - v, 100.0 * (usable[i] - v) / heap)
                              for i, v in enumerate(on_chip)))
-    rows.append("| + the first session's modules (health) | %s | |"
+    rows.append("| + the first session's modules (health, otaboot) | %s | |"
                 % " | ".join("%d left" % (usable[i] - on_chip[i] - t_sess[i]) for i in range(len(cols))))
     rows.append("| + listening mode (cold paths) | %s | |"
                 % " | ".join("%d left" % (usable[i] - on_chip[i] - t_cold[i]) for i in range(len(cols))))
