@@ -141,20 +141,43 @@ print("MEMJSON " + json.dumps(out))
 """
 
 
+def frozen_interpreter():
+    """build/mp32-frozen/micropython (tools/mp32/build_frozen.sh) when it froze the firmware on disk, else None."""
+    mp = REPO / "build" / "mp32-frozen" / "micropython"
+    if not os.access(str(mp), os.X_OK):
+        print("bench_memory: no frozen column (no %s: run tools/mp32/build_frozen.sh)" % mp, file=sys.stderr)
+        return None
+    want = subprocess.run("find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16",
+                          shell=True, capture_output=True, text=True, cwd=str(REPO / "firmware")).stdout.strip()
+    stamp = mp.parent / "STAMP"
+    if not stamp.exists() or stamp.read_text().strip() != want:
+        print("bench_memory: no frozen column (%s froze other firmware than firmware/: run "
+              "tools/mp32/build_frozen.sh)" % mp, file=sys.stderr)
+        return None
+    return str(mp)
+
+
 def interpreters():
+    """(label, micropython, frozen): the 64-bit port, the 32-bit build, and the 32-bit build with the firmware
+    frozen into it (the deploy path that fits the no-PSRAM board, docs/memory.md)."""
     from alabama import local
-    found = [("64-bit", local.find_micropython())]
+    found = [("64-bit", local.find_micropython(), False)]
     mp32 = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32", REPO / "build" / "mp32" / "micropython"))
     if os.access(str(mp32), os.X_OK):
-        found.append(("32-bit", str(mp32)))
+        found.append(("32-bit", str(mp32), False))
+        fz = frozen_interpreter()
+        if fz:
+            found.append(("32-bit frozen", fz, True))
     return found
 
 
-def measure(micropython, board, build_root):
+def measure(micropython, board, build_root, frozen=False):
     from alabama.board import deploy, sim
     march = sim.native_march(micropython)
     files = deploy.build(march, build_dir=build_root, out=lambda *a: None)
     lib = pathlib.Path(files["lib/satellite/__init__.mpy"]).parent.parent
+    if frozen:
+        march += ", frozen"
     with tempfile.TemporaryDirectory() as tmp:
         t = pathlib.Path(tmp)
         (t / "stubs").mkdir()
@@ -165,7 +188,8 @@ def measure(micropython, board, build_root):
         code = PROBE % {"boot": BOOT, "chacha32": CHACHA32, "hals": HALS, "cold": COLD, "session": SESSION,
                         "deferred": DEFERRED, "ota": OTA, "fallback": FALLBACK, "display": DISPLAY, "board": str(bj)}
         # The stubs come after lib so they shadow nothing of the firmware; a roomy heap: this measures.
-        env = dict(os.environ, MICROPYPATH="%s:.frozen:%s" % (lib, t / "stubs"))
+        path = ".frozen:%s" % (t / "stubs") if frozen else "%s:.frozen:%s" % (lib, t / "stubs")
+        env = dict(os.environ, MICROPYPATH=path)
         p = subprocess.run([micropython, "-X", "heapsize=4m", "-c", code], capture_output=True, text=True,
                            cwd=tmp, env=env, timeout=120)
     for line in p.stdout.splitlines():
@@ -272,8 +296,8 @@ def table(results, board, mpy_sizes):
                 % " | ".join("%d left" % (usable[i] - on_chip[i] - t_def[i]) for i in range(len(cols))))
     rows.append("| virtual board at rest (sim HAL instead of esp32) | %s | |"
                 % " | ".join("%d" % (t_boot[i] + sim_hal[i] + t_buf[i]) for i in range(len(cols))))
-    if len(cols) == 2 and on_chip[1]:
-        rows.append("| 64-bit / 32-bit | %.2fx | |" % (on_chip[0] / on_chip[1]) + " |" * 0)
+    if len(cols) >= 2 and on_chip[1]:
+        rows.append("| 64-bit / 32-bit | %.2fx |" % (on_chip[0] / on_chip[1]) + " |" * len(cols))
     return "\n".join(rows), boot
 
 
@@ -285,7 +309,7 @@ def main(argv=None):
     from alabama.board import boards
     board = boards.load(args.board)
     build_root = REPO / "build" / "memory"
-    results = [(label, measure(mp, board, build_root)) for label, mp in interpreters()]
+    results = [(label, measure(mp, board, build_root, frozen)) for label, mp, frozen in interpreters()]
     text, boot = table(results, board, xtensa_sizes(build_root))
     print("satellite RAM budget, board %s, %s" % (board.id, datetime.date.today().isoformat()))
     for label, r in results:
