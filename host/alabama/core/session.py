@@ -189,6 +189,7 @@ class CoreSession:
         pos = 0
         limit = self.decoder.limit
         report = self.report
+        slots = self.slots
         while pos < n:
             b = data[pos]
             if b < 0x80:
@@ -214,7 +215,14 @@ class CoreSession:
                 report.frames_in += 1
                 report.bytes_in += hl + len(tail)
                 self._frame_index += 1
-                self._chunk(c[0], c[1], c[2], tail)
+                id_, seq, ts = c
+                slot = slots.get(id_)
+                # The steady state of a capture (open, the next seq): what _chunk does for it, inline.
+                if slot is not None and slot.next_seq == seq and slot.state == _OPEN and slot.kind == _CAPTURE:
+                    slot.next_seq = seq + 1
+                    self._events.append(ChunkReceived(id_, seq, tail, ts, _CAPTURE))
+                    continue
+                self._chunk(id_, seq, ts, tail)
             if self.phase == "CLOSED":
                 return None
         if pos >= n:
@@ -1180,6 +1188,9 @@ def _no_upload(env, op):
         if m.upload:
             raise LocalProtocolError("the core never references MediaBlock.upload (upload %d) (spec §10.4): send "
                                      "the bytes inline or over ImageRenderOpen" % m.upload, "UPLOAD")
+
+
+_OPEN, _CAPTURE = S.OPEN, S.CAPTURE
 
 
 def _parse_chunk(h):

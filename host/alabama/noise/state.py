@@ -64,7 +64,8 @@ class NoiseStateError(NoiseError):
 
 
 def _nonce(n):
-    return b"\x00\x00\x00\x00" + n.to_bytes(8, "little")
+    """Noise's ChaChaPoly nonce: 32 zero bits then n as 64-bit little-endian (= n << 32, 12 bytes LE)."""
+    return (n << 32).to_bytes(12, "little")
 
 
 def hmac_sha256(key, data):
@@ -121,21 +122,26 @@ class CipherState:
         if self.n >= MAX_NONCE:
             raise NoiseStateError("NONCE_EXHAUSTED", "the Noise nonce reached 2**64-1; reconnect to re-key")
 
+    # The two per-message methods run once per frame (the core's audio path): _check and _nonce are
+    # inlined (the same rules and errors; _check runs only when one of them applies).
     def encrypt_with_ad(self, ad, plaintext):
         if self.k is None:
             return bytes(plaintext)
-        self._check()
+        n = self.n
+        if self._failed or n >= MAX_NONCE:
+            self._check()
         if len(plaintext) > MAX_PLAINTEXT:
             raise NoiseStateError("PLAINTEXT_TOO_LARGE", "a Noise message carries at most %d plaintext "
                                   "bytes, got %d; split it" % (MAX_PLAINTEXT, len(plaintext)))
-        out = self._aead.encrypt(_nonce(self.n), bytes(plaintext), bytes(ad))
-        self.n += 1
+        out = self._aead.encrypt((n << 32).to_bytes(12, "little"), bytes(plaintext), bytes(ad))
+        self.n = n + 1
         return out
 
     def decrypt_with_ad(self, ad, ciphertext):
         if self.k is None:
             return bytes(ciphertext)
-        self._check()
+        if self._failed or self.n >= MAX_NONCE:
+            self._check()
         if len(ciphertext) < TAGLEN:
             self._failed = True
             raise TransportError("MSG_TOO_SHORT", "Noise message of %d bytes is shorter than its %d-byte "
@@ -144,7 +150,7 @@ class CipherState:
             self._failed = True
             raise TransportError("MSG_TOO_LONG", "Noise message of %d bytes exceeds %d" % (len(ciphertext), MAX_MESSAGE))
         try:
-            out = self._aead.decrypt(_nonce(self.n), bytes(ciphertext), bytes(ad))
+            out = self._aead.decrypt((self.n << 32).to_bytes(12, "little"), bytes(ciphertext), bytes(ad))
         except InvalidTag:
             self._failed = True
             raise TransportError("DECRYPT_FAILED", "a Noise message failed authentication: tampered, "

@@ -187,6 +187,9 @@ class NoiseConnection:
         self._alive()
         if not self.handshake_done:
             raise NoiseStateError("WRONG_STATE", "cannot send application data before the Noise handshake completes")
+        if type(plaintext) is bytes and 0 < len(plaintext) <= MAX_PLAINTEXT:   # one message: no staging buffer
+            body = self._send.encrypt_with_ad(b"", plaintext)
+            return len(body).to_bytes(2, "big") + body
         mv = memoryview(bytes(plaintext))
         out = bytearray()
         if not len(mv):

@@ -232,3 +232,31 @@ def test_receive_plaintext_tampered_fails_like_receive(where):
             results.append((type(e).__name__, e.code, r.closed))
     assert results[0] == results[1] and results[0][0] != "ok"
     assert results[0][2] is True
+
+
+@pytest.mark.parametrize("n", [0, 1, 255, 2 ** 32 - 1, 2 ** 32, 2 ** 63, 2 ** 64 - 2])
+def test_cipher_state_nonce_is_the_specs_at_every_width(n):
+    """R5-b: the inlined nonce ((n << 32) as 12 LE bytes) is Noise's 32 zero bits + 64-bit LE counter."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+    from alabama.noise.state import CipherState
+    key = bytes(range(32))
+    a, b = CipherState(), CipherState()
+    a.initialize_key(key)
+    b.initialize_key(key)
+    a.set_nonce(n)
+    b.set_nonce(n)
+    want = ChaCha20Poly1305(key).encrypt(b"\x00" * 4 + n.to_bytes(8, "little"), b"frame", b"ad")
+    assert a.encrypt_with_ad(b"ad", b"frame") == want
+    assert b.decrypt_with_ad(b"ad", want) == b"frame" and a.n == b.n == n + 1
+
+
+@given(st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=10))
+@settings(max_examples=50, deadline=None)
+def test_encrypt_one_message_path_equals_the_general_path(msgs):
+    """NoiseConnection.encrypt's one-message path (bytes up to MAX_PLAINTEXT) gives byte for byte what the
+    general path (any other buffer type, or longer) gives from the same cipher state."""
+    i1, _ = pair()
+    i2 = NoiseConnection.restore_established(b"\x00" * 32, i1.export_established())
+    for m in msgs:
+        assert i1.encrypt(m) == i2.encrypt(bytearray(m))
+    assert i1._send.n == i2._send.n == sum(1 for m in msgs if m)
