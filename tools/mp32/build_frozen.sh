@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A measuring interpreter, not a product: the 32-bit unix port of tools/mp32/build.sh (same pinned Debian
-# source, same variant) with the firmware package `satellite` FROZEN into it, as a custom ESP32_GENERIC_S3
-# image with a manifest.py freezing satellite/ (and otaboot.py) would carry it. With it, the frozen leg of
+# source, same variant) with the firmware FROZEN into it by the same manifest the board image uses
+# (firmware/manifest.py: package satellite and otaboot.py; `alabama image` / `make image`). With it, the frozen leg of
 # tests/host/test_memory_fit.py measures what the firmware costs in the GC heap when its bytecode, constants
 # and qstrs stay in flash (docs/memory.md, "Frozen modules").
 #
@@ -28,11 +28,15 @@ fi
 rm -rf "$OUT" && mkdir -p "$OUT/variant" "$OUT/fw"
 cp -r "$FW"/. "$OUT/fw/"
 cp tools/mp32/variant/* "$OUT/variant/"
-{ printf '\n# build_frozen.sh: the firmware package and its top-level modules (not main/boot), frozen\n'
-  printf 'package("satellite", base_path="%s")\n' "$PWD/$OUT/fw"
-  for m in "$OUT"/fw/*.py; do
-    case "$(basename "$m")" in main.py|boot.py) ;; *) printf 'module("%s", base_path="%s")\n' "$(basename "$m")" "$PWD/$OUT/fw";; esac
-  done; } >> "$OUT/variant/manifest.py"
+[ -f "$OUT/fw/manifest.py" ] || die "$FW has no manifest.py (firmware/manifest.py: what an image freezes)"
+# The board image's list (firmware/manifest.py, as `alabama image` freezes it), then the digest module
+# `alabama deploy` reads on a board (alabama.board.image.write_stamp): both builds freeze the same files.
+PY=python3; [ -x .venv/bin/python ] && PY=.venv/bin/python
+PYTHONPATH="$PWD/host" "$PY" -m alabama.board.image stamp "$OUT/fw" "$OUT/stamp" >/dev/null \
+  || die "could not write the firmware digest module (python -m alabama.board.image)"
+{ printf '\n# build_frozen.sh: what the board image freezes (firmware/manifest.py), and its digest\n'
+  printf 'include("%s")\n' "$PWD/$OUT/fw/manifest.py"
+  printf 'module("alabama_image.py", base_path="%s")\n' "$PWD/$OUT/stamp"; } >> "$OUT/variant/manifest.py"
 tar -C "$OUT" -xJf "$ORIG"
 mkdir -p "$OUT/nolib"
 echo "build_frozen.sh freezes no micropython-lib package" > "$OUT/nolib/README.md"
