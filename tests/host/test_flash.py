@@ -63,7 +63,7 @@ def test_dry_run_prints_the_commands_and_runs_nothing(cache, monkeypatch):
     lines = []
     steps = flash.flash(boards.load("devkitc1-inmp441"), port="/dev/ttyACM7", dry_run=True,
                         runner=lambda a: pytest.fail("ran esptool"), out=lines.append,
-                        opener=lambda url: pytest.fail("downloaded"))
+                        opener=lambda url: pytest.fail("downloaded"), allow_mpy=True)
     img = images.image_for("ESP32_GENERIC_S3")
     assert lines[0].startswith("would download " + img.url)
     assert lines[1] == "esptool --chip esp32s3 --port /dev/ttyACM7 erase_flash"
@@ -178,7 +178,7 @@ def test_esptool_failures_become_one_line(cache, monkeypatch, output, expect):
     calls = []
     with pytest.raises(flash.FlashError) as e:
         flash.flash(boards.load("devkitc1-inmp441"), port="/dev/ttyACM0", out=lambda s: None,
-                    runner=lambda a: (calls.append(a) or (2, output)))
+                    runner=lambda a: (calls.append(a) or (2, output)), allow_mpy=True)
     assert str(e.value) == expect
     assert len(calls) == 1                                   # stopped after the failing erase
 
@@ -196,10 +196,47 @@ def test_deploy_step_runs_when_the_module_exists(cache, monkeypatch):
     img = _pin(monkeypatch, "ESP32_GENERIC_S3", body)
     _fake_image(cache / img.file, body)
     seen = []
-    monkeypatch.setattr(flash, "_deploy_module", lambda: types.SimpleNamespace(deploy=lambda b, p, wait=0: seen.append((b.id, p, wait))))
+    monkeypatch.setattr(flash, "_deploy_module", lambda: types.SimpleNamespace(
+        deploy=lambda b, p, wait=0, allow_mpy=False: seen.append((b.id, p, wait, allow_mpy)), mpy_set_fits=lambda b: True))
     flash.flash(boards.load("devkitc1-inmp441"), port="/dev/null", runner=lambda a: (0, ""), out=lambda s: None)
-    assert seen == [("devkitc1-inmp441", "/dev/null", 15)]
+    assert seen == [("devkitc1-inmp441", "/dev/null", 15, False)]
     lines = []
     monkeypatch.setattr(flash, "_deploy_module", lambda: None)
     flash.flash(boards.load("devkitc1-inmp441"), port="/dev/null", runner=lambda a: (0, ""), out=lines.append)
     assert lines[-1].startswith("next: alabama deploy --board devkitc1-inmp441 --port /dev/null")
+
+
+def test_official_image_is_refused_up_front_where_the_mpy_set_cannot_fit(cache, monkeypatch):
+    """The no-PSRAM devkit's heap (130k) cannot hold the .mpy set: `alabama flash` with the official image and a
+    deploy after it stops before esptool erases anything, with one line naming `make image` and FIRMWARE=;
+    the frozen image (--firmware), --no-deploy or --allow-mpy go on."""
+    body = b"\xe9x"
+    img = _pin(monkeypatch, "ESP32_GENERIC_S3", body)
+    _fake_image(cache / img.file, body)
+    board = boards.load("devkitc1-inmp441")
+    with pytest.raises(flash.FlashError) as e:
+        flash.flash(board, port="/dev/null", runner=lambda a: pytest.fail("ran esptool"), out=lambda s: None)
+    assert str(e.value) == (
+        "board devkitc1-inmp441's heap (130k) cannot hold the firmware as .mpy files (~189 KB at rest, "
+        "docs/memory.md): build and flash the image with it frozen in (`make image BOARD=devkitc1-inmp441`, then "
+        "`make flash BOARD=devkitc1-inmp441 FIRMWARE=build/image/devkitc1-inmp441/firmware.bin`), or pass "
+        "--allow-mpy to deploy the .mpy files anyway")
+    with pytest.raises(flash.FlashError, match="cannot hold the firmware as .mpy files"):
+        flash.flash(board, port="/dev/null", dry_run=True, out=lambda s: None)
+    ran = []
+    for kw in ({"deploy": False}, {"allow_mpy": True, "deploy": False}):
+        flash.flash(board, port="/dev/null", runner=lambda a: (ran.append(a[-1]) or (0, "")), out=lambda s: None, **kw)
+    assert len(ran) == 4
+    seen = []
+    monkeypatch.setattr(flash, "_deploy_module", lambda: types.SimpleNamespace(
+        deploy=lambda b, p, wait=0, allow_mpy=False: seen.append(allow_mpy), mpy_set_fits=deploy_fits))
+    frozen = _fake_image(cache / "firmware.bin", b"\xe9frozen image")
+    flash.flash(board, port="/dev/null", firmware=str(frozen), runner=lambda a: (0, ""), out=lambda s: None)
+    assert seen == [False]                       # the deploy after it checks what the image froze
+    # a PSRAM board's heap holds the .mpy set
+    assert deploy_fits(boards.load("esp32-s3-box-3")) and deploy_fits(boards.load("sim"))
+
+
+def deploy_fits(board):
+    from alabama.board import deploy
+    return deploy.mpy_set_fits(board)

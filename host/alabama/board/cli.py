@@ -14,6 +14,8 @@ def register(sub):
     p.add_argument("--firmware", metavar="PATH", help="flash this .bin instead of the pinned image")
     p.add_argument("--no-deploy", action="store_true", help="stop after writing MicroPython")
     p.add_argument("--dry-run", action="store_true", help="print the esptool commands, touch nothing")
+    p.add_argument("--allow-mpy", action="store_true",
+                   help="deploy the .mpy files even where the board file's heap cannot hold them")
     p.set_defaults(func=cmd_flash)
 
     b = sub.add_parser("boards", help="list, show or validate board definition files")
@@ -35,8 +37,9 @@ def register(sub):
     sim.register(vbsub)
     vb.set_defaults(func=lambda args: vb.print_help() or 2)
 
-    from . import deploy, ota, repl  # `alabama deploy`, `alabama ota`, `alabama repl`, `alabama logs`
+    from . import deploy, image, ota, repl  # `alabama deploy`, `image`, `ota`, `repl`, `logs`
     deploy.register(sub)
+    image.register(sub)
     ota.register(sub)
     repl.register(sub)
 
@@ -44,7 +47,8 @@ def register(sub):
 def cmd_flash(args):
     from . import flash
     board = boards.load(args.board)
-    flash.flash(board, port=args.port, firmware=args.firmware, deploy=not args.no_deploy, dry_run=args.dry_run)
+    flash.flash(board, port=args.port, firmware=args.firmware, deploy=not args.no_deploy, dry_run=args.dry_run,
+                allow_mpy=args.allow_mpy)
     return 0
 
 

@@ -6,6 +6,10 @@ paths on the board: ``main.py``, ``boot.py``, ``board.json``, ``lib/otaboot.mpy`
 ``lib/satellite/`` (its ``_manifest.json`` included, as an OTA installs it) and the manifest
 ``lib/.alabama-manifest.json``. It never reads, writes or deletes anything else (``/data``
 keys, pins and the provisioning record survive every deploy).
+On an image with the firmware frozen in (`alabama image`, docs/image.md: the probe finds ``satellite`` on
+``.frozen``) it installs only what is not frozen: ``main.py``, ``boot.py``, ``board.json`` and its manifest,
+and removes the owned ``lib/`` files the frozen ones shadow. It refuses the .mpy set on a board file whose heap
+cannot hold it (MPY_SET_AT_REST), saying to build and flash the frozen image instead.
 Not responsible for: flashing MicroPython (flash.py), board pins (boards.py), the REPL (repl.py).
 Every board round trip is the real ``mpremote`` command line (its Python API is declared unstable).
 """
@@ -41,6 +45,12 @@ ARCHS = ("none", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7ems
 PROBE_MARK = "ALABAMA-PROBE "
 MPREMOTE_TIMEOUT = 300          # seconds for one mpremote run (a first deploy over a slow UART)
 RESET_WAIT = 5.0                # seconds to wait for "soft reboot" after Ctrl-D
+#: GC heap the firmware takes at rest when loaded from .mpy files, on 32 bits (4-byte words like the S3):
+#: 189,088 B measured by tests/host/test_memory_fit.py on 2026-12-03 (docs/memory.md, "Does it fit?"), and
+#: the share of the heap that test wants left free at rest. A board file whose heap cannot hold both gets
+#: the frozen image instead (frozen: 74,384 B at rest).
+MPY_SET_AT_REST = 189088
+FREE_AT_REST = 0.125
 
 # Runs on the board (MicroPython): sha256 of every file deploy owns, plus the .mpy ABI the board loads.
 # It creates nothing and deletes nothing.
@@ -74,8 +84,30 @@ for _p in (%(top)s):
     except OSError:
         pass
 _walk(%(owned)r, _o)
+# Is the firmware frozen into the image? Import it from '.frozen' alone (the filesystem's copy, if any, is not
+# looked at), with the digest module `alabama image` freezes beside it; then put sys.path and sys.modules back.
+_fz, _fd, _sp, _old = '', '', list(sys.path), sys.modules.pop('satellite', None)
+sys.path.clear()
+sys.path.append('.frozen')
+try:
+    import satellite
+    _fz = getattr(satellite, '__file__', '') or '.frozen'
+except ImportError:
+    pass
+try:
+    import alabama_image
+    _fd = alabama_image.DIGEST
+except (ImportError, AttributeError):
+    pass
+sys.path.clear()
+sys.path.extend(_sp)
+sys.modules.pop('satellite', None)
+sys.modules.pop('alabama_image', None)
+if _old is not None:
+    sys.modules['satellite'] = _old
 print(%(mark)r + json.dumps({'mpy': getattr(sys.implementation, '_mpy', 0), 'files': _o,
-      'machine': getattr(sys.implementation, '_machine', sys.platform), 'cwd': os.getcwd()}))
+      'machine': getattr(sys.implementation, '_machine', sys.platform), 'cwd': os.getcwd(),
+      'frozen': _fz, 'frozen_digest': _fd}))
 """
 
 # Runs on the board before copying: drop stale owned files (and the manifest, rewritten last, so a
@@ -216,13 +248,16 @@ def board_json_bytes(board):
     return (json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
-def manifest_bytes(board, march, hashes):
-    """The manifest deploy writes last: board, .mpy arch and the sha256 of every file it installed.
+def manifest_bytes(board, march, hashes, frozen=None):
+    """The manifest deploy writes last: board, .mpy arch and the sha256 of every file it installed (and, on
+    a frozen image, the digest of the firmware the image froze).
 
     Deterministic (no time, no commit), so a deploy that changes nothing leaves it identical.
     """
     m = {"board": board.id, "march": march, "package": PACKAGE, "version": __version__,
          "files": {p: hashes[p] for p in sorted(hashes)}}
+    if frozen is not None:
+        m["frozen"] = frozen
     return (json.dumps(m, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
@@ -247,11 +282,33 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     return files, hashes
 
 
+def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None):
+    """Like stage(), for an image with the firmware frozen in: only main.py, boot.py, /board.json and the
+    manifest (which names the frozen firmware's digest)."""
+    root = pathlib.Path(root)
+    extra = pathlib.Path(build_dir or BUILD) / march / "_frozen" / board.id
+    extra.mkdir(parents=True, exist_ok=True)
+    files = {name: root / name for name in SOURCE_KEPT if (root / name).is_file()}
+    (extra / BOARD_FILE).write_bytes(board_json_bytes(board))
+    files[BOARD_FILE] = extra / BOARD_FILE
+    hashes = {dest: _sha(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
+    man = manifest_bytes(board, march, hashes, frozen=digest or "")
+    (extra / "manifest.json").write_bytes(man)
+    files[MANIFEST] = extra / "manifest.json"
+    hashes[MANIFEST] = _sha(man)
+    return files, hashes
+
+
+def _owned(path):
+    return path.startswith(OWNED_DIR + "/") or path in [remote_path(m) for m in ROOT_MODULES]
+
+
 def plan(local, remote):
     """(copy, remove): remote paths whose content differs or is missing, in copy order (manifest last),
-    and the owned remote files the build no longer has. Nothing outside deploy's own paths is listed."""
+    and the owned remote files the build no longer has (on a frozen image: every lib/ file deploy owns, which
+    the frozen modules shadow). Nothing outside deploy's own paths is listed."""
     copy = [p for p in sorted(local) if p != MANIFEST and remote.get(p) != local[p]]
-    remove = sorted(p for p in remote if p.startswith(OWNED_DIR + "/") and p not in local)
+    remove = sorted(p for p in remote if _owned(p) and p not in local)
     if copy or remove or remote.get(MANIFEST) != local.get(MANIFEST):
         copy.append(MANIFEST)
     return copy, remove
@@ -386,6 +443,48 @@ def choose_march(board, info, port, tool_version):
     return want
 
 
+def heap_bytes(heap):
+    """A board file's heap ('130k', '8124k', '8m') in bytes."""
+    m = re.fullmatch(r"(\d+)([kKmM]?)", str(heap).strip())
+    if not m:
+        raise DeployError("board heap %r is not a size like 256k or 8m: fix the board file" % heap)
+    return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+
+
+def mpy_set_fits(board):
+    """Whether the board file's heap holds the firmware as .mpy files at rest with FREE_AT_REST to spare."""
+    return heap_bytes(board.heap) * (1 - FREE_AT_REST) >= MPY_SET_AT_REST
+
+
+def image_hint(board):
+    img = "build/image/%s/firmware.bin" % board.id
+    return "`make image BOARD=%s`, then `make flash BOARD=%s FIRMWARE=%s`" % (board.id, board.id, img)
+
+
+def refuse_mpy(board):
+    """The one line for a board file whose heap cannot hold the .mpy set."""
+    return ("board %s's heap (%s) cannot hold the firmware as .mpy files (~%d KB at rest, docs/memory.md): "
+            "build and flash the image with it frozen in (%s), or pass --allow-mpy to deploy the .mpy files "
+            "anyway" % (board.id, board.heap, MPY_SET_AT_REST // 1000, image_hint(board)))
+
+
+def choose_mode(board, info, port, root=FIRMWARE, allow_mpy=False, stale_image=False):
+    """'frozen' when the board's image has the firmware frozen in, else 'mpy'; a DeployError (one line)
+    when the image froze other firmware than `root` holds, or the board file's heap cannot hold the .mpy
+    set and the image has none frozen (allow_mpy / stale_image override)."""
+    if info.get("frozen"):
+        from . import image
+        want, got = image.firmware_digest(root), info.get("frozen_digest") or ""
+        if got and got != want and not stale_image:
+            raise DeployError("the image on %s froze other firmware (%s...) than %s holds (%s...): rebuild and "
+                              "reflash it (%s), or pass --stale-image to update only main.py, boot.py and "
+                              "board.json" % (port, got[:12], _rel(root), want[:12], image_hint(board)))
+        return "frozen"
+    if not allow_mpy and not mpy_set_fits(board):
+        raise DeployError(refuse_mpy(board))
+    return "mpy"
+
+
 def _flash_version():
     from . import images
     return images.MICROPYTHON_VERSION
@@ -427,10 +526,12 @@ def soft_reset(port, wait=RESET_WAIT, out=print):
 
 
 def deploy(board, port=None, root=FIRMWARE, build_dir=None, reset=True, dry_run=False, wait=0,
-           list_ports=None, runner=run_mpremote, out=print):
+           list_ports=None, runner=run_mpremote, out=print, allow_mpy=False, stale_image=False):
     """Deploy the firmware to `board` (a boards.Board) on `port`. Returns the list of copied remote paths.
 
     wait: seconds to wait for the port to appear first (after `alabama flash` the USB device re-enumerates).
+    allow_mpy: deploy the .mpy set even where the board file's heap cannot hold it; stale_image: on a frozen
+    image that froze other firmware than `root`, update main.py/boot.py/board.json anyway (choose_mode).
     """
     if wait and port is not None:
         _wait_for(port, wait)
@@ -439,7 +540,13 @@ def deploy(board, port=None, root=FIRMWARE, build_dir=None, reset=True, dry_run=
     out("deploy %s to %s" % (board.id, port))
     info = probe(port, runner)
     march = choose_march(board, info, port, tool)
-    local, hashes = stage(board, march, root, build_dir, out)
+    if choose_mode(board, info, port, root, allow_mpy, stale_image) == "frozen":
+        digest = info.get("frozen_digest") or ""
+        out("the image on %s has the firmware frozen in (%s): installing only main.py, boot.py and board.json"
+            % (port, "digest %s..." % digest[:12] if digest else "it does not say which firmware"))
+        local, hashes = stage_frozen(board, march, digest, root, build_dir)
+    else:
+        local, hashes = stage(board, march, root, build_dir, out)
     copy, remove = plan(hashes, info.get("files") or {})
     # The probe's soft reset stopped main.py: every way out below restarts it when reset is set.
     if not copy and not remove:
@@ -516,6 +623,10 @@ def register(sub):
     p.add_argument("--build-dir", metavar="DIR", help="where compiled modules go (default build/deploy)")
     p.add_argument("--no-reset", action="store_true", help="do not soft-reset after copying")
     p.add_argument("--dry-run", action="store_true", help="compare with the board and list what would be copied")
+    p.add_argument("--allow-mpy", action="store_true",
+                   help="deploy the .mpy files even where the board file's heap cannot hold them")
+    p.add_argument("--stale-image", action="store_true",
+                   help="on an image that froze other firmware than firmware/, update main.py/boot.py/board.json anyway")
     p.add_argument("--package-json", action="store_true",
                    help="only rewrite firmware/package.json (the mip manifest) from the tree, no board needed")
     p.set_defaults(func=cmd_deploy)
@@ -530,5 +641,6 @@ def cmd_deploy(args):
         raise UsageError("deploy needs --board NAME (see `alabama boards list`)")
     from . import boards
     board = boards.load(args.board)
-    deploy(board, port=args.port, build_dir=args.build_dir, reset=not args.no_reset, dry_run=args.dry_run)
+    deploy(board, port=args.port, build_dir=args.build_dir, reset=not args.no_reset, dry_run=args.dry_run,
+           allow_mpy=args.allow_mpy, stale_image=args.stale_image)
     return 0

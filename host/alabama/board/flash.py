@@ -198,8 +198,12 @@ def _deploy_module():
 
 
 def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=None, list_ports=None,
-          cache=None, opener=None, out=print):
-    """Flash `board` (a boards.Board). `runner(args) -> (rc, output)` replaces esptool in tests."""
+          cache=None, opener=None, out=print, allow_mpy=False):
+    """Flash `board` (a boards.Board). `runner(args) -> (rc, output)` replaces esptool in tests.
+
+    The official image with a deploy after it is refused up front, before anything is erased, where the board
+    file's heap cannot hold the firmware as .mpy files (deploy.mpy_set_fits): that board needs the image
+    with the firmware frozen (`alabama image`, then --firmware); allow_mpy overrides, as for deploy."""
     if board.is_virtual:
         raise UsageError("board %s is the virtual board: nothing to flash (it runs on the unix port)" % board.id)
     image = resolve_image(board, firmware, cache=cache, opener=opener, out=out, download=not dry_run)
@@ -207,6 +211,9 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
         port = detect_port(list_ports)
     elif not dry_run and not str(port).upper().startswith("COM") and not os.path.exists(port):
         raise FlashError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
+    mod = _deploy_module() if deploy else None
+    if mod is not None and not firmware and not allow_mpy and not mod.mpy_set_fits(board):
+        raise FlashError(mod.refuse_mpy(board))          # before esptool erases anything
     steps = esptool_steps(port, image)
     if dry_run:
         for args in steps:
@@ -223,9 +230,8 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
     out("MicroPython %s (%s) written to %s" % (images.MICROPYTHON_VERSION, image.name, port))
     if not deploy:
         return steps
-    mod = _deploy_module()
     if mod is None or not hasattr(mod, "deploy"):
         out("next: alabama deploy --board %s --port %s   (copies the firmware package)" % (board.id, port))
     else:
-        mod.deploy(board, port, wait=15)  # native USB re-enumerates after esptool resets the chip
+        mod.deploy(board, port, wait=15, allow_mpy=allow_mpy)  # native USB re-enumerates after esptool's reset
     return steps

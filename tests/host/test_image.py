@@ -1,0 +1,344 @@
+"""The frozen image (issue 12, the deploy path that fits the no-PSRAM devkit): firmware/manifest.py resolved by
+MicroPython's own tools/manifestfile.py, the esp32 manifest `alabama image` generates, its build command lines
+and one-line failures (no ESP-IDF toolchain here: the build itself is not run), and `alabama deploy` on an image
+with the firmware frozen in, against the virtual board running the 32-bit interpreter that froze it with the
+same manifest (tools/mp32/build_frozen.sh)."""
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from alabama import cli
+from alabama.board import boards, deploy, image
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIRMWARE = ROOT / "firmware"
+ORIG = ROOT / "build" / "mp32" / "micropython_1.26.1+ds.orig.tar.xz"
+MIRROR = pathlib.Path("/work/.mirror/micropython+micropython/repo")
+MP32_FROZEN = ROOT / "build" / "mp32-frozen" / "micropython"
+
+
+# --- MicroPython's manifestfile.py -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def manifestfile(tmp_path_factory):
+    """tools/manifestfile.py of MicroPython v1.27.0 (the git mirror, where present) or of the 1.26.1 source
+    tarball tools/mp32 builds from (one line differs between the two: `git diff v1.26.1 v1.27.0 --stat`)."""
+    d = tmp_path_factory.mktemp("manifestfile")
+    path = d / "manifestfile.py"
+    if MIRROR.is_dir() and subprocess.run(["git", "--git-dir", str(MIRROR), "cat-file", "-e", "v1.27.0"],
+                                          capture_output=True).returncode == 0:
+        path.write_bytes(subprocess.run(["git", "--git-dir", str(MIRROR), "show", "v1.27.0:tools/manifestfile.py"],
+                                        capture_output=True, check=True).stdout)
+    elif ORIG.is_file():
+        with tarfile.open(ORIG) as t:
+            path.write_bytes(t.extractfile("micropython-1.26.1/tools/manifestfile.py").read())
+    elif os.environ.get("CI"):
+        pytest.fail("no MicroPython source for tools/manifestfile.py: run `make mp32`", pytrace=False)
+    else:
+        pytest.skip("no MicroPython source for tools/manifestfile.py: run `make mp32`")
+    spec = importlib.util.spec_from_file_location("manifestfile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def resolve(mf, manifest, port_dir=None):
+    """{target path: source file} of a manifest in freeze mode, as the port's build resolves it."""
+    m = mf.ManifestFile(mf.MODE_FREEZE, {"MPY_DIR": None, "PORT_DIR": port_dir and str(port_dir),
+                                         "BOARD_DIR": None, "MPY_LIB_DIR": None})
+    m.execute(str(manifest))
+    return {f.target_path: f.full_path for f in m.files()}
+
+
+def test_the_firmware_manifest_freezes_exactly_the_deployed_modules_but_main_and_boot(manifestfile):
+    got = resolve(manifestfile, image.MANIFEST)
+    want = [rel for rel in deploy.firmware_files() if rel not in deploy.SOURCE_KEPT]
+    assert sorted(got) == sorted(want) == sorted(image.frozen_files())
+    assert "otaboot.py" in got and "satellite/session.py" in got and "satellite/wire/frame.py" in got
+    assert "main.py" not in got and "boot.py" not in got and "manifest.py" not in got
+    for target, full in got.items():
+        assert pathlib.Path(full) == FIRMWARE / target
+
+
+def test_the_generated_esp32_manifest_includes_the_port_manifest_ours_and_the_digest(manifestfile, tmp_path):
+    """The port's own boards/manifest.py first (here a stand-in for ports/esp32's, whose require()s need
+    micropython-lib), then every firmware file, then alabama_image.py with the digest."""
+    port = tmp_path / "esp32"
+    (port / "boards").mkdir(parents=True)
+    (port / "boards" / "manifest.py").write_text('module("portmod.py")\n')
+    (port / "boards" / "portmod.py").write_text("X = 1\n")
+    out = tmp_path / "out"
+    text = image.port_manifest_text(out)
+    assert text.splitlines()[1] == 'include("$(PORT_DIR)/boards/manifest.py")'
+    image.write_stamp(out)
+    (out / "manifest.py").write_text(text)
+    got = resolve(manifestfile, out / "manifest.py", port_dir=port)
+    assert list(got)[0] == "portmod.py"
+    assert sorted(got) == sorted(["portmod.py", "alabama_image.py"] + image.frozen_files())
+    ns = {}
+    exec((out / "alabama_image.py").read_text(), ns)
+    assert ns["DIGEST"] == image.firmware_digest()
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="no MicroPython git mirror")
+def test_the_real_esp32_port_manifest_is_what_we_include():
+    """At v1.27.0 ports/esp32/boards/manifest.py exists (what the official image freezes: asyncio, the
+    networking bundle, ...) and the S3 board freezes no manifest of its own we would drop."""
+    show = lambda p: subprocess.run(["git", "--git-dir", str(MIRROR), "show", "v1.27.0:" + p],
+                                    capture_output=True, text=True, check=True).stdout
+    assert 'include("$(MPY_DIR)/extmod/asyncio")' in show("ports/esp32/boards/manifest.py")
+    assert "FROZEN_MANIFEST" not in show("ports/esp32/boards/ESP32_GENERIC_S3/mpconfigboard.cmake")
+    assert "-D MICROPY_FROZEN_MANIFEST=$(FROZEN_MANIFEST)" in show("ports/esp32/Makefile")
+
+
+def test_the_digest_changes_with_any_frozen_file_and_not_with_main(tmp_path):
+    fw = tmp_path / "fw"
+    shutil.copytree(FIRMWARE, fw, ignore=shutil.ignore_patterns("__pycache__"))
+    d0 = image.firmware_digest(fw)
+    assert d0 == image.firmware_digest()
+    (fw / "main.py").write_text("# edited\n")
+    assert image.firmware_digest(fw) == d0
+    with open(fw / "satellite" / "app.py", "a") as f:
+        f.write("\n")
+    assert image.firmware_digest(fw) != d0
+
+
+# --- the build: checks, command lines, failures (no ESP-IDF here) ------------------------------------
+
+def fake_source(tmp_path, version=(1, 27, 0)):
+    """The few files of a MicroPython tree the checks read (the build itself is a maker's `make`)."""
+    src = tmp_path / "micropython"
+    (src / "py").mkdir(parents=True)
+    (src / "py" / "mpconfig.h").write_text("#define MICROPY_VERSION_MAJOR %d\n#define MICROPY_VERSION_MINOR %d\n"
+                                          "#define MICROPY_VERSION_MICRO %d\n" % version)
+    b = src / "ports" / "esp32" / "boards" / "ESP32_GENERIC_S3"
+    b.mkdir(parents=True)
+    (b / "mpconfigboard.cmake").write_text("set(IDF_TARGET esp32s3)\n")
+    (b / "mpconfigvariant_SPIRAM_OCT.cmake").write_text("")
+    (src / "ports" / "esp32" / "boards" / "manifest.py").write_text("")
+    return src
+
+
+def fake_idf(tmp_path, version=(5, 5, 1)):
+    idf = tmp_path / "esp-idf"
+    (idf / "tools" / "cmake").mkdir(parents=True)
+    (idf / "tools" / "cmake" / "version.cmake").write_text(
+        "set(IDF_VERSION_MAJOR %d)\nset(IDF_VERSION_MINOR %d)\nset(IDF_VERSION_PATCH %d)\n" % version)
+    return {"IDF_PATH": str(idf), "PATH": "/nowhere"}, (lambda name, path=None: "/idf/tools/idf.py")
+
+
+@pytest.mark.parametrize("board_id,variant", [("devkitc1-inmp441", []), ("esp32-s3-box-3", ["BOARD_VARIANT=SPIRAM_OCT"])])
+def test_dry_run_prints_the_build_the_maker_runs(tmp_path, board_id, variant):
+    src = fake_source(tmp_path)
+    env, which = fake_idf(tmp_path)
+    out, lines = tmp_path / "out", []
+    cmds = image.build(boards.load(board_id), src=src, out=out, dry_run=True, env=env, which=which, say=lines.append)
+    port = ["make", "-C", str(src / "ports/esp32"), "BOARD=ESP32_GENERIC_S3"] + variant + ["BUILD=%s/idf" % out]
+    assert cmds == [["make", "-C", str(src / "mpy-cross")], port + ["submodules"],
+                    port + ["FROZEN_MANIFEST=%s/manifest.py" % out]]
+    assert lines[0] == "ESP-IDF 5.5.1 at %s" % env["IDF_PATH"]
+    assert lines[-1] == " ".join(cmds[-1])
+    assert (out / "manifest.py").read_text() == image.port_manifest_text(out)
+    assert "DIGEST = %r" % image.firmware_digest() in (out / "alabama_image.py").read_text()
+
+
+def test_a_build_copies_firmware_bin_and_a_failing_step_is_one_line(tmp_path):
+    src = fake_source(tmp_path)
+    env, which = fake_idf(tmp_path, (5, 3, 0))
+    out, ran = tmp_path / "out", []
+
+    def runner(argv):
+        ran.append(argv)
+        if argv[-1].startswith("FROZEN_MANIFEST="):
+            (out / "idf").mkdir(parents=True, exist_ok=True)
+            (out / "idf" / "firmware.bin").write_bytes(b"\xe9" + bytes(255))
+        return 0
+
+    board = boards.load("devkitc1-inmp441")
+    lines = []
+    got = image.build(board, src=src, out=out, env=env, which=which, runner=runner, say=lines.append)
+    assert got == out / "firmware.bin" and got.read_bytes()[:1] == b"\xe9" and len(ran) == 3
+    assert lines[-1].startswith("built ") and "FIRMWARE=" in lines[-1]
+    with pytest.raises(image.ImageError) as e:
+        image.build(board, src=src, out=out, env=env, which=which, runner=lambda argv: 2, say=lambda s: None)
+    assert str(e.value).startswith("`make -C %s` failed (exit 2): see its output above" % (src / "mpy-cross"))
+    (out / "idf" / "firmware.bin").unlink()
+    with pytest.raises(image.ImageError, match="^the build left no firmware image: firmware .* does not exist"):
+        image.build(board, src=src, out=out, env=env, which=which, runner=lambda argv: 0, say=lambda s: None)
+
+
+def test_missing_or_wrong_source_and_idf_are_one_line_each(tmp_path):
+    board = boards.load("devkitc1-inmp441")
+    src = fake_source(tmp_path)
+    env, which = fake_idf(tmp_path)
+    cases = [
+        (dict(src=None, env={}), "no MicroPython source given: `git clone -b v1.27.0 --depth 1 "
+                                 "https://github.com/micropython/micropython DIR`, then `make image BOARD=... MICROPY_DIR=DIR`"),
+        (dict(src=tmp_path / "nope", env=env), "is not a MicroPython source tree (no py/mpconfig.h)"),
+        (dict(src=fake_source(tmp_path / "old", (1, 26, 1)), env=env), "is MicroPython 1.26.1, the images are pinned to 1.27.0"),
+        (dict(src=src, env={"PATH": "/usr/bin"}), "no ESP-IDF: IDF_PATH is not set: install ESP-IDF v5.5.1"),
+        (dict(src=src, env=dict(env, IDF_PATH=str(tmp_path / "gone"))), "does not exist: install ESP-IDF v5.5.1"),
+        (dict(src=src, env=env, which=lambda n, path=None: None), "idf.py is not on PATH: `source %s/export.sh`" % env["IDF_PATH"]),
+        (dict(src=src, env=fake_idf(tmp_path / "v6", (6, 0, 0))[0]), "ESP-IDF 6.0.0 is not one MicroPython v1.27.0 supports"),
+    ]
+    for kw, expect in cases:
+        kw.setdefault("which", which)
+        with pytest.raises(image.ImageError) as e:
+            image.build(board, out=tmp_path / "out", runner=lambda a: pytest.fail("ran"), say=lambda s: None, **kw)
+        assert expect in str(e.value) and "\n" not in str(e.value), (kw, str(e.value))
+    with pytest.raises(image.UsageError, match="virtual board: it has no image"):
+        image.build(boards.load("sim"))
+
+
+def test_cli_without_idf_prints_one_line(tmp_path, capsys, monkeypatch):
+    """What this machine shows: a real source tree, no ESP-IDF."""
+    monkeypatch.delenv("IDF_PATH", raising=False)
+    rc = cli.main(["image", "--board", "devkitc1-inmp441", "--micropy-dir", str(fake_source(tmp_path)),
+                   "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and err[0].startswith("alabama: error: no ESP-IDF: IDF_PATH is not set")
+    monkeypatch.delenv("MICROPY_DIR", raising=False)
+    rc = cli.main(["image", "--board", "devkitc1-inmp441"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and "no MicroPython source given" in err[0]
+
+
+def test_make_image_without_micropy_dir_is_one_line():
+    env = {k: v for k, v in os.environ.items() if k not in ("MICROPY_DIR", "IDF_PATH", "MAKEFLAGS", "MAKELEVEL")}
+    r = subprocess.run(["make", "-s", "-C", str(ROOT), "image", "BOARD=devkitc1-inmp441"], capture_output=True,
+                       text=True, env=env, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("alabama:")]
+    assert r.returncode != 0 and len(lines) == 1 and "no MicroPython source given" in lines[0], r.stderr
+
+
+# --- deploy on a frozen image ------------------------------------------------------------------------
+
+def _info(frozen="", digest=""):
+    return {"frozen": frozen, "frozen_digest": digest}
+
+
+def test_choose_mode_frozen_image_stale_image_and_the_heap_refusal():
+    devkit, sim = boards.load("devkitc1-inmp441"), boards.load("sim")
+    here = image.firmware_digest()
+    assert deploy.choose_mode(devkit, _info("satellite/__init__.py", here), "P") == "frozen"
+    assert deploy.choose_mode(devkit, _info("satellite/__init__.py", ""), "P") == "frozen"   # no digest module
+    with pytest.raises(deploy.DeployError) as e:
+        deploy.choose_mode(devkit, _info("satellite/__init__.py", "ab" * 32), "P")
+    assert str(e.value) == (
+        "the image on P froze other firmware (abababababab...) than firmware holds (%s...): rebuild and reflash it "
+        "(`make image BOARD=devkitc1-inmp441`, then `make flash BOARD=devkitc1-inmp441 "
+        "FIRMWARE=build/image/devkitc1-inmp441/firmware.bin`), or pass --stale-image to update only main.py, "
+        "boot.py and board.json" % here[:12])
+    assert deploy.choose_mode(devkit, _info("satellite/__init__.py", "ab" * 32), "P", stale_image=True) == "frozen"
+    with pytest.raises(deploy.DeployError, match=r"^board devkitc1-inmp441's heap \(130k\) cannot hold the firmware "
+                                                 r"as \.mpy files .*`make image BOARD=devkitc1-inmp441`.*--allow-mpy"):
+        deploy.choose_mode(devkit, _info(), "P")
+    assert deploy.choose_mode(devkit, _info(), "P", allow_mpy=True) == "mpy"
+    assert deploy.choose_mode(sim, _info(), "P") == "mpy"
+    assert deploy.choose_mode(boards.load("esp32-s3-box-3"), _info(), "P") == "mpy"
+
+
+def test_plan_on_a_frozen_image_removes_the_shadowed_lib_files():
+    local = {"main.py": "a", "boot.py": "b", "board.json": "c", deploy.MANIFEST: "m"}
+    remote = {"main.py": "a", "boot.py": "b", "board.json": "c", deploy.MANIFEST: "m0",
+              "lib/satellite/session.mpy": "s", "lib/otaboot.mpy": "o", "data/device.key": "k"}
+    assert deploy.plan(local, remote) == ([deploy.MANIFEST], ["lib/otaboot.mpy", "lib/satellite/session.mpy"])
+
+
+def _frozen_interpreter():
+    if not os.access(str(MP32_FROZEN), os.X_OK):
+        pytest.skip("no frozen-firmware interpreter: run tools/mp32/build_frozen.sh")
+    r = subprocess.run([str(MP32_FROZEN), "-c", "import alabama_image; print(alabama_image.DIGEST)"],
+                       capture_output=True, text=True, env=dict(os.environ, MICROPYPATH=".frozen"))
+    if r.stdout.strip() != image.firmware_digest():
+        pytest.skip("build/mp32-frozen froze other firmware than firmware/: run tools/mp32/build_frozen.sh again")
+    return str(MP32_FROZEN)
+
+
+def _vb(flash, micropython, **kw):
+    from alabama.board.sim import VirtualBoard
+    vb = VirtualBoard(flash, compiled=False, micropython=micropython,
+                      env={"MICROPYPATH": ".frozen:lib:" + str(FIRMWARE)}, **kw)
+    return vb.start()
+
+
+def _mpremote(port, code):
+    import sys
+    r = subprocess.run([sys.executable, "-m", "mpremote", "connect", port, "exec", code], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.strip()
+
+
+@pytest.mark.slow
+def test_deploy_to_a_frozen_image_installs_only_what_is_not_frozen(tmp_path):
+    """On the 32-bit interpreter with the firmware frozen by firmware/manifest.py (as the board image): deploy
+    finds it, copies main.py, boot.py, board.json and its manifest, removes the .mpy files it would shadow,
+    and leaves /data alone; a second deploy copies nothing; a tree that differs from what the image froze is
+    refused in one line (--stale-image goes on)."""
+    mp = _frozen_interpreter()
+    flash = tmp_path / "flash"
+    (flash / "data").mkdir(parents=True)
+    (flash / "data" / "device.key").write_bytes(b"\x05" * 32)
+    (flash / "lib" / "satellite").mkdir(parents=True)
+    (flash / "lib" / "satellite" / "session.mpy").write_bytes(b"M\x06old")
+    (flash / "lib" / "otaboot.mpy").write_bytes(b"M\x06old")
+    vb = _vb(flash, mp)
+    try:
+        sim, lines = boards.load("sim"), []
+        copied = deploy.deploy(sim, vb.pty_path, build_dir=tmp_path / "b", reset=False, out=lines.append)
+        assert copied == ["board.json", "boot.py", "main.py", deploy.MANIFEST]
+        assert any(ln.startswith("the image on %s has the firmware frozen in (digest %s...)"
+                                 % (vb.pty_path, image.firmware_digest()[:12])) for ln in lines), lines
+        assert "remove lib/satellite/session.mpy (no longer in the firmware)" in lines
+        assert not list((flash / "lib").rglob("*.mpy"))           # the frozen modules come first on sys.path
+        assert (flash / "main.py").read_bytes() == (FIRMWARE / "main.py").read_bytes()
+        assert (flash / "data" / "device.key").read_bytes() == b"\x05" * 32
+        import json
+        assert json.loads((flash / deploy.MANIFEST).read_text())["frozen"] == image.firmware_digest()
+        assert _mpremote(vb.pty_path, "import satellite.session as s; print(s.__file__)") == "satellite/session.py"
+        assert deploy.deploy(sim, vb.pty_path, build_dir=tmp_path / "b", reset=False, out=lambda s: None) == []
+        fw = tmp_path / "fw"
+        shutil.copytree(FIRMWARE, fw, ignore=shutil.ignore_patterns("__pycache__"))
+        with open(fw / "satellite" / "app.py", "a") as f:
+            f.write("\n# edited after the image was built\n")
+        (fw / "main.py").write_text((FIRMWARE / "main.py").read_text() + "# new main\n")
+        with pytest.raises(deploy.DeployError, match="froze other firmware .*--stale-image"):
+            deploy.deploy(sim, vb.pty_path, root=fw, build_dir=tmp_path / "b", reset=False, out=lambda s: None)
+        assert (flash / "main.py").read_bytes() == (FIRMWARE / "main.py").read_bytes()
+        assert deploy.deploy(sim, vb.pty_path, root=fw, build_dir=tmp_path / "b", reset=False, stale_image=True,
+                             out=lambda s: None) == ["main.py", deploy.MANIFEST]
+    finally:
+        vb.stop()
+
+
+@pytest.mark.mp32
+def test_deploy_of_the_mpy_set_where_the_heap_cannot_hold_it_is_refused(tmp_path, capsys):
+    """A board file with the devkit's 130k heap, on the 32-bit interpreter without the firmware frozen: one
+    line saying to build the image, nothing written (the devkit's own board file is refused earlier by the
+    arch check here: the virtual board is not an ESP32-S3)."""
+    from mpharness import MP32
+    if not os.access(str(MP32), os.X_OK):
+        pytest.skip("no 32-bit micropython: run `make mp32`")
+    bf = tmp_path / "small.json"
+    data = dict(boards.load("sim").data, id="small", heap="130k")
+    import json
+    bf.write_text(json.dumps(data))
+    flash = tmp_path / "flash"
+    flash.mkdir()
+    vb = _vb(flash, str(MP32), heap="512k")
+    try:
+        rc = cli.main(["deploy", "--board", str(bf), "--port", vb.pty_path, "--build-dir", str(tmp_path / "b"),
+                       "--no-reset"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 1 and len(err) == 1, err
+        assert err[0].startswith("alabama: error: board small's heap (130k) cannot hold the firmware as .mpy files")
+        assert "`make image BOARD=small`" in err[0] and err[0].endswith("--allow-mpy to deploy the .mpy files anyway")
+        assert not (flash / "lib").exists() and not (flash / "main.py").exists()
+    finally:
+        vb.stop()
