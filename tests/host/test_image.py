@@ -209,9 +209,13 @@ def test_cli_without_idf_prints_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_make_image_without_micropy_dir_is_one_line():
+    """The Makefile target, with this interpreter as `alabama` (-o install: no venv is made or updated)."""
+    import sys
     env = {k: v for k, v in os.environ.items() if k not in ("MICROPY_DIR", "IDF_PATH", "MAKEFLAGS", "MAKELEVEL")}
-    r = subprocess.run(["make", "-s", "-C", str(ROOT), "image", "BOARD=devkitc1-inmp441"], capture_output=True,
-                       text=True, env=env, timeout=300)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "host")] + [p for p in [env.get("PYTHONPATH")] if p])
+    alabama = "%s -c 'import sys; from alabama.cli import main; sys.exit(main())'" % sys.executable
+    r = subprocess.run(["make", "-s", "-C", str(ROOT), "-o", "install", "image", "BOARD=devkitc1-inmp441",
+                        "ALABAMA=" + alabama], capture_output=True, text=True, env=env, timeout=300)
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("alabama:")]
     assert r.returncode != 0 and len(lines) == 1 and "no MicroPython source given" in lines[0], r.stderr
 
