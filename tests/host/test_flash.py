@@ -217,7 +217,7 @@ def test_official_image_is_refused_up_front_where_the_mpy_set_cannot_fit(cache, 
     with pytest.raises(flash.FlashError) as e:
         flash.flash(board, port="/dev/null", runner=lambda a: pytest.fail("ran esptool"), out=lambda s: None)
     assert str(e.value) == (
-        "board devkitc1-inmp441's heap (130k) cannot hold the firmware as .mpy files (~189 KB at rest, "
+        "board devkitc1-inmp441's heap (130k) cannot hold the firmware as .mpy files (~181 KB at rest, "
         "docs/memory.md): build and flash the image with it frozen in (`make image BOARD=devkitc1-inmp441`, then "
         "`make flash BOARD=devkitc1-inmp441 FIRMWARE=build/image/devkitc1-inmp441/firmware.bin`), or pass "
         "--allow-mpy to deploy the .mpy files anyway")

@@ -213,6 +213,22 @@ def test_the_fit_check_fails_on_a_heap_the_firmware_cannot_fit(lib_dir):
     assert "error" in r and r["error"].startswith("MemoryError")
 
 
+@pytest.mark.mp32
+def test_deploys_mpy_heap_figure_is_the_measured_one(lib_dir):
+    """alabama deploy refuses the .mpy set on a board file whose heap cannot hold deploy.MPY_SET_AT_REST: that
+    constant must stay what the devkit's boot at rest really takes (within 10 %), measured here on a heap
+    large enough to boot, so the refusal follows the firmware as it grows or shrinks."""
+    from alabama.board import boards, deploy
+    board = boards.load("devkitc1-inmp441")
+    board.heap = "1m"                                 # as docs/memory.md's "used at rest" figures
+    r = fit(board, lib_dir)
+    assert "error" not in r, r
+    used = r["start"] - r["rest_free"]               # the boot's own cost, not the GC's tables
+    assert abs(used - deploy.MPY_SET_AT_REST) <= 0.10 * used, (
+        "the devkit's .mpy firmware takes %d B at rest; deploy.MPY_SET_AT_REST says %d: update it"
+        % (used, deploy.MPY_SET_AT_REST))
+
+
 #: Loaded only when their path runs, never by a boot at rest (docs/memory.md, tools/bench/bench_memory.py).
 COLD_AT_REST = ("satellite.deferred", "satellite.ota", "satellite.health", "otaboot", "satellite.provision.listen",
                 "satellite.provision.ggwave_rx", "satellite.provision.gesture", "satellite.wire.pbtable")
