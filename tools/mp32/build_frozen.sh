@@ -22,7 +22,11 @@ die() { echo "mp32-frozen: error: $*" >&2; exit 1; }
 FW="${1:-firmware}"
 # what the frozen leg of tests/host/test_memory_fit.py compares with the firmware it would measure
 stamp="$(cd "$FW" && find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
-if [ -x "$OUT/micropython" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ]; then
+# STAMP is the firmware's digest alone (test_memory_fit compares it); BUILD_STAMP also covers how the
+# interpreter is built (the variant, this script), so a change there rebuilds it too.
+build_stamp="$(cat tools/mp32/variant/* tools/mp32/build_frozen.sh | sha256sum | cut -c1-16)"
+if [ -x "$OUT/micropython" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ] \
+   && [ "$(cat "$OUT/BUILD_STAMP" 2>/dev/null)" = "$build_stamp" ]; then
   exit 0                                       # already built from this firmware
 fi
 rm -rf "$OUT" && mkdir -p "$OUT/variant" "$OUT/fw"
@@ -54,4 +58,5 @@ rm -rf "$OUT/$SRC_DIR" "$OUT/obj"
 "$OUT/micropython" -c "import sys, satellite.runtime; assert sys.maxsize == 2**31 - 1" \
   || die "the build does not import the frozen firmware"
 echo "$stamp" > "$OUT/STAMP"
+echo "$build_stamp" > "$OUT/BUILD_STAMP"
 echo "mp32-frozen: built $OUT/micropython (32-bit, satellite frozen)" >&2
