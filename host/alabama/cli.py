@@ -4,8 +4,10 @@ A module in COMMANDS exposes ``register(subparsers)``; it adds its parser(s) and
 ``func(args) -> int`` as the default. Errors derived from AlabamaError print one line and exit.
 """
 import argparse
+import faulthandler
 import importlib
 import logging
+import signal
 import sys
 
 from . import __version__
@@ -34,6 +36,12 @@ def build_parser():
 
 
 def main(argv=None):
+    # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck command waits on
+    if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        except (OSError, ValueError, AttributeError):     # stderr without a file descriptor (captured in tests)
+            pass
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2),

@@ -101,7 +101,16 @@ def test_ctrl_c_tears_everything_down_and_still_reports(tmp_path):
         assert _processes_under(rep), "the virtual board never started"
         time.sleep(3)                      # mid-scenario: exchanges under way
         p.send_signal(signal.SIGINT)
-        out, _ = p.communicate(timeout=60)
+        try:
+            out, _ = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # stuck: have it print every thread's stack (alabama.cli registers SIGUSR1) and fail with that
+            p.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            p.kill()
+            out, _ = p.communicate(timeout=10)
+            raise AssertionError("still running 60 s after Ctrl-C; its threads:\n"
+                                 + out.decode(errors="replace")[-6000:])
     finally:
         if p.poll() is None:
             p.kill()
