@@ -309,10 +309,16 @@ class VirtualBoard:
                 p.wait(3)
         if self._thread is not None:
             self._thread.join(3)
-        with self._ctl_lock:
+        # never wait on the control lock for good while stopping: a Ctrl-C landing between a `with` block's
+        # acquire and its try can leave a Lock held (CPython bpo-29988), and stop() runs right after one
+        got = self._ctl_lock.acquire(timeout=3)
+        try:
             if self._ctl is not None:
                 self._ctl.close()
                 self._ctl = None
+        finally:
+            if got:
+                self._ctl_lock.release()
         for fd in (self._a_master, self._a_slave, self._b_master, self._b_slave):
             if fd is not None:
                 try:
