@@ -97,7 +97,10 @@ def test_ctrl_c_tears_everything_down_and_still_reports(tmp_path):
     cmd = [sys.executable, "-m", "alabama.cli", "hil", "--board", "sim", "-k", "long_run", "--long-runs", "50",
            "--report", str(rep)]
     p = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
+                         stdin=subprocess.DEVNULL,
+                         # a shell's background job inherits SIGINT ignored, and Python then never raises
+                         # KeyboardInterrupt: give the child Ctrl-C as a terminal would
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not _processes_under(rep):
