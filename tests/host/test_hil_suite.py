@@ -86,10 +86,6 @@ def _processes_under(path):
 
 
 @pytest.mark.skipif(not pathlib.Path("/proc/self/cwd").exists(), reason="needs /proc to find leftover processes")
-@pytest.mark.xfail(strict=False, reason=(
-    "2026-12-03: hangs after its Ctrl-C when run inside the full suite in CI (twice, at 0926e9a and f03006d), "
-    "passes alone and with its file (10 of 10, CI=true too); new since pytest-timeout and the mp32 Ctrl-C "
-    "change: under investigation, see the session 4 closing note"))
 def test_ctrl_c_tears_everything_down_and_still_reports(tmp_path):
     import signal
     import time
