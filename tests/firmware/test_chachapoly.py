@@ -1,5 +1,5 @@
 # dual: cpython micropython
-# ChaCha20-Poly1305 for the Noise transport: RFC 8439 vectors, viper == pure, tamper, limits, zero allocation.
+# ChaCha20-Poly1305 for the Noise transport: RFC 8439 vectors, c == viper == pure, tamper, limits, zero allocation.
 from mpsupport import IS_MICROPYTHON, load_json, unhex, raises, mem_alloc_delta
 from satellite.noise import chachapoly
 from satellite.noise.chachapoly import ChaChaPoly, AuthError, LimitError, BadKeyError
@@ -38,8 +38,12 @@ def noise_nonce(n):
 def test_impls_available():
     assert chachapoly.IMPLS[-1] == "pure"
     if IS_MICROPYTHON:
-        assert chachapoly.IMPLS == ("viper", "pure")
-        assert ChaChaPoly().impl == "viper"
+        import sys
+        # the C module (firmware/native/aead.c) is built into the 32-bit test interpreters as into the
+        # board image (tools/mp32, alabama image); the PyPI unix port (64-bit) has none
+        want = ("c", "viper", "pure") if sys.maxsize < (1 << 32) else ("viper", "pure")
+        assert chachapoly.IMPLS == want
+        assert ChaChaPoly().impl == want[0]
         # the width check: the mask-free 32-bit twin exactly where viper ints are 32 bits (the board,
         # the 32-bit build), the masked one on the 64-bit port; each is checked against pure below
         import sys
@@ -126,29 +130,31 @@ def test_noise_nonce_encoding_full_64_bits():
         assert raises(LimitError, cp.encrypt_into, 1 << 64, b"", pt, 70, buf).code == "CRYPTO_LIMIT"
 
 
-def test_viper_matches_pure_on_random_inputs_with_bit31_set():
-    if "viper" not in chachapoly.IMPLS:
+def test_native_paths_match_pure_on_random_inputs_with_bit31_set():
+    native = [i for i in chachapoly.IMPLS if i != "pure"]  # c and viper where they exist
+    if not native:
         return  # CPython: the host cross-check compares pure against `cryptography`
-    rng = Rng(0x9E3779B9)
-    counters = (0, 1, 0x7FFFFFFF, 0x80000000, 0xC0000001, 0xFFFFFFF0)
-    for i, n in enumerate(LENGTHS):
-        high = i % 2 == 0
-        key = rng.bytes(32, high)
-        nonce = rng.bytes(12, True)
-        data = rng.bytes(n, high)
-        ad = rng.bytes((0, 1, 12, 32)[i % 4], high)
-        ctr = counters[i % len(counters)]
-        assert chachapoly.chacha20_xor(key, ctr, nonce, data, "viper") == \
-            chachapoly.chacha20_xor(key, ctr, nonce, data, "pure"), n
-        assert chachapoly.chacha20_block(key, ctr, nonce, "viper") == \
-            chachapoly.chacha20_block(key, ctr, nonce, "pure")
-        pkey = rng.bytes(32, True)
-        assert chachapoly.poly1305(pkey, data, "viper") == chachapoly.poly1305(pkey, data, "pure"), n
-        assert chachapoly.poly1305(b"\xff" * 32, b"\xff" * n, "viper") == \
-            chachapoly.poly1305(b"\xff" * 32, b"\xff" * n, "pure"), n
-        ct = chachapoly.aead_encrypt(key, nonce, ad, data, "viper")
-        assert ct == chachapoly.aead_encrypt(key, nonce, ad, data, "pure"), n
-        assert chachapoly.aead_decrypt(key, nonce, ad, ct, "viper") == data
+    for impl in native:
+        rng = Rng(0x9E3779B9)
+        counters = (0, 1, 0x7FFFFFFF, 0x80000000, 0xC0000001, 0xFFFFFFF0)
+        for i, n in enumerate(LENGTHS):
+            high = i % 2 == 0
+            key = rng.bytes(32, high)
+            nonce = rng.bytes(12, True)
+            data = rng.bytes(n, high)
+            ad = rng.bytes((0, 1, 12, 32)[i % 4], high)
+            ctr = counters[i % len(counters)]
+            assert chachapoly.chacha20_xor(key, ctr, nonce, data, impl) == \
+                chachapoly.chacha20_xor(key, ctr, nonce, data, "pure"), (impl, n)
+            assert chachapoly.chacha20_block(key, ctr, nonce, impl) == \
+                chachapoly.chacha20_block(key, ctr, nonce, "pure")
+            pkey = rng.bytes(32, True)
+            assert chachapoly.poly1305(pkey, data, impl) == chachapoly.poly1305(pkey, data, "pure"), (impl, n)
+            assert chachapoly.poly1305(b"\xff" * 32, b"\xff" * n, impl) == \
+                chachapoly.poly1305(b"\xff" * 32, b"\xff" * n, "pure"), (impl, n)
+            ct = chachapoly.aead_encrypt(key, nonce, ad, data, impl)
+            assert ct == chachapoly.aead_encrypt(key, nonce, ad, data, "pure"), (impl, n)
+            assert chachapoly.aead_decrypt(key, nonce, ad, ct, impl) == data
 
 
 def test_viper_unaligned_and_in_place_buffers():
@@ -294,3 +300,110 @@ def test_viper_encrypt_decrypt_640_allocate_nothing():
         assert (seal, open_) == (0, 0)
     else:
         assert (seal, open_) == (None, None)
+
+
+def test_every_native_path_encrypts_and_decrypts_640_allocating_nothing():
+    native = [i for i in chachapoly.IMPLS if i != "pure"]
+    for impl in native:
+        assert _steady_state(impl) == (0, 0), impl
+    assert bool(native) == IS_MICROPYTHON
+
+
+def test_c_viper_and_pure_agree_on_random_lengths_in_place_and_not_with_ad():
+    impls = chachapoly.IMPLS
+    if len(impls) < 2:
+        return  # CPython: pure alone (the host cross-check compares it against `cryptography`)
+    rng = Rng(0xC0FFEE)
+    lengths = [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 650, 970, 1999, 2000]
+    for _ in range(10):
+        lengths.append((rng.byte() << 3 | rng.byte() & 7) % 2001)
+    ciphers = {}
+    for impl in impls:
+        ciphers[impl] = ChaChaPoly(impl)
+    for i, n in enumerate(lengths):
+        key = rng.bytes(32, i % 2 == 0)
+        for cp in ciphers.values():
+            cp.set_key(key)
+        nonce = (rng.byte() << 16) | rng.byte()
+        ad = rng.bytes((0, 1, 13, 32, 100)[i % 5], True)
+        data = rng.bytes(n, True)
+        sealed = {}
+        for impl, cp in ciphers.items():
+            out = bytearray(n + 16)
+            assert cp.encrypt_into(nonce, ad, data, n, out) == n + 16
+            buf = bytearray(data) + bytearray(16)                        # in place
+            assert cp.encrypt_into(nonce, ad, buf, n, buf) == n + 16
+            assert buf == out, (impl, n)
+            sealed[impl] = bytes(out)
+            back = bytearray(n)
+            assert cp.decrypt_into(nonce, ad, out, n + 16, back) == n
+            assert cp.decrypt_into(nonce, ad, buf, n + 16, buf) == n      # in place
+            assert bytes(back) == data and bytes(buf[:n]) == data, (impl, n)
+        assert len(set(sealed.values())) == 1, (n, list(sealed))
+        pkey = rng.bytes(32, True)
+        tags = set(chachapoly.poly1305(pkey, data, impl) for impl in impls)
+        ctr = (0, 1, 0x7FFFFFFF, 0xFFFFFF00)[i % 4]
+        nonce12 = rng.bytes(12, True)
+        streams = set(chachapoly.chacha20_xor(key, ctr, nonce12, data, impl) for impl in impls)
+        assert len(tags) == 1 and len(streams) == 1, n
+
+
+def _c():
+    return chachapoly._aead_c
+
+
+def test_c_module_refuses_lengths_beyond_its_buffers():
+    c = _c()
+    if c is None:
+        return  # no C module in this interpreter (CPython, the 64-bit unix port)
+    import array
+    ctx = array.array("I", [0] * 48)
+    run = c.run
+    assert (c.XOR, c.SEAL, c.OPEN, c.POLY, c.NONCE_IN_Q, c.CTX_WORDS) == (0, 1, 2, 3, 4, 48)
+    src, dst = bytes(100), bytearray(116)
+    assert run(0, 7, ctx, b"ad", 2, src, dst, 100, c.SEAL | c.NONCE_IN_Q) == 0
+    assert ctx[14] == 7
+    sealed = bytes(dst)
+    for args in (
+        (ctx, b"", 0, src, bytearray(100), 101, c.XOR),         # n beyond src
+        (ctx, b"", 0, src, bytearray(99), 100, c.XOR),          # n beyond dst
+        (ctx, b"", 0, src, bytearray(115), 100, c.SEAL),        # no room for the tag
+        (ctx, b"", 0, src, bytearray(100), 85, c.OPEN),         # tag beyond src
+        (ctx, b"", 0, sealed, bytearray(99), 100, c.OPEN),      # n beyond dst
+        (ctx, b"", 0, src, bytearray(15), 16, c.POLY),          # tag beyond dst
+        (ctx, b"ad", 3, src, dst, 100, c.SEAL),                 # adl beyond ad
+        (ctx, b"", -1, src, dst, 100, c.SEAL),                  # negative adl
+        (ctx, b"", 0, src, dst, -1, c.XOR),                     # negative n
+        (ctx, b"", 0, src, dst, 10, 8),                         # unknown mode
+        (ctx, b"", 0, src, dst, 10, -1),
+        (array.array("I", [0] * 47), b"", 0, src, dst, 10, c.XOR),   # short ctx
+        (memoryview(bytearray(200))[1:], b"", 0, src, dst, 10, c.XOR),  # unaligned ctx
+    ):
+        before = bytes(args[4])
+        raises(ValueError, run, 0, 0, *args)
+        assert bytes(args[4]) == before  # nothing written
+    raises(ValueError, run, 0, -1, ctx, b"", 0, src, dst, 10, c.XOR | c.NONCE_IN_Q)
+    # a dst that overlaps src without being it
+    buf = bytearray(200)
+    raises(ValueError, run, 0, 0, ctx, b"", 0, memoryview(buf)[0:100], memoryview(buf)[1:117], 100, c.SEAL)
+    raises(ValueError, run, 0, 0, ctx, b"", 0, memoryview(buf)[8:108], memoryview(buf)[0:100], 100, c.XOR)
+    assert run(0, 0, ctx, b"", 0, memoryview(buf)[0:100], memoryview(buf)[100:200], 100, c.XOR) == 0
+    raises(TypeError, run, 0, 0, ctx, b"", 0, src, bytes(116), 100, c.SEAL)  # read-only dst
+    raises(TypeError, run, 0, 0, ctx, b"", 0, src)                            # too few arguments
+
+
+def test_c_module_open_reports_a_bad_tag_and_leaves_dst_untouched():
+    c = _c()
+    if c is None:
+        return
+    import array
+    ctx = array.array("I", [0] * 48)
+    msg = bytearray(36)
+    assert c.run(0, 3, ctx, b"", 0, b"twenty bytes of text", msg, 20, c.SEAL | c.NONCE_IN_Q) == 0
+    out = bytearray(b"\xaa" * 20)
+    msg[35] ^= 0x80
+    assert c.run(0, 3, ctx, b"", 0, msg, out, 20, c.OPEN | c.NONCE_IN_Q) == 1
+    assert out == bytearray(b"\xaa" * 20)
+    msg[35] ^= 0x80
+    assert c.run(0, 3, ctx, b"", 0, msg, out, 20, c.OPEN | c.NONCE_IN_Q) == 0
+    assert bytes(out) == b"twenty bytes of text"

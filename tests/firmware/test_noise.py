@@ -12,7 +12,7 @@ from satellite.noise import transport
 from satellite.noise.transport import NoiseConnection
 
 VECTOR_FILES = ("noise_vectors.json", "noise_vectors_snow.json")
-IMPLS = chachapoly.IMPLS  # ("viper", "pure") under micropython, ("pure",) on CPython
+IMPLS = chachapoly.IMPLS  # ("c", "viper", "pure") on the 32-bit builds, ("viper", "pure") on the 64-bit port
 
 
 class Rng:

@@ -23,8 +23,10 @@ FW="${1:-firmware}"
 # what the frozen leg of tests/host/test_memory_fit.py compares with the firmware it would measure
 stamp="$(cd "$FW" && find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
 # STAMP is the firmware's digest alone (test_memory_fit compares it); BUILD_STAMP also covers how the
-# interpreter is built (the variant, this script), so a change there rebuilds it too.
-build_stamp="$(cat tools/mp32/variant/* tools/mp32/build_frozen.sh | sha256sum | cut -c1-16)"
+# interpreter is built (the variant, this script, the user C modules of firmware/native: _aead_c, built
+# in as in the board image), so a change there rebuilds it too.
+USER_C="$PWD/firmware"
+build_stamp="$(cat tools/mp32/variant/* tools/mp32/build_frozen.sh "$USER_C"/native/* | sha256sum | cut -c1-16)"
 if [ -x "$OUT/micropython" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ] \
    && [ "$(cat "$OUT/BUILD_STAMP" 2>/dev/null)" = "$build_stamp" ]; then
   exit 0                                       # already built from this firmware
@@ -51,11 +53,12 @@ make -s -C "$OUT/$SRC_DIR/mpy-cross" -j"$J" >"$OUT/build.log" 2>&1 || { tail -20
 make -C "$OUT/$SRC_DIR/ports/unix" -j"$J" VARIANT_DIR="$PWD/$OUT/variant" BUILD="$PWD/$OUT/obj" PROG=micropython \
      MPY_LIB_DIR="$PWD/$OUT/nolib" MICROPY_FORCE_32BIT=1 MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 \
      MICROPY_SSL_AXTLS=0 MICROPY_SSL_MBEDTLS=0 MICROPY_PY_SSL=0 STRIP=true MPY_CROSS_FLAGS=-march=x86 \
+     USER_C_MODULES="$USER_C" \
      CFLAGS_EXTRA="-DMICROPY_FLOAT_USE_NATIVE_FLT16=0" >>"$OUT/build.log" 2>&1 \
   || { tail -20 "$OUT/build.log" >&2; die "the unix port did not build (log: $OUT/build.log)"; }
 cp "$OUT/obj/micropython" "$OUT/micropython"
 rm -rf "$OUT/$SRC_DIR" "$OUT/obj"
-"$OUT/micropython" -c "import sys, satellite.runtime; assert sys.maxsize == 2**31 - 1" \
+"$OUT/micropython" -c "import sys, _aead_c, satellite.runtime; assert sys.maxsize == 2**31 - 1" \
   || die "the build does not import the frozen firmware"
 echo "$stamp" > "$OUT/STAMP"
 echo "$build_stamp" > "$OUT/BUILD_STAMP"

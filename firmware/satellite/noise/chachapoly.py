@@ -1,7 +1,8 @@
 # ChaCha20-Poly1305 AEAD (RFC 8439) for the Noise transport; owns its scratch buffers, does no I/O.
-# Picks the viper fast path (_chacha_viper: the whole message in ONE native call) when the interpreter
-# has one, else the pure twins (_chacha_pure/_poly1305_pure). It must not allocate in
-# encrypt_into/decrypt_into (viper path, n < 2**30).
+# Picks the C module _aead_c (firmware/native/aead.c, built into the board image and the 32-bit test
+# interpreter) when the interpreter has it, else the viper fast path (_chacha_viper), else the pure twins
+# (_chacha_pure/_poly1305_pure). "c" and "viper" take the same run() call: the whole message in ONE
+# native call. It must not allocate in encrypt_into/decrypt_into (c and viper paths, n < 2**30).
 import array
 
 try:
@@ -24,6 +25,12 @@ except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
     # CPython, a MicroPython without the native emitter, or (MemoryError) no room for its native code on a board
     _chacha_viper = None
     IMPLS = ("pure",)
+# The C module: a built-in (no heap for its code); it checks every length itself as well.
+try:
+    import _aead_c
+    IMPLS = ("c",) + IMPLS
+except ImportError:
+    _aead_c = None
 
 _KEY_LEN = const(32)
 _TAG_LEN = const(16)
@@ -61,9 +68,11 @@ class BadKeyError(ValueError):
 
 
 def _modules(impl):
-    """(impl, viper run function or None, pure ChaCha module, pure Poly1305 module)."""
+    """(impl, c or viper run function or None, pure ChaCha module, pure Poly1305 module)."""
     if impl is None:
         impl = IMPLS[0]
+    if impl == "c" and _aead_c is not None:
+        return impl, _aead_c.run, None, None
     if impl == "viper" and _chacha_viper is not None:
         return impl, _chacha_viper.run, None, None
     if impl == "pure":

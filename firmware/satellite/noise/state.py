@@ -12,7 +12,7 @@
 #
 # A failed read or decrypt leaves the object unusable: every later call raises NoiseStateError code
 # "FAILED". Nonce 2**64-1 is reserved (Noise §5.1): reaching it raises code "NONCE_EXHAUSTED".
-# set_impl("viper" | "pure" | None) chooses the primitive implementations (tests run both).
+# set_impl("c" | "viper" | "pure" | None) chooses the primitive implementations (tests run both).
 try:
     from micropython import const
 except ImportError:
@@ -46,13 +46,16 @@ PATTERNS = {
     "XX": ((), (), (("e",), ("e", "ee", "s", "es"), ("s", "se"))),
 }
 
-_impl = None  # None: the primitives' default (viper where the emitter exists)
+_impl = None  # None: the primitives' default (c, else viper where the emitter exists)
+_ximpl = None  # the X25519 one: "c" exists for ChaChaPoly only (firmware/native), X25519 keeps its default
 
 
 def set_impl(name):
-    """Select the primitive implementation for objects created afterwards: "viper", "pure" or None."""
-    global _impl
+    """Select the primitive implementation for objects created afterwards: "c" (ChaChaPoly's C module,
+    X25519 at its default), "viper", "pure" or None."""
+    global _impl, _ximpl
     _impl = name
+    _ximpl = None if name == "c" else name
 
 
 def protocol_name(pattern):
@@ -80,14 +83,14 @@ class NoiseStateError(NoiseError):
 
 
 def public_key(private):
-    return _x25519.public_key(private, _impl)
+    return _x25519.public_key(private, _ximpl)
 
 
 _ZERO32 = bytes(32)
 
 
 def dh(private, public):
-    r = _x25519.x25519(private, public, _impl)
+    r = _x25519.x25519(private, public, _ximpl)
     if r == _ZERO32:  # a low-order point: refuse it, as the host (pyca) does
         raise HandshakeError("BAD_KEY", "the peer sent an invalid X25519 public key (low order)")
     return r
