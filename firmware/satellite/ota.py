@@ -311,6 +311,13 @@ class Updater:
                            "writing the stage failed: %s" % e)
             self._fail(err)
             raise err
+        except MemoryError:
+            # The heap ran out mid-update (a fragmented or small heap: the frozen devkit at 130k, after the
+            # whole set, could not read the running manifest back). Without this the task died with the
+            # Invoke left without a terminal (R10.8-a) and the stage on flash.
+            err = OtaError(RESOURCE_EXHAUSTED, "NO_MEMORY", "the heap ran out during the update")
+            self._fail(err)
+            raise err
         finally:
             self.busy = False
 

@@ -329,5 +329,31 @@ def test_updater_refusals_leave_the_running_set_and_no_stage():
     assert e.reason == "BUSY" and log == []
 
 
+def test_r10_8_a_updater_out_of_memory_is_a_typed_refusal_with_no_stage_left():
+    """A MemoryError mid-update (here: reading the second file, after the manifest and one file are staged)
+    becomes OtaError RESOURCE_EXHAUSTED/NO_MEMORY, so the Invoke still gets its Error terminal (R10.8-a); the
+    stage is removed and the running set kept."""
+    old = start_installed()
+    new = files_of(b"new")
+    man = manifest(new, "2.0")
+    site, log, staged = site_for(new, man), [], []
+
+    class OutOfMemory(FakeSock):
+        def readinto(self, buf):
+            if len(log) == 3:
+                staged.append(B.exists(B.STAGE + "/" + sorted(new)[0]))
+                raise MemoryError("memory allocation failed, allocating 4096 bytes")
+            return FakeSock.readinto(self, buf)
+
+    async def connect(host, port):
+        return OutOfMemory(site, log)
+
+    up = O.Updater(connect, free=lambda: 10 ** 7, mpy=_mpy(), log=lambda line: None)
+    e = raises(O.OtaError, asyncio.run, up.update("http://10.0.0.2:8080/fw/manifest.json", sha(man)))
+    assert (e.code, e.reason) == (O.RESOURCE_EXHAUSTED, "NO_MEMORY") and staged == [True]
+    assert not B.exists(B.STAGE) and B.state().get("state", "ok") == "ok" and not up.busy
+    assert read("lib/satellite/runtime.mpy") == old["satellite/runtime.mpy"]
+
+
 def test_zz_back_home():
     os.chdir(_HOME)
