@@ -94,6 +94,26 @@ def test_the_real_esp32_port_manifest_is_what_we_include():
     assert 'include("$(MPY_DIR)/extmod/asyncio")' in show("ports/esp32/boards/manifest.py")
     assert "FROZEN_MANIFEST" not in show("ports/esp32/boards/ESP32_GENERIC_S3/mpconfigboard.cmake")
     assert "-D MICROPY_FROZEN_MANIFEST=$(FROZEN_MANIFEST)" in show("ports/esp32/Makefile")
+    # USER_C_MODULES (our firmware/native/micropython.cmake) reaches CMake in every idf.py call, and the
+    # port links the `usermod` INTERFACE library our cmake file adds _aead_c to
+    mk = show("ports/esp32/Makefile")
+    assert "CMAKE_ARGS += -DUSER_C_MODULES=${USER_C_MODULES}" in mk and "$(CMAKE_ARGS)" in mk
+    assert "target_link_libraries(${MICROPY_TARGET} usermod)" in show("ports/esp32/esp32_common.cmake")
+    assert "add_library(usermod INTERFACE)" in show("py/usermod.cmake")
+
+
+def test_the_c_module_build_files_keep_the_documented_shape():
+    """firmware/native: micropython.cmake is an INTERFACE library linked to usermod, micropython.mk adds
+    to SRC_USERMOD_C from $(USERMOD_DIR) (docs/develop/cmodules.rst), both naming aead.c, which
+    registers _aead_c."""
+    native = FIRMWARE / "native"
+    cm = (native / "micropython.cmake").read_text()
+    assert "add_library(usermod_aead_c INTERFACE)" in cm
+    assert "${CMAKE_CURRENT_LIST_DIR}/aead.c" in cm
+    assert "target_link_libraries(usermod INTERFACE usermod_aead_c)" in cm
+    mk = (native / "micropython.mk").read_text()
+    assert "AEAD_MOD_DIR := $(USERMOD_DIR)" in mk and "SRC_USERMOD_C += $(AEAD_MOD_DIR)/aead.c" in mk
+    assert "MP_REGISTER_MODULE(MP_QSTR__aead_c, " in (native / "aead.c").read_text()
 
 
 def test_the_digest_changes_with_any_frozen_file_and_not_with_main(tmp_path):
@@ -138,7 +158,8 @@ def test_dry_run_prints_the_build_the_maker_runs(tmp_path, board_id, variant):
     env, which = fake_idf(tmp_path)
     out, lines = tmp_path / "out", []
     cmds = image.build(boards.load(board_id), src=src, out=out, dry_run=True, env=env, which=which, say=lines.append)
-    port = ["make", "-C", str(src / "ports/esp32"), "BOARD=ESP32_GENERIC_S3"] + variant + ["BUILD=%s/idf" % out]
+    port = ["make", "-C", str(src / "ports/esp32"), "BOARD=ESP32_GENERIC_S3"] + variant + ["BUILD=%s/idf" % out,
+            "USER_C_MODULES=%s" % (FIRMWARE / "native" / "micropython.cmake")]
     assert cmds == [["make", "-C", str(src / "mpy-cross")], port + ["submodules"],
                     port + ["FROZEN_MANIFEST=%s/manifest.py" % out]]
     assert lines[0] == "ESP-IDF 5.5.1 at %s" % env["IDF_PATH"]
@@ -346,3 +367,12 @@ def test_deploy_of_the_mpy_set_where_the_heap_cannot_hold_it_is_refused(tmp_path
         assert not (flash / "lib").exists() and not (flash / "main.py").exists()
     finally:
         vb.stop()
+
+
+def test_an_image_without_the_c_modules_is_refused_in_one_line(tmp_path):
+    fw = tmp_path / "fw"
+    shutil.copytree(FIRMWARE, fw, ignore=shutil.ignore_patterns("__pycache__", "native"))
+    env, which = fake_idf(tmp_path)
+    with pytest.raises(image.ImageError, match="^no .*native/micropython.cmake: the image builds the C modules"):
+        image.build(boards.load("devkitc1-inmp441"), src=fake_source(tmp_path), out=tmp_path / "out", dry_run=True,
+                    env=env, which=which, say=lambda s: None, root=fw)

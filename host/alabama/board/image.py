@@ -12,6 +12,8 @@ Sources (MicroPython v1.27.0): ports/esp32/Makefile (FROZEN_MANIFEST -> -D MICRO
 BOARD_VARIANT; `submodules`), ports/esp32/CMakeLists.txt (a FROZEN_MANIFEST from the command line overrides
 the port's and the board's), ports/esp32/esp32_common.cmake (frozen code compiled -march=xtensawin on the
 S3), docs/reference/manifest.rst (include("$(PORT_DIR)/boards/manifest.py") to keep the port's modules),
+docs/develop/cmodules.rst (USER_C_MODULES: for CMake ports a .cmake file; an INTERFACE library linked to
+`usermod`), ports/esp32/Makefile (USER_C_MODULES -> -DUSER_C_MODULES in every idf.py call),
 ports/esp32/README.md (ESP-IDF v5.5.1 recommended; v5.2, v5.2.2, v5.3, v5.4, v5.4.1, v5.4.2 supported;
 `make -C mpy-cross`, then `make submodules` and `make` in ports/esp32; firmware.bin in the build directory).
 """
@@ -33,6 +35,9 @@ from .deploy import _rel
 FIRMWARE = REPO / "firmware"
 #: The checked-in list of what is frozen (package satellite + the top-level modules, not main/boot).
 MANIFEST = FIRMWARE / "manifest.py"
+#: The user C modules built into the image (firmware/native: _aead_c, the AEAD's fast path), the CMake
+#: file the esp32 port takes as USER_C_MODULES (docs/develop/cmodules.rst at v1.27.0).
+NATIVE_CMAKE = FIRMWARE / "native" / "micropython.cmake"
 OUT = REPO / "build" / "image"
 #: A top-level frozen module naming the digest of the firmware frozen with it; `alabama deploy` reads it on
 #: the board (it is never imported by the firmware).
@@ -177,13 +182,15 @@ def out_dir_for(board, out=None):
     return pathlib.Path(out) if out else OUT / board.id
 
 
-def commands(src, mp_board, variant, out_dir):
-    """The argv lists the build runs, in order (MicroPython's ports/esp32/README.md, with our manifest)."""
+def commands(src, mp_board, variant, out_dir, user_c=NATIVE_CMAKE):
+    """The argv lists the build runs, in order (MicroPython's ports/esp32/README.md, with our manifest and
+    our C modules: ports/esp32/Makefile passes USER_C_MODULES to CMake for `submodules` and the build)."""
     src, out_dir = pathlib.Path(src).resolve(), pathlib.Path(out_dir).resolve()
     port = ["make", "-C", str(src / "ports" / "esp32"), "BOARD=" + mp_board]
     if variant:
         port.append("BOARD_VARIANT=" + variant)
     port.append("BUILD=" + str(out_dir / "idf"))
+    port.append("USER_C_MODULES=" + str(pathlib.Path(user_c).resolve()))
     return [
         ["make", "-C", str(src / "mpy-cross")],
         port + ["submodules"],
@@ -202,7 +209,11 @@ def build(board, src=None, out=None, dry_run=False, env=None, which=shutil.which
     env = os.environ if env is None else env
     src = check_source(src or env.get("MICROPY_DIR"), mp_board, variant)
     odir = out_dir_for(board, out)
-    cmds = commands(src, mp_board, variant, odir)
+    user_c = pathlib.Path(root) / "native" / "micropython.cmake"
+    if not user_c.is_file():
+        raise ImageError("no %s: the image builds the C modules of firmware/native in; run from a checkout of "
+                         "the repository" % _rel(user_c))
+    cmds = commands(src, mp_board, variant, odir, user_c)
     if dry_run:
         try:
             idf, ver = check_idf(env, which)
