@@ -461,6 +461,9 @@ static mp_obj_t aead_run(size_t n_args, const mp_obj_t *args) {
     uint32_t *c = ctx.buf;
     if (mode & MODE_NONCE_IN_Q) {
         mp_int_t q = nonneg(args[1], "Q");
+        if ((uint64_t)q > 0xffffffffu) {  // a 64-bit port: the nonce word is 32 bits
+            mp_raise_ValueError(MP_ERROR_TEXT("_aead_c.run: Q is above 2**32-1"));
+        }
         c[13] = 0;
         c[14] = (uint32_t)q;
         c[15] = 0;

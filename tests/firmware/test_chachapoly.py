@@ -383,6 +383,7 @@ def test_c_module_refuses_lengths_beyond_its_buffers():
         raises(ValueError, run, 0, 0, *args)
         assert bytes(args[4]) == before  # nothing written
     raises(ValueError, run, 0, -1, ctx, b"", 0, src, dst, 10, c.XOR | c.NONCE_IN_Q)
+    raises((ValueError, OverflowError), run, 0, 1 << 40, ctx, b"", 0, src, dst, 10, c.XOR | c.NONCE_IN_Q)
     # a dst that overlaps src without being it
     buf = bytearray(200)
     raises(ValueError, run, 0, 0, ctx, b"", 0, memoryview(buf)[0:100], memoryview(buf)[1:117], 100, c.SEAL)
