@@ -102,8 +102,8 @@ soak: install
 # the firmware frozen into the 32-bit interpreter as a custom image would carry it (docs/memory.md): every test
 # file that runs a virtual board. Left out by name, because they cannot apply to a frozen image or to this heap:
 # - the mutant checks: a mutant is a .mpy in /lib, which frozen modules shadow as they would on a board;
-# - the OTA cases that need the new set to run (update, crash rollback, the CLI): OTA writes /lib/satellite,
-#   shadowed by the frozen package (docs/ota.md); the OTA refusals (wrong digest, cut, flash full) stay in;
+# - test_ota_e2e: a frozen image declares no firmware.update (an OTA set in /lib/satellite would be shadowed
+#   by the frozen package, docs/ota.md); test_image's frozen OTA test checks that refusal on this interpreter;
 # - the .mpy deploy cases of test_deploy: on a frozen image deploy installs only main.py, boot.py and board.json
 #   (test_image covers that path against this interpreter);
 # - the BOX-3 panel scenarios: ALABAMA_SIM_HEAP sets every virtual board's heap, and the BOX-3's 153,600 B
@@ -111,14 +111,11 @@ soak: install
 DEVKIT_HEAP_TESTS = tests/host/test_hil_suite.py tests/host/test_virtual_board.py tests/host/test_provision_e2e.py \
 	tests/host/test_soak_short.py tests/host/test_faults.py tests/host/test_deferred_hil.py tests/host/test_health.py \
 	tests/host/test_virtual_board_demo.py tests/host/test_provision_serial.py tests/host/test_repl.py \
-	tests/host/test_rawrepl.py tests/host/test_ota_e2e.py tests/host/test_deploy.py tests/host/test_image.py \
+	tests/host/test_rawrepl.py tests/host/test_deploy.py tests/host/test_image.py \
 	tests/host/test_web_board.py tests/host/test_display_panel.py
 DEVKIT_HEAP_DESELECT = \
 	tests/host/test_soak_short.py::test_soak_catches_the_task_leak_mutant \
 	tests/host/test_faults.py::test_fault_check_fails_for_a_board_without_liveness_or_backoff \
-	tests/host/test_ota_e2e.py::test_ota_updates_the_virtual_board_and_the_new_version_answers_device_info \
-	tests/host/test_ota_e2e.py::test_ota_new_firmware_crashing_at_boot_is_rolled_back_by_itself \
-	tests/host/test_ota_e2e.py::test_alabama_ota_cli_updates_through_the_running_core_and_reports_a_rollback \
 	tests/host/test_deploy.py::test_deploy_to_the_sims_own_install_copies_nothing \
 	tests/host/test_deploy.py::test_deploy_lands_files_second_deploy_copies_nothing_and_data_survives \
 	tests/host/test_deploy.py::test_one_changed_module_copies_that_module_and_the_manifest \

@@ -40,15 +40,34 @@ EVENT_SCHEMA = ('{"type":"object","properties":{"reason":{"type":"string","enum"
                 '"required":["reason","firmware","ota","crash_count","rssi","heap_min"],"additionalProperties":false}')
 
 
-def tools():
-    return [
+def image_digest():
+    """The digest of the firmware frozen into this MicroPython image (the `alabama_image` module that
+    `alabama image` freezes beside the satellite package), or "" when the firmware runs from files. On a
+    frozen image `sys.path` puts `.frozen` before `/lib`, so an OTA set in /lib/satellite would be staged,
+    swapped and confirmed while the frozen package went on running: such a board offers no firmware.update."""
+    try:
+        import alabama_image
+    except ImportError:
+        return ""
+    d = alabama_image.DIGEST
+    sys.modules.pop("alabama_image", None)
+    return d
+
+
+def tools(frozen=False):
+    """The tools a device declares; `frozen` (image_digest() is not ""): no firmware.update, so an Invoke of
+    it draws CAPABILITY_MISSING from the session ("no tool") instead of an update that changes nothing."""
+    t = [
         pb.ToolDescriptor(name="device.info", input_schema=INFO_SCHEMA,
                           description="Health as JSON: firmware version and digest, uptime, free and lowest heap, "
                                       "Wi-Fi RSSI, reset reason, crash/reconnect/dropped-frame counts, update state"),
-        pb.ToolDescriptor(name="firmware.update", input_schema=UPDATE_SCHEMA,
-                          description="Download the firmware set whose manifest is at url (sha256 pins it), verify "
-                                      "every file, and swap it in at the next boot (rolled back if it fails)"),
     ]
+    if not frozen:
+        t.append(pb.ToolDescriptor(name="firmware.update", input_schema=UPDATE_SCHEMA,
+                                   description="Download the firmware set whose manifest is at url (sha256 pins it), "
+                                               "verify every file, and swap it in at the next boot (rolled back if "
+                                               "it fails)"))
+    return t
 
 
 def events():
@@ -92,10 +111,14 @@ class Health:
 
     def info(self):
         rt = self.rt
-        digest, mversion = B.running_manifest()      # satellite.ota is imported only for an update
+        frozen = rt.frozen_digest()
+        if frozen:                                   # a set left in /lib is not what runs: the image is
+            digest, mversion = frozen, ""
+        else:
+            digest, mversion = B.running_manifest()  # satellite.ota is imported only for an update
         d = rt.info()
         d.update({
-            "firmware_digest": digest,
+            "firmware_digest": digest, "image": "frozen" if frozen else "files",
             "heap_free": self.heap_free(), "heap_min": self.heap_min,
             "rssi": self._hal("rssi"), "reset_reason": self.reset_reason, "boots": self.boots,
             "crash_count": self.crashes, "last_crash": self.last_crash,
@@ -157,7 +180,7 @@ class Health:
             info["offset_us"] = sat.offset_us
             sat.send(sat.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps(info))]))
             return True
-        if ev.name == "firmware.update":
+        if ev.name == "firmware.update" and not self.rt.frozen_digest():   # not declared on a frozen image
             self._update(sat, ev)
             return True
         return False

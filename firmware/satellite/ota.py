@@ -318,6 +318,10 @@ class Updater:
             err = OtaError(RESOURCE_EXHAUSTED, "NO_MEMORY", "the heap ran out during the update")
             self._fail(err)
             raise err
+        except Exception as e:  # noqa: BLE001 - a bug here must still answer the Invoke (R10.8-a), stage removed
+            err = OtaError(INTERNAL_ERROR, "INTERNAL", "the update failed: %r" % (e,))
+            self._fail(err)
+            raise err
         finally:
             self.busy = False
 

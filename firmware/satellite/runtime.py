@@ -792,6 +792,7 @@ class Runtime:
         self.record = None
         self.frames_dropped = 0
         self._health = None          # satellite.health, imported at the first session (the `health` property)
+        self._frozen = None          # frozen_digest(), looked up once
         # The panel (a board file with "display"): satellite.display is imported only then (docs/display.md).
         p = hal.panel() if board.get("display") and hasattr(hal, "panel") else None
         self.display = None
@@ -805,6 +806,14 @@ class Runtime:
 
     def log(self, line):
         self._log("sat: " + line)
+
+    def frozen_digest(self):
+        """The frozen image's firmware digest, "" when the firmware runs from files (health.image_digest)."""
+        d = self._frozen
+        if d is None:
+            from satellite import health
+            d = self._frozen = health.image_digest()
+        return d
 
     @property
     def health(self):
@@ -889,7 +898,7 @@ class Runtime:
         if self.display is not None:
             caps += self.display.capabilities()
         from satellite import health
-        tools = health.tools() + [
+        tools = health.tools(bool(self.frozen_digest())) + [
             pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (0-100)",
                               input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
                                            '"minimum":0,"maximum":100}},"required":["volume"]}'),

@@ -1,6 +1,7 @@
 # dual: cpython micropython
 # satellite.health without a network: device.info's fields and sources, the device.health Event (boot once,
-# an RSSI move of RSSI_STEP dB, low heap once), and the firmware.update refusal for an unpaired core.
+# an RSSI move of RSSI_STEP dB, low heap once), the firmware.update refusal for an unpaired core, and a frozen
+# image (no firmware.update, device.info reports the image's digest).
 import json
 import os
 
@@ -51,6 +52,7 @@ class Rt:
         self.ring = Ring()
         self.record = None
         self.core_key_in_use = b"\x01" * 32
+        self.frozen = ""
 
         class KS:
             def pinned_core_key(self):
@@ -59,6 +61,9 @@ class Rt:
 
     def info(self):
         return {"board": "t", "firmware": "1.2.3", "uptime_ms": 42}
+
+    def frozen_digest(self):
+        return self.frozen
 
 
 class Sess:
@@ -158,6 +163,52 @@ def test_firmware_update_needs_the_pinned_core():
     Ev.arguments = "{not json"
     h.tool(sat, Ev)
     assert json.loads(sat.sent[-1].error.data) == {"ota_error": "BAD_ARGUMENTS"}
+
+
+def _tool_names(frozen):
+    return [t.name for t in H.tools(frozen)]
+
+
+def test_a_frozen_image_offers_no_firmware_update_and_reports_its_own_digest():
+    """On a frozen image the satellite package comes from flash before /lib, so an OTA set would be staged,
+    swapped and confirmed while the old firmware went on running: the tool is not declared (an Invoke draws
+    CAPABILITY_MISSING from the session), Health does not serve it, and device.info reports the image's
+    digest, not the manifest of a set left in /lib."""
+    fresh()
+    assert _tool_names(False) == ["device.info", "firmware.update"]
+    assert _tool_names(True) == ["device.info"]
+    B.mkdirs("lib/satellite")
+    with open("lib/satellite/" + B.MANIFEST, "w") as f:
+        f.write(json.dumps({"format": 1, "version": "0.2.0-ota"}))
+    rt = Rt()
+    i = H.Health(rt).info()
+    assert i["image"] == "files" and len(i["firmware_digest"]) == 64 and i["manifest_version"] == "0.2.0-ota"
+    rt.frozen = "ab" * 32
+    h = H.Health(rt)
+    i = h.info()
+    assert i["image"] == "frozen" and i["firmware_digest"] == "ab" * 32 and "manifest_version" not in i
+    sat = Sat()
+
+    class Ev:
+        id = 6
+        name = "firmware.update"
+        arguments = json.dumps({"url": "http://10.0.0.2/m.json", "sha256": "a" * 64})
+    assert h.tool(sat, Ev) is False and sat.sent == [] and sat.tasks == []
+
+
+def test_image_digest_reads_the_frozen_digest_module_and_drops_it():
+    import sys
+    fresh()
+    assert H.image_digest() == ""                   # firmware from files (this test run): no alabama_image
+    with open("alabama_image.py", "w") as f:
+        f.write('DIGEST = "%s"\n' % ("cd" * 32))
+    sys.path.insert(0, os.getcwd())
+    try:
+        assert H.image_digest() == "cd" * 32
+        assert "alabama_image" not in sys.modules   # read once, not kept in the heap
+    finally:
+        sys.path.pop(0)
+        sys.modules.pop("alabama_image", None)
 
 
 def test_zz_back_home():

@@ -355,5 +355,29 @@ def test_r10_8_a_updater_out_of_memory_is_a_typed_refusal_with_no_stage_left():
     assert read("lib/satellite/runtime.mpy") == old["satellite/runtime.mpy"]
 
 
+def test_r10_8_a_updater_unexpected_failure_is_internal_error_with_no_stage_left():
+    """Any other exception mid-update (a bug, a driver's odd error) becomes OtaError INTERNAL_ERROR/INTERNAL:
+    the Invoke still gets its Error terminal (R10.8-a) instead of a task that dies, and no stage is left."""
+    old = start_installed()
+    new = files_of(b"new")
+    man = manifest(new, "2.0")
+    site, log = site_for(new, man), []
+
+    class Broken(FakeSock):
+        def readinto(self, buf):
+            if len(log) == 3:
+                raise KeyError("a driver bug")
+            return FakeSock.readinto(self, buf)
+
+    async def connect(host, port):
+        return Broken(site, log)
+
+    up = O.Updater(connect, free=lambda: 10 ** 7, mpy=_mpy(), log=lambda line: None)
+    e = raises(O.OtaError, asyncio.run, up.update("http://10.0.0.2:8080/fw/manifest.json", sha(man)))
+    assert (e.code, e.reason) == (O.INTERNAL_ERROR, "INTERNAL") and "a driver bug" in str(e)
+    assert not B.exists(B.STAGE) and B.state().get("state", "ok") == "ok" and not up.busy
+    assert read("lib/satellite/runtime.mpy") == old["satellite/runtime.mpy"]
+
+
 def test_zz_back_home():
     os.chdir(_HOME)

@@ -301,6 +301,44 @@ def _mpremote(port, code):
 
 
 @pytest.mark.slow
+def test_a_frozen_image_offers_no_ota_and_alabama_ota_says_flash_an_image(tmp_path, monkeypatch):
+    """A paired board on the frozen interpreter: device.info reports the image and the digest it froze (not
+    empty, not a /lib set's), firmware.update is not declared so an Invoke of it is CAPABILITY_MISSING (an OTA
+    set would be staged, swapped and confirmed while the frozen package went on running: docs/ota.md), and
+    `alabama ota` refuses before building a set, in one line naming make image and make flash."""
+    import json
+    from alabama.board import ota
+    from alabama.core.errors import LocalProtocolError, RequestFailed
+    from vb_support import CoreThread, board, device_id
+    monkeypatch.setenv("ALABAMA_MICROPYTHON", _frozen_interpreter())
+    core = CoreThread(tmp_path / "core").start()
+    try:
+        token, _ = core.run(core.core.mint_token, 600)
+        vb = board(tmp_path, core, token=token)
+        vb.start()
+        try:
+            vb.wait_log(r"accepted", 30)
+            dev = device_id(vb)
+            info = json.loads(core.call(core.core.invoke(dev, "device.info", "{}")).content[0].text)
+            assert info["image"] == "frozen" and info["firmware_digest"] == image.firmware_digest()
+            args = json.dumps({"url": "http://127.0.0.1:9/manifest.json", "sha256": "0" * 64})
+            with pytest.raises(LocalProtocolError, match="declared no tool 'firmware.update'"):
+                core.call(core.core.invoke(dev, "firmware.update", args, 10), 15)   # the core will not send it
+            with pytest.raises(RequestFailed) as e:                                 # and the device refuses it
+                core.call(core.core._request(dev, lambda s: s.invoke("firmware.update", args, unchecked=True), 10), 15)
+            assert e.value.code == "CAPABILITY_MISSING", e.value
+            with pytest.raises(ota.OtaError, match=r"runs a frozen image \(firmware digest %s\.\.\.\): OTA cannot "
+                               r"replace it; .*make image BOARD=sim, then make flash BOARD=sim PORT=<port> "
+                               r"FIRMWARE=build/image/sim/firmware.bin" % image.firmware_digest()[:12]):
+                ota.update(core.data_dir, dev, host="127.0.0.1", bind="127.0.0.1", timeout=10, out=lambda *a: None)
+        finally:
+            vb.stop()
+    finally:
+        core.close()
+    assert not list((tmp_path / "flash").glob("ota/stage*"))
+
+
+@pytest.mark.slow
 def test_deploy_to_a_frozen_image_installs_only_what_is_not_frozen(tmp_path):
     """On the 32-bit interpreter with the firmware frozen by firmware/manifest.py (as the board image): deploy
     finds it, copies main.py, boot.py, board.json and its manifest, removes the .mpy files it would shadow,

@@ -183,6 +183,13 @@ def update(data_dir, device, root=deploy.FIRMWARE, march=None, host=None, bind="
         before = _device_info(data_dir, device)
     except CoreError as e:
         raise OtaError("cannot ask %s for device.info (%s): is it connected to the core on %s?" % (device, e, data_dir))
+    if before.get("image") == "frozen":
+        # its satellite package is frozen into MicroPython (alabama image): a set in /lib would be shadowed
+        b = before.get("board") or "<board>"
+        raise OtaError("%s runs a frozen image (firmware digest %s...): OTA cannot replace it; build and flash a "
+                       "new one: make image BOARD=%s, then make flash BOARD=%s PORT=<port> "
+                       "FIRMWARE=build/image/%s/firmware.bin" % (device, (before.get("firmware_digest") or "?")[:12],
+                                                                 b, b, b))
     march = march or march_of(before)
     fw = build_set(march, root, out=out)
     out("ota: firmware %s for %s: %d files, %d bytes, manifest sha256 %s" % (fw.version, march, len(fw.files),
