@@ -329,54 +329,45 @@ def test_updater_refusals_leave_the_running_set_and_no_stage():
     assert e.reason == "BUSY" and log == []
 
 
-def test_r10_8_a_updater_out_of_memory_is_a_typed_refusal_with_no_stage_left():
-    """A MemoryError mid-update (here: reading the second file, after the manifest and one file are staged)
-    becomes OtaError RESOURCE_EXHAUSTED/NO_MEMORY, so the Invoke still gets its Error terminal (R10.8-a); the
-    stage is removed and the running set kept."""
+def _update_failing_mid_set(exc):
+    """An update whose socket raises exc when the second file is read (the manifest and one file staged);
+    returns (the OtaError raised, whether the first file was staged then). Checks the stage is removed, the
+    state untouched, the updater free again and the running set kept."""
     old = start_installed()
     new = files_of(b"new")
     man = manifest(new, "2.0")
     site, log, staged = site_for(new, man), [], []
 
-    class OutOfMemory(FakeSock):
+    class Failing(FakeSock):
         def readinto(self, buf):
             if len(log) == 3:
                 staged.append(B.exists(B.STAGE + "/" + sorted(new)[0]))
-                raise MemoryError("memory allocation failed, allocating 4096 bytes")
+                raise exc
             return FakeSock.readinto(self, buf)
 
     async def connect(host, port):
-        return OutOfMemory(site, log)
+        return Failing(site, log)
 
     up = O.Updater(connect, free=lambda: 10 ** 7, mpy=_mpy(), log=lambda line: None)
     e = raises(O.OtaError, asyncio.run, up.update("http://10.0.0.2:8080/fw/manifest.json", sha(man)))
-    assert (e.code, e.reason) == (O.RESOURCE_EXHAUSTED, "NO_MEMORY") and staged == [True]
     assert not B.exists(B.STAGE) and B.state().get("state", "ok") == "ok" and not up.busy
     assert read("lib/satellite/runtime.mpy") == old["satellite/runtime.mpy"]
+    return e, staged == [True]
+
+
+def test_r10_8_a_updater_out_of_memory_is_a_typed_refusal_with_no_stage_left():
+    """A MemoryError mid-update (here: reading the second file, after the manifest and one file are staged)
+    becomes OtaError RESOURCE_EXHAUSTED/NO_MEMORY, so the Invoke still gets its Error terminal (R10.8-a); the
+    stage is removed and the running set kept."""
+    e, staged = _update_failing_mid_set(MemoryError("memory allocation failed, allocating 4096 bytes"))
+    assert (e.code, e.reason) == (O.RESOURCE_EXHAUSTED, "NO_MEMORY") and staged
 
 
 def test_r10_8_a_updater_unexpected_failure_is_internal_error_with_no_stage_left():
     """Any other exception mid-update (a bug, a driver's odd error) becomes OtaError INTERNAL_ERROR/INTERNAL:
     the Invoke still gets its Error terminal (R10.8-a) instead of a task that dies, and no stage is left."""
-    old = start_installed()
-    new = files_of(b"new")
-    man = manifest(new, "2.0")
-    site, log = site_for(new, man), []
-
-    class Broken(FakeSock):
-        def readinto(self, buf):
-            if len(log) == 3:
-                raise KeyError("a driver bug")
-            return FakeSock.readinto(self, buf)
-
-    async def connect(host, port):
-        return Broken(site, log)
-
-    up = O.Updater(connect, free=lambda: 10 ** 7, mpy=_mpy(), log=lambda line: None)
-    e = raises(O.OtaError, asyncio.run, up.update("http://10.0.0.2:8080/fw/manifest.json", sha(man)))
-    assert (e.code, e.reason) == (O.INTERNAL_ERROR, "INTERNAL") and "a driver bug" in str(e)
-    assert not B.exists(B.STAGE) and B.state().get("state", "ok") == "ok" and not up.busy
-    assert read("lib/satellite/runtime.mpy") == old["satellite/runtime.mpy"]
+    e, staged = _update_failing_mid_set(KeyError("a driver bug"))
+    assert (e.code, e.reason) == (O.INTERNAL_ERROR, "INTERNAL") and "a driver bug" in str(e) and staged
 
 
 def test_zz_back_home():
