@@ -59,7 +59,16 @@ hil: install
 codegen-check: install
 	$(ALABAMA) codegen --check
 
+# The estimates' tools (Debian): callgrind counts (valgrind), static Xtensa counts of the viper code (objdump) and
+# of the C module (the lx106 cross gcc); installed only where missing and root can; without them those lines skip.
+BENCH_APT = valgrind binutils-xtensa-lx106 gcc-xtensa-lx106
 bench: install
+	@missing=$$(for p in $(BENCH_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "bench: installing $$missing (apt-get)"; apt-get update -qq >/dev/null 2>&1; \
+	  apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
+	    || echo "bench: could not install $$missing: the figures that need them are skipped"; \
+	fi
 	$(BIN)/python tools/bench/run.py
 
 snr-table: install
