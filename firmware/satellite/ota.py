@@ -141,6 +141,8 @@ async def http_get(connect, url, limit, sink, buf):
     host, port, path = parse_url(url)
     try:
         sock = await connect(host, port)
+    except MemoryError:
+        raise                             # no room for the socket: Updater.update says NO_MEMORY, not CONNECT
     except Exception as e:  # noqa: BLE001 - LinkError/OSError: the server is not there
         raise OtaError(UNAVAILABLE, "CONNECT", "cannot reach %s:%d: %s" % (host, port, e))
     try:

@@ -363,6 +363,21 @@ def test_r10_8_a_updater_out_of_memory_is_a_typed_refusal_with_no_stage_left():
     assert (e.code, e.reason) == (O.RESOURCE_EXHAUSTED, "NO_MEMORY") and staged
 
 
+def test_r10_8_a_updater_out_of_memory_while_connecting_is_no_memory_not_connect():
+    """A MemoryError from connect (no room for the socket or its buffers: the small frozen devkit heap) is
+    RESOURCE_EXHAUSTED/NO_MEMORY, like one mid-set, not UNAVAILABLE/CONNECT, which would send the user to
+    look for a server that is there; nothing is staged."""
+    start_installed()
+
+    async def connect(host, port):
+        raise MemoryError("memory allocation failed, allocating 1460 bytes")
+
+    up = O.Updater(connect, free=lambda: 10 ** 7, mpy=_mpy(), log=lambda line: None)
+    e = raises(O.OtaError, asyncio.run, up.update("http://10.0.0.2:8080/fw/manifest.json", "0" * 64))
+    assert (e.code, e.reason) == (O.RESOURCE_EXHAUSTED, "NO_MEMORY"), (e.code, e.reason)
+    assert not B.exists(B.STAGE) and B.state().get("state", "ok") == "ok" and not up.busy
+
+
 def test_r10_8_a_updater_unexpected_failure_is_internal_error_with_no_stage_left():
     """Any other exception mid-update (a bug, a driver's odd error) becomes OtaError INTERNAL_ERROR/INTERNAL:
     the Invoke still gets its Error terminal (R10.8-a) instead of a task that dies, and no stage is left."""
