@@ -123,3 +123,34 @@ def test_ctrl_c_tears_everything_down_and_still_reports(tmp_path):
     assert (rep / "report.html").exists() and (rep / "junit.xml").exists()
     run = json.loads(next(rep.glob("*/run.json")).read_text())
     assert [s["name"] for s in run["scenarios"]] == ["test_long_run_back_to_back"]
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/cwd").exists(), reason="needs /proc to find leftover processes")
+def test_a_scenario_past_its_timeout_fails_and_the_run_still_reports(tmp_path):
+    """`--timeout S`: a scenario still running after S seconds (here the long run asked for 500 exchanges, far
+    more than 20 s) fails with pytest-timeout's Timeout and its stacks, its board and core are torn down, and the
+    report is written: a board that stops answering costs one scenario, not a bench that never ends."""
+    rep = tmp_path / "rep"
+    r = run_hil("-k", "long_run", "--long-runs", "500", "--timeout", "20", "--report", str(rep), timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    assert "+ Timeout +" in out and "FAILED" in out and "test_long_run_back_to_back" in out, out[-2000:]
+    cases = {tc.get("name"): [c.tag for c in tc] for tc in ET.parse(str(rep / "junit.xml")).iter("testcase")}
+    assert "failure" in cases.get("test_long_run_back_to_back", []), cases
+    assert (rep / "report.html").exists()
+    assert _processes_under(rep) == [], "processes left running after the timeout"
+
+
+def test_hil_says_what_to_install_without_pytest_timeout(monkeypatch, capsys):
+    """Without pytest-timeout (an install that skipped it) `alabama hil` is one line saying what to install,
+    not a traceback, and exits 1; a negative --timeout is a usage error."""
+    import importlib.util
+    from alabama import cli
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pytest_timeout" else real(name, *a))
+    assert cli.main(["hil", "--board", "sim", "--list"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pytest-timeout" in err[0] and "pip install" in err[0], err
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert cli.main(["hil", "--board", "sim", "--timeout", "-1"]) == 2
+    assert "--timeout -1" in capsys.readouterr().err

@@ -7,10 +7,13 @@ import os
 import pathlib
 import sys
 
-from ..errors import UsageError
+from ..errors import AlabamaError, UsageError
 
 SCENARIOS = pathlib.Path(__file__).resolve().parent / "scenarios"
 DEFAULT_REPORT = os.path.join("build", "hil")
+# A backstop, not a budget: every wait in a scenario has its own deadline. The longest scenario (the long run
+# at --long-runs 10 on a real board) takes well under this.
+DEFAULT_TIMEOUT = 900
 
 
 def register(sub):
@@ -31,6 +34,9 @@ def register(sub):
     p.add_argument("--no-deploy", action="store_true", help="real board: do not run `alabama deploy` first")
     p.add_argument("--firmware", metavar="DIR", help="virtual board: run this firmware tree instead of firmware/")
     p.add_argument("--long-runs", type=int, default=10, metavar="N", help="exchanges in the long-run scenario")
+    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, metavar="S",
+                   help="fail a scenario still running after S seconds, its bring-up included, and go on with "
+                        "the next (pytest-timeout; 0 = never; default %(default)s)")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest after --")
     p.set_defaults(func=cmd_hil)
@@ -39,11 +45,14 @@ def register(sub):
 def pytest_argv(args):
     if args.board != "sim" and not args.board_type:
         raise UsageError("a real board needs --board-type NAME (see `alabama boards list`)")
+    if args.timeout < 0:
+        raise UsageError("--timeout %d: give the seconds a scenario may take, or 0 for no limit" % args.timeout)
     if args.board != "sim" and not args.bind and not args.list:
         raise UsageError("a real board reaches the core over Wi-Fi: pass --bind <this computer's LAN address>")
     argv = [str(SCENARIOS), "-p", "alabama.hil.plugin", "-p", "no:cacheprovider", "--rootdir", str(SCENARIOS),
             "-c", os.devnull, "-o", "console_output_style=classic", "-ra",
-            "--board", args.board, "--report", args.report, "--hil-long-runs", str(args.long_runs)]
+            "--board", args.board, "--report", args.report, "--hil-long-runs", str(args.long_runs),
+            "-o", "timeout=%d" % args.timeout]
     if args.board_type:
         argv += ["--board-type", args.board_type]
     if args.pattern:
@@ -67,8 +76,14 @@ def pytest_argv(args):
 
 
 def cmd_hil(args):
-    import pytest
     argv = pytest_argv(args)
+    import importlib.util
+    missing = [m for m in ("pytest", "pytest_timeout") if importlib.util.find_spec(m) is None]
+    if missing:       # found, not imported: pytest loads pytest_timeout itself (and rewrites its asserts)
+        raise AlabamaError("alabama hil runs its scenarios with pytest and pytest-timeout, and %s is not installed: "
+                           "reinstall the host package (pip install -e .) or `pip install pytest pytest-timeout`"
+                           % " and ".join(missing))
+    import pytest
     code = pytest.main(argv)
     return int(code)
 
