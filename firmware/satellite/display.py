@@ -6,9 +6,10 @@
 # Layout: a status bar (the top BAR rows) coloured by the PipelineState phase with its name; below it the
 # content area, shared by the text stream (COLS x ROWS cells of the 8x16 font) and the image shown last.
 #
-# Text (TextRenderOpen, Render to TEXT_DISPLAY): UTF-8 bytes drawn as they arrive, wrapped at the last
-# column, scrolled a row at a time when the area is full; '\n' starts a line; a non-ASCII character is
-# one box glyph. KARAOKE: the newest chunk is highlighted, the earlier ones turn to the normal colour
+# Text (TextRenderOpen, Render to TEXT_DISPLAY): UTF-8 bytes drawn as they arrive, word-wrapped: a word
+# still being written when its row fills moves to the next row (unless it is the whole row: then it breaks
+# at the last column), and a space at a break is not drawn; scrolled a row at a time when the area is full;
+# '\n' starts a line; a non-ASCII character is one box glyph. KARAOKE: the newest chunk is highlighted, the earlier ones turn to the normal colour
 # (the core streams each chunk as it is spoken). A text chunk allocates nothing (tests prove 0 bytes):
 # it is drawn straight from the frame buffer's tail, the cell grid is a preallocated bytearray.
 #
@@ -93,6 +94,7 @@ class Display:
         self.cells = self.cols * self.rows
         self.grid = bytearray(self.cells)      # glyph index per cell (0 = space)
         self.cur = 0                           # next cell
+        self.soft = False                      # the last glyph filled its row: the cursor is at a soft break
         self.hl = 0                            # karaoke: first cell of the newest chunk
         self.role = 0
         self.fg = WHITE
@@ -209,6 +211,7 @@ class Display:
         for i in range(self.cells):
             g[i] = 0
         self.cur = 0
+        self.soft = False
         self.hl = 0
 
     def text_open(self, id, role):
@@ -256,15 +259,51 @@ class Display:
         self.hl = self.hl - cols if self.hl > cols else 0
 
     def _put(self, gi, fg):
+        cols = self.cols
+        if self.soft:
+            if gi == 0:
+                return                         # the space at a break: the next row starts with the next word
+            self._carry(fg)
         if self.cur >= self.cells:
             self._scroll()
         i = self.cur
         self.grid[i] = gi
-        cols = self.cols
         self.glyph((i % cols) * F.W, BAR + (i // cols) * F.H, gi, fg, BLACK)
         self.cur = i + 1
+        self.soft = self.cur % cols == 0
+
+    def _carry(self, fg):
+        """The row just filled ends in a word that goes on: move that word to the next row (scrolling if there
+        is none), blanking it where it was. A word as long as the row stays and breaks there."""
+        cols = self.cols
+        g = self.grid
+        end = self.cur
+        w = end
+        while w > end - cols and g[w - 1] != 0:
+            w -= 1
+        if w == end or w == end - cols:
+            return
+        if end >= self.cells:
+            self._scroll()                     # moves the grid, cur and hl up a row
+            w -= cols
+            end -= cols
+        hl = self.hl
+        n = end - w
+        for j in range(w, end):
+            c = g[j]
+            d = j + n
+            g[d] = c
+            self.glyph((d % cols) * F.W, BAR + (d // cols) * F.H, c, fg if j >= hl else self.fg, BLACK)
+            g[j] = 0
+            self.glyph((j % cols) * F.W, BAR + (j // cols) * F.H, 0, BLACK, BLACK)
+        if hl >= w:
+            self.hl = hl + n                   # the newest chunk's cells moved with the word
+        self.cur = end + n
 
     def _newline(self):
+        if self.soft:                          # the row just filled: the cursor is already at the next one
+            self.soft = False
+            return
         r = self.cur // self.cols + 1
         if r >= self.rows:
             if r > self.rows or self.cur % self.cols:

@@ -143,6 +143,84 @@ def test_text_stream_drawn_and_chunks_allocate_nothing():
     assert rt.display.text_id == 0
 
 
+def _rows(d):
+    """The text grid as one str per row (a blank cell is a space)."""
+    out = []
+    for r in range(d.rows):
+        out.append("".join(chr(d.grid[r * d.cols + c] + F.FIRST) for c in range(d.cols)).rstrip())
+    return out
+
+
+def _stream(core, link, id, chunks):
+    for seq in range(len(chunks)):
+        H.feed(link, core, pb.Envelope(id=id, stream_chunk=pb.StreamChunk(seq=seq)), chunks[seq])
+
+
+def test_text_wraps_at_words_as_it_streams():
+    """A word still being written when its row fills moves to the next row, also when it spans chunks; the
+    space at a break is not drawn; a word as long as the row breaks at its last column; a '\n' right after a
+    full row starts no empty row. Checked in the grid and in the pixels."""
+    rt, sat, core, sink, hal = make()
+    d = rt.display
+    assert d.cols == 40
+    H.feed(sat.link, core, pb.Envelope(id=2, text_render_open=pb.TextRenderOpen(role=pb.TextRole.ASSISTANT)))
+    text = ("The BOX-3 panel shows this text as the core streams it, one chunk per word, wrapping at the "
+            "fortieth column.")
+    words = [w + " " for w in text.split(" ")]
+    words[-1] = words[-1].rstrip()
+    _stream(core, sat.link, 2, [w.encode() for w in words])
+    assert _rows(d)[:4] == ["The BOX-3 panel shows this text as the", "core streams it, one chunk per word,",
+                            "wrapping at the fortieth column.", ""], _rows(d)
+    assert cell_pixels(d.fb, 39, 0, 0, D.WHITE)                     # the moved "c" of "core" is blank there
+    assert cell_pixels(d.fb, 0, 1, ord("c") - F.FIRST, D.WHITE)
+    # a word split over chunks ("st" + "re" + "ams") moves whole, and so does a whole word that does not fit
+    # the rest of its row; a word longer than a row breaks at its end; a '\n' after a full row adds no row
+    H.feed(sat.link, core, pb.Envelope(id=4, text_render_open=pb.TextRenderOpen()))
+    _stream(core, sat.link, 4, [b"A" * 36 + b" st", b"re", b"ams " + b"B" * 36, b" C\n", b"x" * 45, b"\n" + b"y" * 40,
+                                b"\nz\n" + b"D" * 40 + b" E"])
+    assert _rows(d)[:6] == ["A" * 36, "streams", "B" * 36 + " C", "x" * 40, "xxxxx", "y" * 40], _rows(d)
+    assert _rows(d)[6:10] == ["z", "D" * 40, "E", ""], _rows(d)                  # "E", not " E"
+    assert d.grid[8 * d.cols] == ord("E") - F.FIRST
+
+
+def test_karaoke_word_moved_by_the_wrap_keeps_its_colours():
+    rt, sat, core, sink, hal = make()
+    d = rt.display
+    H.feed(sat.link, core, pb.Envelope(id=2, text_render_open=pb.TextRenderOpen(role=pb.TextRole.KARAOKE)))
+    _stream(core, sat.link, 2, [b"a" * 37 + b" ", b"cd", b"ef"])     # "cd" fills row 0, "ef" moves it to row 1
+    assert _rows(d)[:2] == ["a" * 37, "cdef"], _rows(d)
+    assert cell_pixels(d.fb, 38, 0, 0, D.WHITE)
+    assert cell_pixels(d.fb, 0, 1, ord("c") - F.FIRST, D.WHITE)     # spoken
+    assert cell_pixels(d.fb, 2, 1, ord("e") - F.FIRST, D.YELLOW)    # being spoken
+    assert d.hl == d.cols + 2
+    H.feed(sat.link, core, pb.Envelope(id=2, stream_chunk=pb.StreamChunk(seq=3)), b"g")
+    assert cell_pixels(d.fb, 2, 1, ord("e") - F.FIRST, D.WHITE) and cell_pixels(d.fb, 4, 1, ord("g") - F.FIRST, D.YELLOW)
+
+
+def test_word_wrap_and_scroll_allocate_nothing():
+    """Chunks whose words cross row ends (a word moved each row) and fill the area (a scroll each row, some
+    inside the move itself) allocate nothing on the whole receive path."""
+    rt, sat, core, sink, hal = make()
+    H.feed(sat.link, core, pb.Envelope(id=2, text_render_open=pb.TextRenderOpen(role=pb.TextRole.KARAOKE)))
+    words = [b"wrapping ", b"streams ", b"at ", b"column. ", b"fortieth "]
+    msgs = []
+    lens = []
+    for seq in range(120):
+        m = H.core_message(core, pb.Envelope(id=2, stream_chunk=pb.StreamChunk(seq=seq)), words[seq % 5])
+        msgs.append(m)
+        lens.append(len(m))
+    _text_chunks(sat.link, msgs, lens, 40)                          # the area full: every row now scrolls
+    before = _rows(rt.display)
+    if IS_MICROPYTHON:
+        d = mem_alloc_delta(_text_chunks, sat.link, msgs[40:], lens[40:], 80)
+        assert d == 0, d
+    else:
+        _text_chunks(sat.link, msgs[40:], lens[40:], 80)
+    rows = _rows(rt.display)
+    assert rows != before and all(r and r[0] != " " and len(r) <= 40 for r in rows[:-1]), rows
+    assert all(not r.endswith(("wrappi", "strea", "colu", "forti")) for r in rows), rows   # no word cut
+
+
 def test_r10_10_d_chunk_after_a_display_stream_end_draws_stream_closed():
     rt, sat, core, sink, hal = make()
     H.feed(sat.link, core, pb.Envelope(id=2, text_render_open=pb.TextRenderOpen()))

@@ -11,6 +11,7 @@ import pathlib
 import random
 import shutil
 import sys
+import textwrap
 import time
 import io
 
@@ -64,8 +65,12 @@ def expected(phase, text=None, image=None):
     for i, ch in enumerate(PHASE_NAMES[phase]):
         gen_font.render_cell(md, 4 + 8 * i, 0, ch, f)
     if text is not None:
-        for i, ch in enumerate(text):
-            gen_font.render_cell(md, 8 * (i % COLS), BAR + 16 * (i // COLS), ch, f)
+        # word-wrapped as the firmware does it, laid out here by the standard library's textwrap (a break
+        # at a space only, the space dropped, a word longer than the row broken at its end)
+        lines = textwrap.wrap(text, COLS, break_on_hyphens=False, replace_whitespace=False)
+        for row, line in enumerate(lines):
+            for col, ch in enumerate(line):
+                gen_font.render_cell(md, 8 * col, BAR + 16 * row, ch, f)
     im.paste((255, 255, 255), mask=mask)
     if image is not None:
         pic = Image.open(io.BytesIO(image)).convert("RGB")
@@ -132,7 +137,7 @@ def test_r10_5_a_box3_virtual_board_shows_a_text_stream_and_an_image_over_its_fr
 
         # -- a text stream, word by word
         text = ("The BOX-3 panel shows this text as the core streams it, one chunk per word, wrapping at "
-                "the fortieth column.")
+                "the fortieth column: a word that does not fit its row starts the next.")
         words = [w + " " for w in text.split(" ")]
         words[-1] = words[-1].rstrip()
         core.call(_stream_words(core.core, dev, words))
