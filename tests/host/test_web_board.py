@@ -106,9 +106,14 @@ def page_pixels(pg):
     """The panel as the browser decoded it: (w, h, RGB bytes), drawn on a canvas and read back as a PNG."""
     import base64
     from PIL import Image
+    # while the page swaps in a newer picture the <img> can be between two (not complete, no size: the canvas
+    # would be empty, "data:,"): read it once it holds one, as a viewer's eye would
+    pg.wait_for_function("() => { const img = document.getElementById('panel');"
+                         " return img.complete && img.naturalWidth > 0; }", timeout=10000)
     url = pg.evaluate("""() => { const img = document.getElementById('panel');
         const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
         c.getContext('2d').drawImage(img, 0, 0); return c.toDataURL('image/png'); }""")
+    assert url.startswith("data:image/png;base64,"), "the panel <img> held no picture: %r" % url[:40]
     im = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")
     return im.size[0], im.size[1], im.tobytes()
 
@@ -173,7 +178,11 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
     vb = ScriptedBoard(tmp_path)
     wb = web.WebBoard(vb)
     lt.call(wb.start())
-    br = Browser(chromium_exe)
+    # the browser's microphone plays a tone file: Chromium's built-in fake device beeps now and then, and a
+    # half-second press can fall between two beeps (all zeros: a test that failed by chance)
+    tone = tmp_path / "tone.wav"
+    vs.write_wav(tone, vs.tone(4.0, rate=48000, freq=440.0, amp=12000), rate=48000)
+    br = Browser(chromium_exe, ["--use-file-for-fake-audio-capture=%s" % tone])
     try:
         assert wb.url.startswith("http://127.0.0.1:")
         pg = br.page(wb.url)
