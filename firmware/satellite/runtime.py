@@ -59,7 +59,7 @@ from satellite.noise.state import NoiseError
 from satellite.provision import record as R
 from satellite import keystore as K
 
-VERSION = "0.1.0"
+from satellite import VERSION
 # FRAME_MS (one capture chunk / one playout step), TX_CAPACITY (largest frame we send: Hello, tool results,
 # one Noise message) and RX_CHUNK (bytes asked of the socket per read) live beside the buffers they size.
 from satellite.buffers import FRAME_MS, TX_CAPACITY, RX_CHUNK, Buffers

@@ -31,7 +31,7 @@ def new_firmware(tmp_path, version, crash=False):
     """A copy of the firmware tree with another VERSION (and, with crash, an app.main that raises)."""
     root = tmp_path / ("fw-" + version)
     shutil.copytree(FIRMWARE, root, ignore=shutil.ignore_patterns("__pycache__"))
-    rt = root / "satellite" / "runtime.py"
+    rt = root / "satellite" / "__init__.py"
     rt.write_text(rt.read_text().replace('VERSION = "0.1.0"', 'VERSION = "%s"' % version, 1))
     if crash:
         app = root / "satellite" / "app.py"

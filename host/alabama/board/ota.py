@@ -32,10 +32,10 @@ class OtaError(AlabamaError):
 
 
 def firmware_version(root=deploy.FIRMWARE):
-    src = (pathlib.Path(root) / deploy.PACKAGE / "runtime.py").read_text()
+    src = (pathlib.Path(root) / deploy.PACKAGE / "__init__.py").read_text()
     m = re.search(r'^VERSION = "([^"]+)"', src, re.M)
     if not m:
-        raise OtaError("no VERSION = \"...\" in %s/runtime.py" % deploy.PACKAGE)
+        raise OtaError("no VERSION = \"...\" in %s/__init__.py" % deploy.PACKAGE)
     return m.group(1)
 
 
