@@ -1,6 +1,7 @@
 # A fake of the esp32 port's `machine` module (I2S, Pin, I2C, freq) and of its clock, for the ESP32 HAL
-# tests. It is injected into satellite.hal.esp32.Esp32Hal(board, machine=FakeMachine()), never imported
-# as `machine`: nothing it defines can shadow the unix port's own machine module for other tests.
+# tests (test_hal_esp32.py, test_hal_contract.py). It is injected into
+# satellite.hal.esp32.Esp32Hal(board, machine=FakeMachine()), never imported as `machine`: nothing it
+# defines can shadow the unix port's own machine module for other tests.
 #
 # It enforces what the port really does, as read in micropython/micropython v1.27.0 (the pinned image;
 # v1.28.0 is identical for these files) ports/esp32/machine_i2s.c and extmod/machine_i2s.c:
@@ -71,6 +72,16 @@ class Pin:
         return None
 
     __call__ = value                 # Pin()([x]): the port's shorthand for value()
+
+
+def _pin_class(m):
+    """machine.Pin of one FakeMachine: a Pin that files itself under m.pins[id] (the latest one made for an
+    id), so a test can press the button or read the amp enable the HAL set up."""
+    class BoardPin(Pin):
+        def __init__(self, pin_id, mode=-1, pull=-1, value=None):
+            Pin.__init__(self, pin_id, mode, pull, value)
+            m.pins[pin_id] = self
+    return BoardPin
 
 
 class FakeSPI:
@@ -409,7 +420,8 @@ class FakeMachine:
         self.cpu_hz = 0
         self.source = source or _default_source
         self.I2S = _I2SClass(self)
-        self.Pin = Pin
+        self.pins = {}               # pin id -> the Pin the HAL made for it (machine.Pin(id, ...))
+        self.Pin = _pin_class(self)
         self.i2c = None
         self.spi = None
         self.pwms = []               # every machine.PWM made (the panel's backlight; never an MCLK stand-in)

@@ -16,76 +16,7 @@ BOARD = {"id": "sim", "duplex": "full", "audio": {"mic": {"rates": [16000]}, "sp
          "limits": {"max_frame_bytes": 4096, "max_concurrent_streams": 4, "buffer_ms": 300}}
 
 
-class FakeHal:
-    """A HAL with no clock: a mic frame is always ready (a ramp), the speaker always takes a frame."""
-
-    def __init__(self):
-        self.muted = False
-        self.vol = 16384
-        self.gain = 256
-        self.played = 0
-        self.mic_frames = 0
-        self.lines = []
-        self.raw = None
-        self.out = None
-
-    def log(self, line):
-        self.lines.append(line)
-
-    def set_volume(self, q):
-        self.vol = q
-
-    def set_mic_gain(self, q):
-        self.gain = q
-
-    def set_led_brightness(self, b):
-        pass
-
-    def led(self, phase, b):
-        pass
-
-    def gesture(self):
-        return 0
-
-    def mic_open(self, rate, n):
-        self.raw = bytearray(2 * n)
-        i = 0
-        while i < n:
-            self.raw[2 * i] = i & 0xFF
-            i += 1
-
-    def mic_close(self):
-        pass
-
-    def mic_wait_ms(self):
-        return 0
-
-    def mic_take(self, dst, pos, n):
-        audio.mic_to_s16(dst, pos, self.raw, n, 2 | (8 << 8), self.gain)
-        self.mic_frames += 1
-
-    def mic_skip(self):
-        pass
-
-    def spk_open(self, rate, n):
-        self.out = bytearray(2 * n)
-
-    def spk_wait_ms(self):
-        return 0
-
-    def spk_write(self, buf, pos, n):
-        audio.s16_to_spk(self.out, buf, pos, n, 2 | (14 << 8), self.vol)
-        self.played += n
-        return n
-
-    def spk_drain_ms(self):
-        return 0
-
-    def spk_stop(self):
-        pass
-
-    def spk_close(self):
-        pass
+from fakehal import FakeHal  # noqa: E402 - the runtime's test HAL (H.FakeHal), kept under this name
 
 
 class MemStore:
