@@ -407,6 +407,26 @@ class _I2SClass:
         return c
 
 
+class NeoPixel:
+    """neopixel.NeoPixel(pin, n) (the `neopixel` module is passed to Esp32Hal as neopixel=FakeNeoPixelModule):
+    the pixels as set, write() a no-op."""
+
+    def __init__(self, pin, n):
+        self.pin = pin
+        self.px = [(0, 0, 0)] * n
+        self.writes = 0
+
+    def __setitem__(self, i, v):
+        self.px[i] = v
+
+    def write(self):
+        self.writes += 1
+
+
+class FakeNeoPixelModule:
+    NeoPixel = NeoPixel
+
+
 class FakeMachine:
     """The fake `machine` module and the board's clock: pass it (and .clock) to Esp32Hal."""
 

@@ -243,21 +243,6 @@ def check(rig):
 
 
 # -- esp32 on the fake machine ------------------------------------------------------------------------------
-class _NeoPixel:
-    def __init__(self, pin, n):
-        self.px = [(0, 0, 0)] * n
-
-    def __setitem__(self, i, v):
-        self.px[i] = v
-
-    def write(self):
-        pass
-
-
-class _NeoPixelModule:
-    NeoPixel = _NeoPixel
-
-
 class Esp32Rig(Rig):
     host_skip = ("rssi",)             # imports `network`, which only the board has
 
@@ -269,7 +254,7 @@ class Esp32Rig(Rig):
         fm = FM.FakeMachine()
         fm.PWRON_RESET = 1
         fm.reset_cause = lambda: 1
-        hal = E.Esp32Hal(board, machine=fm, neopixel=_NeoPixelModule(), clock=fm.clock)
+        hal = E.Esp32Hal(board, machine=fm, neopixel=FM.FakeNeoPixelModule(), clock=fm.clock)
         self.lines = []
         hal.log = self.lines.append
         Rig.__init__(self, "esp32 " + board_name, hal)
