@@ -74,16 +74,6 @@ class Pin:
     __call__ = value                 # Pin()([x]): the port's shorthand for value()
 
 
-def _pin_class(m):
-    """machine.Pin of one FakeMachine: a Pin that files itself under m.pins[id] (the latest one made for an
-    id), so a test can press the button or read the amp enable the HAL set up."""
-    class BoardPin(Pin):
-        def __init__(self, pin_id, mode=-1, pull=-1, value=None):
-            Pin.__init__(self, pin_id, mode, pull, value)
-            m.pins[pin_id] = self
-    return BoardPin
-
-
 class FakeSPI:
     """machine.SPI(id, baudrate=, polarity=, phase=, sck=, mosi=, miso=): counts what is written (the
     panel driver's wire is checked byte by byte in test_hal_ili9342.py)."""
@@ -440,8 +430,7 @@ class FakeMachine:
         self.cpu_hz = 0
         self.source = source or _default_source
         self.I2S = _I2SClass(self)
-        self.pins = {}               # pin id -> the Pin the HAL made for it (machine.Pin(id, ...))
-        self.Pin = _pin_class(self)
+        self.Pin = Pin
         self.i2c = None
         self.spi = None
         self.pwms = []               # every machine.PWM made (the panel's backlight; never an MCLK stand-in)

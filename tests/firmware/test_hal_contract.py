@@ -243,6 +243,22 @@ def check(rig):
 
 
 # -- esp32 on the fake machine ------------------------------------------------------------------------------
+class _PinMachine(FM.FakeMachine):
+    """The fake machine whose Pins file themselves under .pins[id] (the latest one made for an id): the rig
+    presses the very pin the HAL reads. A subclass here, so FakeMachine itself costs what it did
+    (tests/host/test_memory_fit.py builds one)."""
+
+    def __init__(self):
+        FM.FakeMachine.__init__(self)
+        pins = self.pins = {}
+
+        class BoardPin(FM.Pin):
+            def __init__(self, pin_id, mode=-1, pull=-1, value=None):
+                FM.Pin.__init__(self, pin_id, mode, pull, value)
+                pins[pin_id] = self
+        self.Pin = BoardPin
+
+
 class Esp32Rig(Rig):
     host_skip = ("rssi",)             # imports `network`, which only the board has
 
@@ -251,7 +267,7 @@ class Esp32Rig(Rig):
         if board is None:
             with open(_HERE + "/../../boards/%s.json" % board_name) as f:
                 board = json.load(f)
-        fm = FM.FakeMachine()
+        fm = _PinMachine()
         fm.PWRON_RESET = 1
         fm.reset_cause = lambda: 1
         hal = E.Esp32Hal(board, machine=fm, neopixel=FM.FakeNeoPixelModule(), clock=fm.clock)
