@@ -13,7 +13,7 @@ import sys
 import time
 
 from ..errors import AlabamaError
-from .deploy import resolve_port
+from .mpremote import explain, resolve_port
 
 IDLE_FLUSH = 0.3            # seconds: a partial line (a prompt) is written after this much silence
 REOPEN_EVERY = 0.5          # seconds between attempts to reopen a port that went away (USB re-enumeration)
@@ -51,8 +51,7 @@ def repl(port=None, capture=None, list_ports=None, call=None):
     finally:
         signal.signal(signal.SIGINT, old)
     if rc != 0:
-        from .deploy import explain_mpremote
-        raise ReplError(explain_mpremote(port, rc, err))
+        raise ReplError(explain(port, rc, err))
     if err.strip():
         sys.stderr.write(err)
     return rc
