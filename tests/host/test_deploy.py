@@ -15,7 +15,6 @@ from alabama import cli
 from alabama.board import boards, deploy, fwset
 from alabama.board.mpremote import MpremoteError, explain, resolve_port
 from alabama.board.sim import native_march
-from alabama.board.flash import FlashError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"
@@ -127,10 +126,10 @@ def test_mpremote_failures_are_one_line(output, expect):
 
 
 def test_no_port_and_missing_port_are_one_line(tmp_path):
-    with pytest.raises(FlashError, match="no Espressif USB device found.*pass --port"):
+    with pytest.raises(MpremoteError, match="no Espressif USB device found.*pass --port"):
         resolve_port(None, list_ports=lambda: [])
     two = lambda: [types.SimpleNamespace(device=d, vid=0x303A) for d in ("/dev/ttyACM0", "/dev/ttyACM1")]
-    with pytest.raises(FlashError, match="2 Espressif USB devices found"):
+    with pytest.raises(MpremoteError, match="2 Espressif USB devices found"):
         resolve_port(None, list_ports=two)
     one = lambda: [types.SimpleNamespace(device="/dev/ttyACM3", vid=0x303A),
                    types.SimpleNamespace(device="/dev/ttyUSB0", vid=0x10C4)]

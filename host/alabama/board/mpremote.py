@@ -1,6 +1,6 @@
 """Talking to a board over its serial port: the real ``mpremote`` command line, and the code run on the board.
 
-Responsible for: finding the port (resolve_port), running ``mpremote connect PORT ...`` with its output line by
+Responsible for: finding the port (resolve_port: as given, or the one Espressif USB device), running ``mpremote connect PORT ...`` with its output line by
 line and a failure turned into one line saying what to do (run_mpremote, explain), the friendly-REPL soft
 reset that runs main.py (soft_reset), the probe of what a board holds (probe), and the MicroPython scripts
 sent to a board: real files in onboard/ (tested on the unix port), each sent as its text followed by one
@@ -18,6 +18,7 @@ import time
 from ..errors import AlabamaError
 from . import fwset
 
+ESPRESSIF_VID = 0x303A      # USB vendor id of the ESP32-S3's native USB (USB-Serial/JTAG, TinyUSB CDC)
 ONBOARD = pathlib.Path(__file__).resolve().parent / "onboard"
 PROBE_MARK = "ALABAMA-PROBE "
 MPREMOTE_TIMEOUT = 300          # seconds for one mpremote run (a first deploy over a slow UART)
@@ -34,10 +35,30 @@ def script(name, *args):
     return "%s\nrun(%s)\n" % (text.rstrip("\n"), ", ".join(repr(a) for a in args))
 
 
+def _list_ports():
+    from serial.tools import list_ports
+    return list(list_ports.comports())
+
+
+def detect_port(list_ports=None):
+    """The one Espressif USB serial device (VID 0x303A); none or several is an MpremoteError saying what to do."""
+    ports = (list_ports or _list_ports)()
+    esp = [p for p in ports if getattr(p, "vid", None) == ESPRESSIF_VID]
+    if len(esp) == 1:
+        return esp[0].device
+    if not esp:
+        others = [p.device for p in ports if getattr(p, "vid", None) is not None]
+        hint = (" (other USB serial ports: %s; a board behind a USB-UART bridge needs --port)"
+                % ", ".join(others)) if others else ""
+        raise MpremoteError("no Espressif USB device found%s: plug the board's USB port in (hold BOOT while "
+                            "plugging if it does not appear) or pass --port" % hint)
+    raise MpremoteError("%d Espressif USB devices found (%s): pass --port to pick one"
+                        % (len(esp), ", ".join(p.device for p in esp)))
+
+
 def resolve_port(port=None, list_ports=None):
-    """The port to use: as given (checked to exist), or the one Espressif USB device (flash.detect_port)."""
+    """The port to use: as given (checked to exist), or the one Espressif USB device (detect_port)."""
     if port is None:
-        from .flash import detect_port
         return detect_port(list_ports)
     port = str(port)
     if "://" in port or port.upper().startswith("COM"):
