@@ -411,7 +411,7 @@ def load_path(path):
     data = read(path)
     problems = check(data, path)
     if problems:
-        more = " (and %d more: run `alabama boards validate`)" % (len(problems) - 1) if len(problems) > 1 else ""
+        more = " (and %d more: run `alabama board validate`)" % (len(problems) - 1) if len(problems) > 1 else ""
         raise BoardError(problems[0] + more)
     return Board(data, path)
 
