@@ -156,6 +156,18 @@ def probe(port, runner=run_mpremote):
     return info
 
 
+def close_serial(ser):
+    """Close a pyserial port with RTS and DTR deasserted first (on an auto-reset circuit or the S3's
+    USB-Serial/JTAG they drive the chip's reset and boot pins)."""
+    import serial
+    try:
+        ser.rts = False
+        ser.dtr = False
+    except (OSError, serial.SerialException):
+        pass
+    ser.close()
+
+
 def soft_reset(port, wait=RESET_WAIT, out=print):
     """Ctrl-C then Ctrl-D at the friendly REPL: MicroPython soft-reboots and runs boot.py and main.py.
 
@@ -178,12 +190,7 @@ def soft_reset(port, wait=RESET_WAIT, out=print):
             seen = (seen + ser.read(256))[-256:]
         ok = b"soft reboot" in seen
     finally:
-        try:
-            ser.rts = False
-            ser.dtr = False
-        except (OSError, serial.SerialException):
-            pass
-        ser.close()
+        close_serial(ser)
     if ok:
         out("soft reset: the board restarts with the new firmware (`alabama logs` to watch it)")
     else:
