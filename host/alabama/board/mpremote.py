@@ -1,10 +1,10 @@
 """Talking to a board over its serial port: the real ``mpremote`` command line, and the code run on the board.
 
-Responsible for: finding the port (resolve_port: as given, or the one Espressif USB device), running ``mpremote connect PORT ...`` with its output line by
-line and a failure turned into one line saying what to do (run_mpremote, explain), the friendly-REPL soft
-reset that runs main.py (soft_reset), the probe of what a board holds (probe), and the MicroPython scripts
-sent to a board: real files in onboard/ (tested on the unix port), each sent as its text followed by one
-call ``run(...)`` with the arguments as Python literals (script).
+Responsible for: finding the port (resolve_port: as given, or the one Espressif USB device), running
+``mpremote connect PORT ...`` with its output line by line and a failure turned into one line saying what to
+do (run_mpremote, explain), the friendly-REPL soft reset that runs main.py (soft_reset), the probe of what a
+board holds (probe), and the MicroPython scripts sent to a board: real files in onboard/ (tested on the unix
+port), each sent as its text followed by one call ``run(...)`` with the arguments as Python literals (script).
 Not responsible for: which files a board should hold (fwset.py) or what to copy (deploy.py).
 mpremote's Python API is declared unstable: every round trip is its command line.
 """

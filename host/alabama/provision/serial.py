@@ -1,10 +1,11 @@
 """Serial provisioning: write the record into a board's key store over mpremote, then soft-reset it.
 
 Responsible for what the board is told to do (``mpremote exec`` of alabama/board/onboard/write_record.py,
-tested on the unix port): the record goes to ``data/provision.bin`` (relative to the board's working directory, ``/`` after a reset: ``/data`` on a board, the flash directory
-on the virtual board) atomically — written to ``.tmp``, then renamed, as firmware/satellite/keystore.py
-does — and read back; the pin follows the record (same rule as the board's listening mode, see
-firmware/satellite/provision/listen.py: a record with core_key pins it, one without removes the old pin).
+tested on the unix port): the record goes to ``data/provision.bin`` (relative to the board's working
+directory, ``/`` after a reset: ``/data`` on a board, the flash directory on the virtual board) atomically —
+written to ``.tmp``, then renamed, as firmware/satellite/keystore.py does — and read back; the pin follows the
+record (same rule as the board's listening mode, see firmware/satellite/provision/listen.py: a record with
+core_key pins it, one without removes the old pin).
 Not responsible for building the record (cli/record) or for the mpremote plumbing (board/mpremote).
 """
 import binascii
