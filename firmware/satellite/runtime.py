@@ -789,6 +789,7 @@ class Runtime:
         self.t_boot = ticks_ms()
         self.conn_t0 = 0
         self.trace = self.opt.get("trace", True)
+        self._runs = [0] * 12        # StreamChunk runs being counted for the trace: (id, 0 tx / 1 rx, count) x 4
         self.record = None
         self.frames_dropped = 0
         self._health = None          # satellite.health, imported at the first session (the `health` property)
@@ -955,16 +956,52 @@ class Runtime:
         self.log("paired: core key %s pinned, token dropped; next connection uses IK" % hexs(key[:8]))
 
     # -- the serial log's frame trace -----------------------------------------------------------------
+    # A StreamChunk is not a line each (one per audio frame would allocate on the audio path): a stream's first
+    # is ("tx stream_chunk id 3 seq 0"), the rest are counted in _runs and their number logged before the
+    # frame that ends the stream ("tx stream_chunk id 3 +157"); the web page's timeline collapses them (§4).
     def note_tx(self, env):
         if self.trace:
-            self.log("tx %s id %d" % (env.op, env.id))
+            self._trace(0, env)
 
     def note_rx(self, env, n):
-        if self.trace and env.op != "stream_chunk":
-            self.log("rx %s id %d" % (env.op, env.id))
+        if self.trace:
+            self._trace(1, env)
 
     def note_chunk_tx(self, cid, seq, n):
-        pass
+        if self.trace:
+            self._chunk(0, cid, seq)
+
+    def _trace(self, d, env):
+        op = env.op
+        if op == "stream_chunk":
+            self._chunk(d, env.id, env.stream_chunk.seq)
+            return
+        if op == "stream_end" or op == "stream_cancel" or op == "error" or op == "response" or op == "hello":
+            self._runs_end(0 if op == "hello" else env.id)       # a Hello: a new connection, all runs over
+        self.log("%s %s id %d" % (("tx", "rx")[d], op, env.id))
+
+    def _chunk(self, d, id, seq):
+        r = self._runs
+        free = -1
+        for i in range(0, 12, 3):
+            if r[i] == id and r[i + 1] == d:
+                r[i + 2] += 1
+                return
+            if r[i] == 0 and free < 0:
+                free = i
+        if free >= 0:
+            r[free] = id
+            r[free + 1] = d
+            r[free + 2] = 0
+        self.log("%s stream_chunk id %d seq %d" % (("tx", "rx")[d], id, seq))
+
+    def _runs_end(self, id):
+        r = self._runs
+        for i in range(0, 12, 3):
+            if r[i] != 0 and (id == 0 or r[i] == id):
+                if r[i + 2]:
+                    self.log("%s stream_chunk id %d +%d" % (("tx", "rx")[r[i + 1]], r[i], r[i + 2]))
+                r[i] = 0
 
     # -- socket helpers (non-blocking, polled) -------------------------------------------------------------
     def pending_bytes(self):
