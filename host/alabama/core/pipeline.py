@@ -21,6 +21,7 @@ from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
 
 from ..errors import AlabamaError
 from . import session as cs
+from . import state as S
 from .deferred import DeferredStore
 
 log = logging.getLogger("alabama.core.pipeline")
@@ -234,7 +235,7 @@ class VoicePipeline:
             cap["replay"] = bool(st.get("done"))   # delivered already: its Response was lost on the way
             self.deferred.hold(key)            # never evicted while this capture is open (or its turn reads it)
             cap["held"] = True
-            if self.s.clock_offset_us is None and self.s.phase == "OPEN":
+            if self.s.clock_offset_us is None and self.s.phase == cs.PHASE_OPEN:
                 self.s.ping()                  # capture_ts maps to wall clock through this connection's round
         self.captures[ev.id] = cap
         if not cap["ambient"]:
@@ -294,7 +295,7 @@ class VoicePipeline:
         if st is None:
             return
         t0 = time.monotonic()
-        while self.s.clock_offset_us is None and time.monotonic() - t0 < CLOCK_WAIT_S and self.s.phase == "OPEN":
+        while self.s.clock_offset_us is None and time.monotonic() - t0 < CLOCK_WAIT_S and self.s.phase == cs.PHASE_OPEN:
             await asyncio.sleep(0.01)
         off = self.s.clock_offset_us
         first = st.get("first_ts")
@@ -394,7 +395,7 @@ class VoicePipeline:
             slot = self.s.slots.get(cid)
             if slot is None:
                 continue
-            if slot.state == "OPEN":
+            if slot.state == S.OPEN:
                 self.s.cancel_stream(cid, reason)   # the cancel is the id's terminal
             elif self.s.pending_terminal(cid):
                 self.s.respond(cid)                 # mic already closed: the turn ends here
@@ -438,7 +439,7 @@ class VoicePipeline:
             raise
         except Exception as e:  # noqa: BLE001 — a failing brain ends the exchange with an Error, loudly
             log.exception("turn %d failed", cid)
-            if self.s.phase == "OPEN" and self.s.pending_terminal(cid):
+            if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(cid):
                 self.s.fail(cid, ops.INTERNAL_ERROR, "the core failed: %s" % e)
                 self.s.pipeline_state(PS.ERROR, ops.INTERNAL_ERROR)
                 self.s.pipeline_state(PS.IDLE)
@@ -452,7 +453,7 @@ class VoicePipeline:
 
     async def _text_turn(self, tid, text):
         reply = await self.brain.reply(Turn(tid, text=text or " ", device_id=self.conn.device_id))
-        if self.s.phase == "OPEN" and self.s.pending_terminal(tid):
+        if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(tid):
             self.s.respond(tid, [content_pb2.ContentBlock(text=reply.text)])
             self.conn.flush()
 

@@ -210,11 +210,11 @@ class Connection:
             self._on_bytes(leftover)
         if eof:
             self._on_eof()
-        if self.session.phase == "HELLO" and not done.done():
+        if self.session.phase == cs.PHASE_HELLO and not done.done():
             try:
                 await asyncio.wait_for(asyncio.shield(done), srv.hello_timeout)
             except asyncio.TimeoutError:
-                if self.session.phase == "HELLO" and not done.done():
+                if self.session.phase == cs.PHASE_HELLO and not done.done():
                     self.session.report.add("R6.1-a", "hello_timeout",
                                             "no Hello within %.0fs of the handshake" % srv.hello_timeout)
                     self.session.close("no Hello")
@@ -263,7 +263,7 @@ class Connection:
                     self.pipeline._on_ChunkReceived(ev)
                 else:
                     self._dispatch(ev)
-            if s._control or s._bulk or self._closing:
+            if s.has_output() or self._closing:
                 self.flush()
         except Exception as e:  # noqa: BLE001
             self._finish_read(e)
@@ -295,7 +295,7 @@ class Connection:
         srv = self.server
         conn, reader = self.stream.conn, self.reader   # the Noise binding, driven directly (one hop less per frame)
         while not self._closing:
-            timeout = None if self.session.phase != "HELLO" else srv.hello_timeout
+            timeout = None if self.session.phase != cs.PHASE_HELLO else srv.hello_timeout
             try:
                 data = conn.read_plaintext()
                 if not data:
@@ -327,7 +327,7 @@ class Connection:
                 srv.frame_observer(self, data)
             for ev in events:
                 self._dispatch(ev)
-            if self.session._control or self.session._bulk or self._closing:
+            if self.session.has_output() or self._closing:
                 self.flush()
 
     def _dispatch(self, ev):
@@ -353,8 +353,6 @@ class Connection:
                 except ValueError:
                     pass
         self.pipeline.on_event(ev)
-        if t is cs.PlaybackDone:
-            pass
 
     def _on_hello(self, ev):
         srv = self.server
@@ -414,7 +412,7 @@ class Connection:
         seen, last = self._rx_progress(), loop.time()
         while not self._closing:
             await asyncio.sleep(srv.ping_interval)
-            if s.phase != "OPEN":
+            if s.phase != cs.PHASE_OPEN:
                 return
             now, got = loop.time(), self._rx_progress()
             if got != seen:
@@ -439,7 +437,7 @@ class Connection:
         s = self.session
         log.info("%s: %s", self.device_id, reason)
         s.close(reason)
-        for ev in s._take():
+        for ev in s.take_events():
             self._dispatch(ev)
         self._closing = True
         self._wake.set()
@@ -452,12 +450,7 @@ class Connection:
         """Wake the writer: queued frames leave in control-first order. A peer that lets more than
         max_queued_frames pile up unread is a slow reader and is disconnected (others are unaffected)."""
         s = self.session
-        if s is not None and len(s._control) + len(s._bulk) > self.server.max_queued_frames and s.phase != "CLOSED":
-            s.report.add("R10.1-b", "slow_reader", "%d frames queued unread: disconnecting"
-                         % (len(s._control) + len(s._bulk)))
-            s._control.clear()
-            s._bulk.clear()
-            s.close("slow reader")
+        if s is not None and s.shed_if_backlog(self.server.max_queued_frames):
             self._closing = True
             try:
                 self.writer.transport.abort()
@@ -473,10 +466,7 @@ class Connection:
                 await self._wake.wait()
                 self._wake.clear()
                 while True:
-                    pending = len(s._control) + len(s._bulk)
-                    if pending > self.server.max_queued_frames:
-                        s.report.add("R10.1-b", "slow_reader", "%d frames queued unread: disconnecting" % pending)
-                        s.close("slow reader")
+                    if s.shed_if_backlog(self.server.max_queued_frames):
                         self._closing = True
                         break
                     f = s.next_frame()
@@ -487,7 +477,7 @@ class Connection:
                     if self.writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                         await asyncio.wait_for(self.writer.drain(), self.server.write_timeout)
                         self._drained.set()
-                if s.phase == "CLOSED" or self._closing:
+                if s.phase == cs.PHASE_CLOSED or self._closing:
                     # Everything queued before the close (e.g. HelloResponse{rejected}) has been written.
                     self._closing = True
                     try:
@@ -507,7 +497,7 @@ class Connection:
 
     async def wait_bulk_below(self, n):
         """Until fewer than ``n`` bulk frames wait for the writer (or the connection is closing)."""
-        while self.session.bulk_pending() >= n and not self._closing and self.session.phase == "OPEN":
+        while self.session.bulk_pending() >= n and not self._closing and self.session.phase == cs.PHASE_OPEN:
             self._drained.clear()
             await asyncio.wait_for(self._drained.wait(), self.server.write_timeout)
 
@@ -545,7 +535,7 @@ class Connection:
             pass
         if self.session is not None:
             rep = self.session.report
-            if self.session.phase != "CLOSED":
+            if self.session.phase != cs.PHASE_CLOSED:
                 self.session.close("connection ended")
             import time as _t
             rep.ended = _t.time()
@@ -559,11 +549,7 @@ class Connection:
             # The session is dead: nothing it held may outlive it (streams, unconsumed uploads, queued
             # frames; an upload never outlives its connection, §10.4). DEFERRED entries stay in the
             # server's store for a resume (released above), by design.
-            s = self.session
-            s.slots.clear()
-            s._uploads.clear()
-            s._control.clear()
-            s._bulk.clear()
+            self.session.release()
         if self.pipeline is not None:
             self.pipeline.captures.clear()
             self.pipeline.turn_task = None
@@ -574,17 +560,15 @@ class Connection:
         """What this connection holds right now, by kind (counts; all 0 once it has ended)."""
         s, p = self.session, self.pipeline
         srv = self.server
-        return {
-            "streams": len(s.slots) if s is not None else 0,
-            "uploads": len(s._uploads) if s is not None else 0,
-            "queued_frames": (len(s._control) + len(s._bulk)) if s is not None else 0,
+        held = s.held() if s is not None else {"streams": 0, "uploads": 0, "queued_frames": 0}
+        return dict(held, **{
             "waiters": sum(1 for f in self.waiters.values() if not f.done()),
             "tasks": sum(1 for t in self.tasks if not t.done()),
             "captures": len(p.captures) if p is not None else 0,
             "deferred_holds": sum(1 for c in p.captures.values() if c.get("held")) if p is not None else 0,
             "registered": int(self.device_id is not None and srv.connections.get(self.device_id) is self),
             "live_report": int(self.session_id in srv.live_reports),
-        }
+        })
 
 
 class _FastRead(asyncio.Protocol):
@@ -819,7 +803,7 @@ class CoreServer:
     def _elevate(self, conn):
         s = conn.session
         s.surface.guest = False
-        if s.phase == "OPEN":
+        if s.phase == cs.PHASE_OPEN:
             s.send_paired()
             conn.flush()
             log.info("%s approved: Paired sent on session %s", conn.device_id, conn.session_id)
@@ -827,7 +811,7 @@ class CoreServer:
     # ---------------------------------------------------------------------- API
     def _conn(self, device_id):
         conn = self.connections.get(device_id)
-        if conn is None or conn.session.phase != "OPEN":
+        if conn is None or conn.session.phase != cs.PHASE_OPEN:
             raise NotConnected("device %s has no live session: start it, or check `alabama core devices`" % device_id)
         return conn
 
@@ -836,7 +820,7 @@ class CoreServer:
         deadline = loop.time() + timeout
         while True:
             conn = self.connections.get(device_id)
-            if conn is not None and conn.session.phase == "OPEN":
+            if conn is not None and conn.session.phase == cs.PHASE_OPEN:
                 return conn
             if loop.time() > deadline:
                 raise NotConnected("device %s did not connect within %.1fs" % (device_id, timeout))
@@ -946,12 +930,12 @@ class CoreServer:
         try:
             for pos in range(0, len(data), step):
                 await conn.wait_bulk_below(IMAGE_WINDOW_FRAMES // 2)
-                if answer.done() or id_ not in s.slots or s.phase != "OPEN":
+                if answer.done() or id_ not in s.slots or s.phase != cs.PHASE_OPEN:
                     break
                 s.send_stream_data(id_, data[pos:pos + step])
                 conn.flush()
             else:
-                if not answer.done() and id_ in s.slots and s.phase == "OPEN":
+                if not answer.done() and id_ in s.slots and s.phase == cs.PHASE_OPEN:
                     s.end_stream(id_)
                     conn.flush()
                     done = True
@@ -968,7 +952,7 @@ class CoreServer:
                 raise RequestFailed("the device answered image stream %d with Error %s: %s"
                                     % (id_, ops.ErrorCode.Name(err.code), err.message), ops.ErrorCode.Name(err.code),
                                     err.message)
-        if s.phase != "OPEN":
+        if s.phase != cs.PHASE_OPEN:
             raise NotConnected("the connection ended while image stream %d was sent" % id_)
         raise RequestFailed("the device cancelled image stream %d" % id_, "CANCELLED")
 
