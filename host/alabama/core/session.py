@@ -185,41 +185,31 @@ class CoreSession:
     def _fast_frames(self, data):
         """The per-frame fast path (performance only; behaviour identical to the decoder + pb2 path).
 
-        Consumes the complete, well-formed frames at the front of ``data`` whose prefix varints are
-        short (total_len <= 2 bytes, header_len 1 byte) and within the limit; a canonical StreamChunk
-        Envelope (``id``, ``stream_chunk{seq, capture_ts}``, nothing else) is read without pb2, any
-        other Envelope goes through ``_frame``. Returns the unconsumed rest (b"" / a memoryview) for
-        the frame decoder, which handles partial frames, long varints, oversize frames and errors
-        exactly as before; None when everything was consumed."""
+        Consumes the complete, well-formed frames within the limit at the front of ``data``
+        (``wire.split_frame``); a canonical StreamChunk Envelope (``id``, ``stream_chunk{seq,
+        capture_ts}``, nothing else: ``wire.parse_chunk_header``) is read without pb2, any other
+        Envelope goes through ``_frame``. Returns the unconsumed rest (a memoryview) for the frame
+        decoder, which handles partial frames, bad varints, oversize frames and errors exactly as
+        before; None when everything was consumed."""
         n = len(data)
         pos = 0
         limit = self.decoder.limit
         report = self.report
         slots = self.slots
+        split, parse = wire.split_frame, wire.parse_chunk_header
         while pos < n:
-            b = data[pos]
-            if b < 0x80:
-                total, p = b, pos + 1
-            elif pos + 1 < n and data[pos + 1] < 0x80:
-                total, p = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
-            else:
+            f = split(data, pos, n, limit)
+            if f is None:
                 break
-            end = p + total
-            if total == 0 or total > limit or end > n:   # total_len 0: the decoder reports it
-                break
-            hl = data[p]
-            if hl >= 0x80 or hl > total - 1:
-                break
-            hend = p + 1 + hl
-            header = data[p + 1:hend]
-            tail = data[hend:end]
-            pos = end
-            c = _parse_chunk(header)
+            hstart, hend, pos = f
+            header = data[hstart:hend]
+            tail = data[hend:pos]
+            c = parse(header)
             if c is None:
                 self._frame(header, tail)
             else:
                 report.frames_in += 1
-                report.bytes_in += hl + len(tail)
+                report.bytes_in += hend - hstart + len(tail)
                 self._frame_index += 1
                 id_, seq, ts = c
                 slot = slots.get(id_)
@@ -1231,65 +1221,6 @@ def _no_upload(env, op):
 
 
 _OPEN, _CAPTURE = S.OPEN, S.CAPTURE
-
-
-def _parse_chunk(h):
-    """(id, seq, capture_ts) when ``h`` is exactly a canonical ``Envelope{id, stream_chunk{seq,
-    capture_ts}}`` (fields in that order, each at most once, nothing else, id/seq below 2**32); None
-    for anything else (the caller then decodes it with pb2, so every other shape keeps protobuf's
-    own semantics). Varints are read inline: this runs once per audio frame."""
-    n = len(h)
-    pos = 0
-    id_ = 0
-    if n and h[0] == 0x08:                      # id (uint32)
-        pos = 1
-        shift = 0
-        while True:
-            if pos >= n or shift > 28:
-                return None
-            c = h[pos]
-            pos += 1
-            id_ |= (c & 0x7F) << shift
-            if c < 0x80:
-                break
-            shift += 7
-        if id_ > UINT32_MAX:
-            return None
-    if pos + 2 > n or h[pos] != 0x42 or h[pos + 1] >= 0x80 or pos + 2 + h[pos + 1] != n:
-        return None                             # stream_chunk (field 8, one-byte length) ends the header
-    pos += 2
-    seq = ts = 0
-    if pos < n and h[pos] == 0x08:              # seq (uint32)
-        pos += 1
-        shift = 0
-        while True:
-            if pos >= n or shift > 28:
-                return None
-            c = h[pos]
-            pos += 1
-            seq |= (c & 0x7F) << shift
-            if c < 0x80:
-                break
-            shift += 7
-        if seq > UINT32_MAX:
-            return None
-    if pos < n and h[pos] == 0x10:              # capture_ts (uint64)
-        pos += 1
-        shift = 0
-        while True:
-            if pos >= n or shift > 63:
-                return None
-            c = h[pos]
-            pos += 1
-            ts |= (c & 0x7F) << shift
-            if c < 0x80:
-                break
-            shift += 7
-        if ts > 0xFFFFFFFFFFFFFFFF:
-            return None
-    if pos != n:
-        return None
-    return id_, seq, ts
 
 
 def _ename(code):
