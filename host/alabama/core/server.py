@@ -239,7 +239,7 @@ class Connection:
         if self._read_done.done():
             return
         try:
-            data = noise_aio.receive_plaintext(self.stream.conn, raw)
+            data = self.stream.conn.decrypt_stream(raw)
         except NoiseError as e:
             self._noise_failed(e)
             return
@@ -429,8 +429,7 @@ class Connection:
     def _rx_progress(self):
         """Changes whenever anything arrives: Noise transport messages decrypted (a frame still being
         reassembled counts too), frames decoded. Read off existing counters: nothing on the read path."""
-        recv = getattr(self.stream.conn, "_recv", None)
-        return getattr(recv, "n", 0), self.session.report.frames_in
+        return self.stream.conn.received_messages, self.session.report.frames_in
 
     def _close_now(self, reason):
         """Close the session and drop the connection without waiting for the peer to read."""

@@ -4,7 +4,7 @@
   random headers;
 * ``CoreSession.receive_data`` with the fast framing path against the same session with it off
   (decoder + pb2 for every frame), over random frame mixes split at random points;
-* ``noise.aio.receive_plaintext`` against ``NoiseConnection.receive`` + ``read_plaintext`` over
+* ``NoiseConnection.decrypt_stream`` against ``NoiseConnection.receive`` + ``read_plaintext`` over
   random splits, and on tampered / truncated input (same error code, connection failed for good).
 """
 import os
@@ -16,7 +16,6 @@ from google.protobuf.message import DecodeError
 from alabama.core import session as cs
 from alabama.core.session import Admission, CoreSession
 from alabama.core.testsat import capture_open, env, frame, hello
-from alabama.noise import aio as noise_aio
 from alabama.noise.state import NoiseError, public_key
 from alabama.noise.transport import NoiseConnection
 from alabama.v1 import envelope_pb2, operations_pb2 as ops
@@ -213,7 +212,7 @@ def pair():
 @given(st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=20),
        st.lists(st.integers(1, 6000), max_size=10))
 @settings(max_examples=100, deadline=None)
-def test_receive_plaintext_equals_receive(msgs, cuts):
+def test_decrypt_stream_equals_receive(msgs, cuts):
     i, r = pair()
     wire_bytes = b"".join(i.encrypt(m) for m in msgs)
     pieces, pos = [], 0
@@ -222,13 +221,13 @@ def test_receive_plaintext_equals_receive(msgs, cuts):
             pieces.append(wire_bytes[pos:c])
             pos = c
     pieces.append(wire_bytes[pos:])
-    got = b"".join(noise_aio.receive_plaintext(r, p) for p in pieces)
+    got = b"".join(r.decrypt_stream(p) for p in pieces)
     assert got == b"".join(msgs)
-    assert not r._in and r._recv.n == sum(1 for m in msgs if m)
+    assert not r._in and r.received_messages == sum(1 for m in msgs if m)
 
 
 @pytest.mark.parametrize("where", [2, 20, -1])
-def test_receive_plaintext_tampered_fails_like_receive(where):
+def test_decrypt_stream_tampered_fails_like_receive(where):
     results = []
     for fn in ("fast", "general"):
         i, r = pair()
@@ -236,7 +235,7 @@ def test_receive_plaintext_tampered_fails_like_receive(where):
         data[where] ^= 1
         try:
             if fn == "fast":
-                noise_aio.receive_plaintext(r, bytes(data))
+                r.decrypt_stream(bytes(data))
             else:
                 r.receive(bytes(data))
             results.append(("ok", r.read_plaintext()))
