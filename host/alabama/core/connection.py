@@ -270,9 +270,10 @@ class Connection:
             events = s.receive_data(data)
             if self.server.frame_observer is not None:
                 self.server.frame_observer(self, data)
+            on_chunk = self.pipeline.on_chunk
             for ev in events:
                 if type(ev) is cs.ChunkReceived:
-                    self.pipeline._on_ChunkReceived(ev)
+                    on_chunk(ev)            # the per-frame path: straight to the pipeline
                 else:
                     self._dispatch(ev)
             if s.has_output() or self._closing:
@@ -318,31 +319,35 @@ class Connection:
             self._finish_read()
 
     def _dispatch(self, ev):
-        t = type(ev)
-        if t is cs.ChunkReceived:
-            self.pipeline.on_event(ev)
-            return
-        if t is cs.HelloAccepted:
-            admission.on_admitted(self, ev)
-            if self.server.ping_interval:
-                task = asyncio.ensure_future(self._ping_loop())
-                self.tasks.add(task)
-        elif t is cs.TerminalReceived:
-            fut = self.waiters.pop(ev.id, None)
-            if fut is not None and not fut.done():
-                fut.set_result(ev)
-        elif t is cs.PingRound:
-            self.ping_rounds.append((ev.offset_us, ev.rtt_us))
-        elif t is cs.CloseConnection:
-            self._closing = True
-        elif t is cs.SettingReported or t is cs.EventReceived or t is cs.PresenceReceived:
-            log.info("%s: %r", self.device_id, ev)
-            if t is cs.EventReceived and ev.msg.id == HEALTH_EVENT:
-                try:
-                    self.health_event = json.loads(ev.msg.metadata)   # validated against its schema (R8.2-e)
-                except ValueError:
-                    pass
+        """One session event: the connection's own handling (table below), then the pipeline's."""
+        h = _HANDLERS.get(type(ev))
+        if h is not None:
+            h(self, ev)
         self.pipeline.on_event(ev)
+
+    def _on_hello_accepted(self, ev):
+        admission.on_admitted(self, ev)
+        if self.server.ping_interval:
+            self.tasks.add(asyncio.ensure_future(self._ping_loop()))
+
+    def _on_terminal(self, ev):
+        fut = self.waiters.pop(ev.id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(ev)
+
+    def _on_ping_round(self, ev):
+        self.ping_rounds.append((ev.offset_us, ev.rtt_us))
+
+    def _on_close(self, ev):
+        self._closing = True
+
+    def _on_report(self, ev):
+        log.info("%s: %r", self.device_id, ev)
+        if type(ev) is cs.EventReceived and ev.msg.id == HEALTH_EVENT:
+            try:
+                self.health_event = json.loads(ev.msg.metadata)   # validated against its schema (R8.2-e)
+            except ValueError:
+                pass
 
     def replaced(self):
         """A newer connection of the same device was admitted: this session closes, its socket goes."""
@@ -450,9 +455,17 @@ class Connection:
             await asyncio.wait_for(self._drained.wait(), self.server.write_timeout)
 
     def wait_terminal(self, id_):
+        """A Future resolved with the TerminalReceived on ``id_`` (NotConnected if the connection ends first)."""
         fut = asyncio.get_running_loop().create_future()
         self.waiters[id_] = fut
         return fut
+
+    def spawn(self, coro):
+        """Run ``coro`` as this connection's task: cancelled and awaited when the connection ends."""
+        t = asyncio.ensure_future(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+        return t
 
     async def _teardown(self):
         srv = self.server
@@ -516,6 +529,13 @@ class Connection:
             "registered": int(self.device_id is not None and srv.connections.get(self.device_id) is self),
             "live_report": int(self.session_id in srv.live_reports),
         })
+
+
+#: Connection._dispatch: what the connection itself does with a session event (the pipeline gets every one).
+_HANDLERS = {cs.HelloAccepted: Connection._on_hello_accepted, cs.TerminalReceived: Connection._on_terminal,
+             cs.PingRound: Connection._on_ping_round, cs.CloseConnection: Connection._on_close,
+             cs.SettingReported: Connection._on_report, cs.EventReceived: Connection._on_report,
+             cs.PresenceReceived: Connection._on_report}
 
 
 class _Wire(asyncio.Protocol):

@@ -410,7 +410,9 @@ class CoreServer:
         raise RequestFailed("the device cancelled image stream %d" % id_, "CANCELLED")
 
     def stop_turn(self, device_id):
-        self._conn(device_id).pipeline.stop_turn()
+        conn = self._conn(device_id)
+        conn.pipeline.stop_turn()
+        conn.flush()
 
 class ImageShown:
     """What ``CoreServer.show_image`` sent: ``id`` (the Render or ImageRenderOpen id), ``path`` ("inline" or

@@ -270,7 +270,7 @@ class CoreSession:
                               env.id, op)
                 self._error(env.id, _E.INVALID_REQUEST, "%s is a core-to-satellite operation" % op)
             else:
-                getattr(self, "_on_" + op)(env, getattr(env, op), tail)
+                _OPS[op](self, env, getattr(env, op), tail)
         except LocalProtocolError as e:
             if e.code != "FRAME_TOO_LARGE":
                 raise
@@ -1200,6 +1200,14 @@ class CoreSession:
         self.device_id = device_id
         self.report.device_id = device_id
         self.report.pattern = pattern
+
+
+#: CoreSession._envelope: the handler of each op a satellite may send, by Envelope oneof name (every other arm
+#: is in CORE_ONLY_OPS). One table, like state.py's and the firmware session's _HANDLERS.
+_OPS = {op: getattr(CoreSession, "_on_" + op) for op in (
+    "hello", "error", "ping", "ping_response", "stream_chunk", "stream_end", "stream_cancel", "capture_open",
+    "upload_open", "text_input", "event", "stop", "presence", "playback_done", "tool_result", "response",
+    "setting_state")}
 
 
 #: Outgoing ops that can carry a MediaBlock, or are an upload: checked by ``_no_upload`` (R10.4-c).
