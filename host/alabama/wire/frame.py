@@ -168,7 +168,11 @@ def split_frame(buf, pos: int, end: int, limit: int):
         fend = p + total
         if fend > end:
             return None
-        hl, h = read_varint(buf, p, fend, "header_len")
+        hl = buf[p]
+        if hl < 0x80:                   # the usual one-byte header_len, without the call
+            h = p + 1
+        else:
+            hl, h = read_varint(buf, p, fend, "header_len")
     except FrameError:
         return None
     if hl is None or hl > fend - h:
@@ -185,10 +189,16 @@ def parse_chunk_header(h):
     pos = 0
     id_ = seq = ts = 0
     try:
-        if n and h[0] == 0x08:                      # id (uint32)
-            id_, pos = read_varint(h, 1, n)
-            if id_ is None:
-                return None
+        if n > 1 and h[0] == 0x08:                  # id (uint32)
+            id_ = h[1]
+            if id_ < 0x80:                          # the usual one-byte id, without the call
+                pos = 2
+            else:
+                id_, pos = read_varint(h, 1, n)
+                if id_ is None:
+                    return None
+        elif n and h[0] == 0x08:
+            return None
         if pos + 2 > n or h[pos] != 0x42 or h[pos + 1] >= 0x80 or pos + 2 + h[pos + 1] != n:
             return None                             # stream_chunk (field 8, one-byte length) ends the header
         pos += 2
