@@ -51,7 +51,7 @@ def liveness_timeout(ping_interval, sat_max_frame_bytes, core_max_frame_bytes):
 class Connection:
     """One accepted TCP connection: Noise, then a CoreSession, its pipeline and its writer."""
 
-    def __init__(self, server, number, stream=None):
+    def __init__(self, server, number, stream=None, unread=b""):
         self.server = server
         self.writer = None           # an asyncio.StreamWriter over the transport (attach)
         self.peer = "?:?"
@@ -61,7 +61,7 @@ class Connection:
         self._noise = None           # the NoiseConnection while the handshake runs
         self._handshake = None       # Future: the handshake's outcome
         self._read_done = None       # Future: set once reading ends (the session reads from then on)
-        self._early = bytearray()    # bytes received after the handshake, before the session reads
+        self._early = bytearray(unread)   # bytes received after the handshake, before the session reads
         self._early_end = None       # (exc,) when the peer closed or reset before the session read
         self.session = None
         self.device_id = None
@@ -78,7 +78,7 @@ class Connection:
         self.health_event = None     # metadata of the last device.health Event (a dict), for device_health()
 
     def attach(self, transport, writer):
-        """The transport is up (``_Wire.connection_made``): a responder's handshake starts."""
+        """The transport is up (``Wire.connection_made``): a responder's handshake starts."""
         self.writer = writer
         self.peer = "%s:%s" % (writer.get_extra_info("peername") or ("?", "?"))[:2]
         self._handshake = asyncio.get_running_loop().create_future()
@@ -164,7 +164,7 @@ class Connection:
 
     async def _read_loop(self):
         """Feed the session until the connection ends: the transport's bytes go straight from
-        ``data_received`` (``_Wire``) through Noise, the session and the pipeline; this task only waits
+        ``data_received`` (``Wire``) through Noise, the session and the pipeline; this task only waits
         for the end (and for the Hello, within hello_timeout)."""
         srv = self.server
         self._read_done = done = asyncio.get_running_loop().create_future()
@@ -192,7 +192,7 @@ class Connection:
                     self._finish_read()
         await done
 
-    # -- the protocol-driven read path (called from _Wire) ----------------------------------------
+    # -- the protocol-driven read path (called from Wire) ----------------------------------------
     def _on_handshake_bytes(self, raw):
         """The Noise responder handshake (spec §5.1), fed by ``data_received``; bytes past its last
         message stay in the NoiseConnection (decrypted) for the session."""
@@ -538,7 +538,7 @@ _HANDLERS = {cs.HelloAccepted: Connection._on_hello_accepted, cs.TerminalReceive
              cs.PresenceReceived: Connection._on_report}
 
 
-class _Wire(asyncio.Protocol):
+class Wire(asyncio.Protocol):
     """The transport's protocol from accept to close: received bytes go straight to the Connection
     (handshake, then decrypt -> session -> pipeline, synchronously). Flow control and connection loss
     are forwarded to a StreamReaderProtocol as well, so the Connection's StreamWriter (write, drain,

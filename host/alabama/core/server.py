@@ -36,7 +36,7 @@ from . import admission
 from . import registry as reg
 from . import session as cs
 from . import images
-from .connection import Connection, _Wire, liveness_timeout  # noqa: F401 — liveness_timeout: re-exported
+from .connection import Connection, Wire, liveness_timeout  # noqa: F401 — liveness_timeout: re-exported
 from .control import CONTROL_FILE, ControlEndpoint, control_call  # noqa: F401 — control_call: the CLI's import
 from .errors import CoreError, NotConnected, RequestFailed
 from .deferred import DEFERRED_MAX_BYTES, DEFERRED_TTL_S, DeferredStore
@@ -176,22 +176,22 @@ class CoreServer:
 
     async def _adopt(self, sock, nc, raw):
         sock.setblocking(False)
-        conn = self._new_conn(noise_aio.NoiseStream(nc, None, None))
-        conn._early += raw        # read by the first worker past the handshake: first in line here
+        # raw: read by the first worker past the handshake, first in line here
+        conn = self._new_conn(noise_aio.NoiseStream(nc, None, None), raw)
         try:
-            await asyncio.get_running_loop().create_connection(lambda: _Wire(conn, self._serve), sock=sock)
+            await asyncio.get_running_loop().create_connection(lambda: Wire(conn, self._serve), sock=sock)
         except OSError as e:
             log.info("a handed-over connection is gone already: %s", e)
             sock.close()
 
-    def _new_conn(self, stream=None):
+    def _new_conn(self, stream=None, unread=b""):
         self._count += 1
-        conn = Connection(self, self._count, stream)
+        conn = Connection(self, self._count, stream, unread)
         self._all_conns[conn.session_id] = conn
         return conn
 
     def _new_wire(self):
-        return _Wire(self._new_conn(), self._serve)
+        return Wire(self._new_conn(), self._serve)
 
     def _serve(self, conn):
         """The connection's transport is up: serve it in its own task until it ends."""
