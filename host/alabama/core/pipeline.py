@@ -5,7 +5,10 @@ StreamEnd{END_DETECTED} when the energy endpointer hears the end (or on the sate
 StreamEnd), ask the brain for a reply, resample it exactly to the declared SpeakerParams, stream it
 over MediaRenderOpen paced within buffer_ms, await PlaybackDone, then close the capture id with its
 Response; push PipelineState as the turn moves; barge-in, Stop and DEFERRED resume. It talks to the
-wire only through the CoreSession API and the connection's ``flush``/``wait_terminal``.
+wire only through the CoreSession API and a small ``Port`` (session, device_id, flush, wait_terminal,
+spawn), never to a connection's internals. Events come in through ``on_event`` (``on_chunk`` is the
+same for ChunkReceived, the per-frame entry); the driver flushes after handing events in, so only the
+pipeline's own tasks (turns, the paced reply) flush.
 """
 import asyncio
 import hashlib
@@ -14,6 +17,7 @@ import math
 import shutil
 import subprocess
 import time
+import typing
 
 import numpy as np
 
@@ -21,6 +25,7 @@ from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
 
 from ..errors import AlabamaError
 from . import session as cs
+from . import state as S
 from .deferred import DeferredStore
 
 log = logging.getLogger("alabama.core.pipeline")
@@ -180,11 +185,34 @@ def make_brain(name):
 
 
 # ---------------------------------------------------------------------------------- the pipeline
+class Port(typing.Protocol):
+    """What the pipeline needs of the connection it serves (``connection.Connection`` is one; tests
+    bring their own): nothing else of it is touched."""
+
+    #: The CoreSession: the pipeline reaches the wire only through its API.
+    session: cs.CoreSession
+    #: The device's id (DEFERRED keys, logs).
+    device_id: str
+
+    def flush(self) -> None:
+        """Frames queued from the pipeline's own tasks may leave now (the driver flushes after events)."""
+
+    def wait_terminal(self, id_: int) -> "asyncio.Future":
+        """A Future resolved with the TerminalReceived on ``id_`` (NotConnected when the connection ends)."""
+
+    def spawn(self, coro) -> "asyncio.Task":
+        """Run ``coro`` as a task of the connection (cancelled when it ends)."""
+
+
 class VoicePipeline:
-    """One per connection. ``on_event`` takes the session's events; turns run as asyncio tasks."""
+    """One per connection. ``on_event`` takes the session's events; turns run as asyncio tasks.
+
+    Dispatch is one table keyed by event class (``self._handlers``), the pattern of core/state.py and
+    the firmware session's _HANDLERS: the handled events are listed in one place, a lookup is one dict
+    probe (no name built per event), and a renamed event class fails at import, not silently."""
 
     def __init__(self, conn, brain, deferred_store):
-        self.conn = conn
+        self.conn = conn                   # the Port
         self.brain = brain
         # (device_id, correlation_ref) -> {"count", "last_ts", "audio"}; bounded (deferred.py)
         self.deferred = deferred_store if deferred_store is not None else DeferredStore()
@@ -194,18 +222,23 @@ class VoicePipeline:
         self.render_id = None
         self.stats = {"elided_pieces": 0}
         self._said_mute = False            # the "replies are not spoken" reason was logged
+        self._handlers = {cs.CaptureOpened: self._on_capture_opened, cs.ChunkReceived: self.on_chunk,
+                          cs.StreamEnded: self._on_stream_ended, cs.StreamCancelled: self._on_stream_cancelled,
+                          cs.StopReceived: self._on_stop, cs.TextInputReceived: self._on_text_input,
+                          cs.CloseConnection: self._on_close}
 
     @property
     def s(self):
         return self.conn.session
 
     def on_event(self, ev):
-        h = getattr(self, "_on_" + type(ev).__name__, None)
+        """One event of the session; the caller flushes afterwards."""
+        h = self._handlers.get(type(ev))
         if h is not None:
             h(ev)
 
     # -- input ---------------------------------------------------------------------------------
-    def _on_CaptureOpened(self, ev):
+    def _on_capture_opened(self, ev):
         co = ev.open
         if co.trigger != ops.TRIGGER_UNSPECIFIED and self.render_id is not None:
             self._barge_in()
@@ -234,14 +267,14 @@ class VoicePipeline:
             cap["replay"] = bool(st.get("done"))   # delivered already: its Response was lost on the way
             self.deferred.hold(key)            # never evicted while this capture is open (or its turn reads it)
             cap["held"] = True
-            if self.s.clock_offset_us is None and self.s.phase == "OPEN":
+            if self.s.clock_offset_us is None and self.s.phase == cs.PHASE_OPEN:
                 self.s.ping()                  # capture_ts maps to wall clock through this connection's round
         self.captures[ev.id] = cap
         if not cap["ambient"]:
             self.s.pipeline_state(PS.LISTENING)
-        self.conn.flush()
 
-    def _on_ChunkReceived(self, ev):
+    def on_chunk(self, ev):
+        """A ChunkReceived (what ``on_event`` does with one): the per-frame entry, called directly."""
         cap = self.captures.get(ev.id)
         if cap is None:
             return
@@ -269,7 +302,6 @@ class VoicePipeline:
             self.deferred.append(cap["key"], st, ev.data, ev.capture_ts)
             if st["count"] % ACK_EVERY == 0:
                 self.s.capture_ack(ev.id, st["count"])
-                self.conn.flush()
             return
         if cap["ambient"]:
             return        # ambient audio: no server-side wakeword in the reference core
@@ -279,7 +311,6 @@ class VoicePipeline:
             cap["ep"] = None
             self.s.end_capture(ev.id)
             self._start_turn(ev.id)
-            self.conn.flush()
 
     @staticmethod
     def _chunk_us(cap, nbytes):
@@ -294,7 +325,7 @@ class VoicePipeline:
         if st is None:
             return
         t0 = time.monotonic()
-        while self.s.clock_offset_us is None and time.monotonic() - t0 < CLOCK_WAIT_S and self.s.phase == "OPEN":
+        while self.s.clock_offset_us is None and time.monotonic() - t0 < CLOCK_WAIT_S and self.s.phase == cs.PHASE_OPEN:
             await asyncio.sleep(0.01)
         off = self.s.clock_offset_us
         first = st.get("first_ts")
@@ -315,9 +346,9 @@ class VoicePipeline:
                      ".%03d UTC" % (rec["spoken_at_us"] // 1000 % 1000), off, self.s.rtt_us)
         return rec
 
-    def _on_StreamEnded(self, ev):
+    def _on_stream_ended(self, ev):
         cap = self.captures.get(ev.id)
-        if cap is None or ev.kind != "CaptureOpen":
+        if cap is None or ev.kind != S.CAPTURE:
             return
         if cap["key"] is not None:
             self.s.capture_ack(ev.id, self.deferred[cap["key"]]["count"])
@@ -329,30 +360,27 @@ class VoicePipeline:
                 self.captures.pop(ev.id, None)
                 self._release(cap)
                 self.s.pipeline_state(PS.IDLE)
-                self.conn.flush()
                 return
         if self.turn_id != ev.id and not cap["ambient"]:
             self._start_turn(ev.id)       # the turn releases the DEFERRED entry once it is done with it
         else:
             self._release(cap)
-        self.conn.flush()
 
-    def _on_StreamCancelled(self, ev):
+    def _on_stream_cancelled(self, ev):
         if ev.id in self.captures:
             self._release(self.captures.pop(ev.id))
             if self.turn_id == ev.id and self.turn_task is not None:
                 self.turn_task.cancel()
             self.s.pipeline_state(PS.IDLE)
-            self.conn.flush()
 
-    def _on_StopReceived(self, ev):
+    def _on_stop(self, ev):
         self.stop_turn(ops.STOPPED)
 
-    def _on_TextInputReceived(self, ev):
+    def _on_text_input(self, ev):
         if ev.id:
-            self._spawn(self._text_turn(ev.id, ev.msg.text))
+            self.conn.spawn(self._text_turn(ev.id, ev.msg.text))
 
-    def _on_CloseConnection(self, ev):
+    def _on_close(self, ev):
         for t in (self.turn_task,):
             if t is not None:
                 t.cancel()
@@ -382,7 +410,8 @@ class VoicePipeline:
         self.turn_id = None
 
     def stop_turn(self, reason=ops.STOPPED):
-        """Stop (§4.4): cancel the in-flight activation; StreamCancel every open stream of the turn."""
+        """Stop (§4.4): cancel the in-flight activation; StreamCancel every open stream of the turn.
+        The caller flushes (the driver after a StopReceived, ``CoreServer.stop_turn`` otherwise)."""
         if self.turn_task is not None:
             self.turn_task.cancel()
         if self.render_id is not None and self.render_id in self.s.slots:
@@ -394,25 +423,18 @@ class VoicePipeline:
             slot = self.s.slots.get(cid)
             if slot is None:
                 continue
-            if slot.state == "OPEN":
+            if slot.state == S.OPEN:
                 self.s.cancel_stream(cid, reason)   # the cancel is the id's terminal
             elif self.s.pending_terminal(cid):
                 self.s.respond(cid)                 # mic already closed: the turn ends here
             self._release(self.captures.pop(cid))
         self.turn_id = None
         self.s.pipeline_state(PS.IDLE)
-        self.conn.flush()
 
     def _start_turn(self, cid):
         self.turn_id = cid
         self.s.pipeline_state(PS.PROCESSING)
-        self.turn_task = self._spawn(self._voice_turn(cid))
-
-    def _spawn(self, coro):
-        t = asyncio.ensure_future(coro)
-        self.conn.tasks.add(t)
-        t.add_done_callback(self.conn.tasks.discard)
-        return t
+        self.turn_task = self.conn.spawn(self._voice_turn(cid))
 
     async def _voice_turn(self, cid):
         cap = self.captures.get(cid)
@@ -438,7 +460,7 @@ class VoicePipeline:
             raise
         except Exception as e:  # noqa: BLE001 — a failing brain ends the exchange with an Error, loudly
             log.exception("turn %d failed", cid)
-            if self.s.phase == "OPEN" and self.s.pending_terminal(cid):
+            if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(cid):
                 self.s.fail(cid, ops.INTERNAL_ERROR, "the core failed: %s" % e)
                 self.s.pipeline_state(PS.ERROR, ops.INTERNAL_ERROR)
                 self.s.pipeline_state(PS.IDLE)
@@ -452,7 +474,7 @@ class VoicePipeline:
 
     async def _text_turn(self, tid, text):
         reply = await self.brain.reply(Turn(tid, text=text or " ", device_id=self.conn.device_id))
-        if self.s.phase == "OPEN" and self.s.pending_terminal(tid):
+        if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(tid):
             self.s.respond(tid, [content_pb2.ContentBlock(text=reply.text)])
             self.conn.flush()
 
