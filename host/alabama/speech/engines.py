@@ -22,7 +22,7 @@ from . import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH
 from .recognizer import Transcript
 
 EMBEDDED = "embedded"
-FLAG_FORM = "embedded or wyoming://HOST:PORT"
+FLAG_HELP = "embedded (default) or wyoming://HOST:PORT of a Wyoming server"
 MAX_TEXT = 2000          # characters one synthesize() speaks: a reply, not a book (longer text is refused)
 
 
@@ -63,6 +63,15 @@ def check_flag(value):
         return value
     from . import wyoming_io
     return str(wyoming_io.parse_uri(value))
+
+
+def flag_type(value):
+    """``argparse`` ``type=`` for ``--stt``/``--tts``: check_flag, with a bad value shown as a usage error."""
+    import argparse
+    try:
+        return check_flag(value)
+    except AlabamaError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def open_stt(flag, models=None, **timeouts):

@@ -99,6 +99,16 @@ def test_flag_refuses_with_the_form(bad):
     assert "\n" not in msg and "wyoming://HOST:PORT" in msg and "embedded" in msg
 
 
+def test_flag_type_for_argparse(capsys):
+    import argparse
+    p = argparse.ArgumentParser(prog="core")
+    p.add_argument("--stt", default=engines.EMBEDDED, type=engines.flag_type, help=engines.FLAG_HELP)
+    assert p.parse_args(["--stt", "wyoming://h:1"]).stt == "wyoming://h:1"
+    with pytest.raises(SystemExit) as e:
+        p.parse_args(["--stt", "whisper"])
+    assert e.value.code == 2 and "expected wyoming://HOST:PORT" in capsys.readouterr().err
+
+
 def test_engines_share_one_interface(models):
     stt = [engines.open_stt("embedded", models), engines.open_stt("wyoming://127.0.0.1:1")]
     tts = [engines.open_tts("embedded"), engines.open_tts("wyoming://127.0.0.1:1")]
