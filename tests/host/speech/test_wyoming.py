@@ -172,7 +172,7 @@ def test_server_gone_mid_turn(utterance, sig):
         assert uri in str(e.value) and "--stt embedded" in str(e.value) and "\n" not in str(e.value)
         assert took < READ_TIMEOUT + 0.5, took
         if sig == signal.SIGKILL:
-            assert took < 0.5, took
+            assert took < 1.0, took                       # EOF: no timeout waited
     finally:
         if sig == signal.SIGSTOP:
             os.kill(proc.pid, signal.SIGKILL)
@@ -191,7 +191,7 @@ def test_nothing_listening_fails_at_once():
         tts.synthesize("hello")
     with pytest.raises(engines.EngineError, match=uri):
         stt.describe()
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < CONNECT_TIMEOUT          # refused: no timeout waited
 
 
 class FakeServer:
@@ -254,7 +254,7 @@ def test_garbage_or_silence_is_a_typed_error(kind):
                 assert "model exploded" in msg
             if kind == "bad-format" and isinstance(client, wyoming_io.WyomingTTS):
                 assert "format" in msg
-            assert took < READ_TIMEOUT + 0.5 if kind == "silent" else took < 0.5, (kind, took)
+            assert took < READ_TIMEOUT + 0.5 if kind == "silent" else took < 1.0, (kind, took)
     finally:
         srv.stop()
 
