@@ -27,10 +27,10 @@ def _need(tool, package):
     return path
 
 
-def espeak_wav(text, voice=VOICE, speed=SPEED):
-    """espeak-ng's WAV bytes (22050 Hz mono s16le) for text."""
-    return subprocess.run([_need("espeak-ng", "espeak-ng"), "-v", voice, "-s", str(speed), "--stdout", text],
-                          capture_output=True, check=True).stdout
+def espeak_wav(text, voice=VOICE, speed=SPEED, timeout=None, exe=None):
+    """espeak-ng's WAV bytes (22050 Hz mono s16le) for text ("--": a text starting with "-" is spoken)."""
+    return subprocess.run([exe or _need("espeak-ng", "espeak-ng"), "-v", voice, "-s", str(speed), "--stdout",
+                           "--", text], capture_output=True, check=True, timeout=timeout).stdout
 
 
 def synth(text, voice=VOICE, speed=SPEED, pad=(0.3, 0.3)):

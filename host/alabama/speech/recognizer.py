@@ -132,6 +132,7 @@ class Recognizer:
         self.truncated = False
 
     def start(self):
+        self.close()                           # an utterance left open (a turn abandoned) is dropped
         for d in (self._g, self._p):
             d.set_cmn(self.models.cmn_init)
             d.start_utt()
@@ -190,6 +191,13 @@ class Recognizer:
             if free.words:
                 return free
         return best
+
+    def close(self):
+        """Drop the utterance in flight, if any (engines.SpeechToText); the next start() begins clean."""
+        if self._open:
+            self._open = False
+            for d in (self._g, self._p):
+                d.end_utt()
 
     def transcribe(self, pcm, chunk=None):
         """Convenience: one whole utterance (fed in ``chunk``-byte pieces when given)."""

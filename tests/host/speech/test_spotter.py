@@ -46,23 +46,30 @@ def test_false_positives_on_other_speech_and_noise():
     assert feed_all(spotter.Spotter(), audio.noise(20.0)) == []
 
 
-def test_memory_flat_over_five_minutes():
-    sp = spotter.Spotter(restart_s=30)
+def test_memory_flat_over_many_restarts():
+    """Bounded memory: 70 s of stream with a restart every 10 s (the default is 30 s; the shorter period
+    crosses seven restarts in a quarter of the CPU of the 5-minute soak docs/speech.md quotes). The warm-up
+    runs through one full utterance and its restart, so the decoder's per-utterance peak is reached
+    before the baseline is taken; what grows after it grows per restart or per frame."""
+    sp = spotter.Spotter(restart_s=10)
     chunk = audio.noise(10.0, rms=300, seed=7)
     frames = audio.frames(chunk)
-    for f in frames:                            # warm up: the decoder's first allocations
-        sp.feed(f)
+    for _ in range(2):                          # warm up: 20 s, two restarts
+        for f in frames:
+            sp.feed(f)
+    warm_restarts = sp.restarts
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     rss0 = _rss_kb()
-    for _ in range(30):                         # 5 min of audio
+    for _ in range(5):                          # 50 s of audio
         for f in frames:
             sp.feed(f)
     grown = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     rss_grown = _rss_kb() - rss0
-    print("5 min stream: python heap +%d B, RSS +%d kB, %d restarts" % (grown, rss_grown, sp.restarts))
-    assert sp.fed == 31 * len(chunk) and sp.restarts >= 10
+    print("70 s stream: python heap +%d B, RSS +%d kB, %d restarts (%d after the baseline)" % (
+        grown, rss_grown, sp.restarts, sp.restarts - warm_restarts))
+    assert warm_restarts >= 1 and sp.fed == 7 * len(chunk) and sp.restarts - warm_restarts >= 5
     assert grown < 64 * 1024 and rss_grown < 8 * 1024
 
 
