@@ -2,7 +2,6 @@
 paired with the reference core, the set served by alabama.board.ota's HTTP server on 127.0.0.1, the board
 downloading it itself, otaboot swapping it at boot and rolling it back. docs/ota.md."""
 import json
-import os
 import pathlib
 import shutil
 import time
@@ -12,23 +11,15 @@ import pytest
 from alabama.board import fwset, ota, sim
 from alabama.core.errors import RequestFailed
 
-from vb_support import CoreThread, board, device_id
+from vb_support import board, device_id
 
-pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
+pytestmark = pytest.mark.needs_micropython
 
 FIRMWARE = pathlib.Path(__file__).resolve().parents[2] / "firmware"
 #: A whole app module whose main() raises: the broken release a rollback must undo.
 #: The version the virtual board runs before an update (the repository's firmware).
 RUNNING = fwset.firmware_version()
 CRASHING_APP = pathlib.Path(__file__).resolve().parent / "data" / "ota" / "app_crashes.py"
-
-
-@pytest.fixture
-def core(tmp_path):
-    c = CoreThread(tmp_path / "core").start()
-    yield c
-    c.close()
 
 
 def new_firmware(tmp_path, version, crash=False):
