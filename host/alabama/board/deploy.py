@@ -59,13 +59,13 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     extra.mkdir(parents=True, exist_ok=True)
     # The set's own manifest (lib/satellite/_manifest.json), as an over-the-air update installs it: device.info
     # reports its sha256 as the firmware digest whichever way the firmware arrived.
-    (extra / fwset.SET_MANIFEST).write_bytes(fwset.set_manifest(files, march, root))
+    fwset.write_atomic(extra / fwset.SET_MANIFEST, fwset.set_manifest(files, march, root))
     files[OWNED_DIR + "/" + fwset.SET_MANIFEST] = extra / fwset.SET_MANIFEST
-    (extra / BOARD_FILE).write_bytes(board_json_bytes(board))
+    fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, root=root)
-    (extra / "manifest.json").write_bytes(man)
+    fwset.write_atomic(extra / "manifest.json", man)
     files[MANIFEST] = extra / "manifest.json"
     hashes[MANIFEST] = fwset.sha256_hex(man)
     return files, hashes
@@ -78,11 +78,11 @@ def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None):
     extra = pathlib.Path(build_dir or fwset.BUILD) / march / "_frozen" / board.id
     extra.mkdir(parents=True, exist_ok=True)
     files = {name: root / name for name in SOURCE_KEPT if (root / name).is_file()}
-    (extra / BOARD_FILE).write_bytes(board_json_bytes(board))
+    fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, frozen=digest or "", root=root)
-    (extra / "manifest.json").write_bytes(man)
+    fwset.write_atomic(extra / "manifest.json", man)
     files[MANIFEST] = extra / "manifest.json"
     hashes[MANIFEST] = fwset.sha256_hex(man)
     return files, hashes

@@ -12,6 +12,7 @@ this module imports none of them.
 import ast
 import hashlib
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -177,6 +178,15 @@ def mpy_value(march):
     return major | (sub << 8) | (ARCHS.index(march) << 10)
 
 
+def write_atomic(path, data):
+    """Write `data` (bytes) to `path` through a temporary file renamed into place: two builds sharing a build
+    directory (test workers, a CLI board beside them) never see each other's half-written file."""
+    path = pathlib.Path(path)
+    tmp = path.with_name("%s.%d.tmp" % (path.name, os.getpid()))
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def build(march, root=FIRMWARE, build_dir=None, out=print):
     """Compile the firmware for `march` into build_dir; returns {remote path: local file}.
 
@@ -203,11 +213,13 @@ def build(march, root=FIRMWARE, build_dir=None, out=print):
         key = "%s %s %s" % (sha256_hex(src.read_bytes()), march, tool)
         if stamps.get(rel) != key or not local.exists():
             local.parent.mkdir(parents=True, exist_ok=True)
-            run_mpy_cross(["-march=" + march, "-s", rel, "-o", str(local), str(src)])
+            tmp = local.with_name("%s.%d.tmp" % (local.name, os.getpid()))
+            run_mpy_cross(["-march=" + march, "-s", rel, "-o", str(tmp), str(src)])
+            os.replace(tmp, local)
             stamps[rel] = key
             compiled += 1
         staged[dest] = local
-    stamps_path.write_text(json.dumps(stamps, indent=0, sort_keys=True))
+    write_atomic(stamps_path, json.dumps(stamps, indent=0, sort_keys=True).encode())
     mods = sum(1 for d in staged if d.endswith(".mpy"))
     out("build: %d modules for %s (%d compiled, %d unchanged) in %s" % (mods, march, compiled, mods - compiled,
                                                                        shown(bdir)))
