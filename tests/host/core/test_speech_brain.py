@@ -4,6 +4,7 @@ silence is "I did not catch that"; no pocketsphinx is one line and the echo brai
 phrase starts the §4 flow over RequestCapture (docs/core.md, "Ambient wake phrase"), the checker accepts it and
 flags a device that never streams ambient again."""
 import asyncio
+import functools
 import json
 import logging
 import shutil
@@ -34,13 +35,7 @@ def brain():
 
 @pytest.fixture(scope="module")
 def say():
-    cache = {}
-
-    def get(text):
-        if text not in cache:
-            cache[text] = audio.synth(text)
-        return cache[text]
-    return get
+    return functools.lru_cache(maxsize=None)(audio.synth)      # espeak-ng + sox once per text
 
 
 async def _until_end(sat, cid, seq, limit=400):
@@ -150,12 +145,18 @@ async def _ambient_until_request(sat, aid, pcm):
     raise AssertionError("no RequestCapture after the wake phrase; received %r" % sat.received[-10:])
 
 
-async def _wake_turn(srv, sat, say, supersede="cancel"):
-    """The §10.4 supersede flow of a single-slot always-streaming device (docs/core.md)."""
+async def _woken(sat, say):
+    """Hello, an ambient capture at connect, the wake phrase on it: -> (ambient id, RequestCapture, next seq)."""
     await sat.hello(caps=[mic_cap(), speaker_cap()])
     aid = sat.mint()
     await sat.send(capture_open(aid, trigger=ops.TRIGGER_UNSPECIFIED))
     rc, seq = await _ambient_until_request(sat, aid, say("hey alabama") + audio.silence(0.5))
+    return aid, rc, seq
+
+
+async def _wake_turn(srv, sat, say, supersede="cancel"):
+    """The §10.4 supersede flow of a single-slot always-streaming device (docs/core.md)."""
+    aid, rc, seq = await _woken(sat, say)
     if supersede == "cancel":
         await sat.send(env(aid, "stream_cancel", reason=ops.SUPERSEDED))
     else:
@@ -169,6 +170,15 @@ async def _wake_turn(srv, sat, say, supersede="cancel"):
     return resp
 
 
+async def _resumed_and_clean(srv, sat):
+    """The device resumes ambient on a new id (R10.4-b), past AMBIENT_RESUME_S: the report stays clean."""
+    a2 = sat.mint()
+    await sat.send(capture_open(a2, trigger=ops.TRIGGER_UNSPECIFIED))
+    await sat.stream_audio(a2, audio.silence(1.2), realtime=True)
+    rep = srv.reports_for(sat.device_id)[-1]
+    assert rep.clean, [v.as_dict() for v in rep.violations]
+
+
 @pytest.mark.parametrize("supersede", ["cancel", "end"])
 def test_wake_phrase_on_ambient_runs_the_turn_and_the_checker_accepts_it(tmp_path, run, brain, say, monkeypatch,
                                                                          supersede):
@@ -180,11 +190,7 @@ def test_wake_phrase_on_ambient_runs_the_turn_and_the_checker_accepts_it(tmp_pat
             resp = await _wake_turn(srv, sat, say, supersede)
             text, meta = _understood(resp)
             assert text == "what time is it" and meta["intent"] == "time"
-            a2 = sat.mint()                                   # resume ambient on a new id (R10.4-b)
-            await sat.send(capture_open(a2, trigger=ops.TRIGGER_UNSPECIFIED))
-            await sat.stream_audio(a2, audio.silence(1.2), realtime=True)
-            rep = srv.reports_for(sat.device_id)[-1]
-            assert rep.clean, [v.as_dict() for v in rep.violations]
+            await _resumed_and_clean(srv, sat)
             await sat.close()
     run(body())
 
@@ -209,19 +215,12 @@ def test_declined_request_runs_the_turn_on_the_ambient_capture(tmp_path, run, br
     async def body():
         async with make_server(tmp_path, brain=brain, wake_phrase="hey alabama") as srv:
             sat = await connect(srv)
-            await sat.hello(caps=[mic_cap(), speaker_cap()])
-            aid = sat.mint()
-            await sat.send(capture_open(aid, trigger=ops.TRIGGER_UNSPECIFIED))
-            rc, seq = await _ambient_until_request(sat, aid, say("hey alabama") + audio.silence(0.5))
+            aid, rc, seq = await _woken(sat, say)
             await sat.send(env(rc.id, "error", code=ops.UNAVAILABLE, message="busy"))
             seq = await sat.stream_audio(aid, say("what time is it"), seq0=seq)
             await _until_end(sat, aid, seq)                  # the core endpoints the ambient capture itself
             text, meta = _understood(await sat.expect("response", aid, timeout=20))
             assert text == "what time is it" and meta["intent"] == "time"
-            a2 = sat.mint()
-            await sat.send(capture_open(a2, trigger=ops.TRIGGER_UNSPECIFIED))
-            await sat.stream_audio(a2, audio.silence(1.2), realtime=True)
-            rep = srv.reports_for(sat.device_id)[-1]
-            assert rep.clean, [v.as_dict() for v in rep.violations]
+            await _resumed_and_clean(srv, sat)
             await sat.close()
     run(body())
