@@ -116,7 +116,7 @@ class Connection:
                                           max_concurrent_streams=srv.max_concurrent_streams)
             self.session.report.pattern = self.stream.pattern
             srv.live_reports[self.session_id] = self.session.report
-            self.pipeline = VoicePipeline(self, srv.brain, srv.deferred)
+            self.pipeline = VoicePipeline(self, srv.brain, srv.deferred, srv.wake)
             self.writer_task = asyncio.ensure_future(self._write_loop())
             await self._read_loop()
         except asyncio.CancelledError:
@@ -297,7 +297,15 @@ class Connection:
         try:
             self.stream.conn.receive_eof()
         except NoiseError as e:
-            self._noise_failed(e)
+            if e.code != "EOF":
+                self._noise_failed(e)
+                return
+            # The link was cut inside a Noise message: a transport event, not a decrypt failure (R5-a is for a
+            # tag that fails to verify). Counted in the report and on the server, not a conformance flag.
+            self.session.report.connection_lost = "EOF in the middle of a Noise message"
+            self.server.links_cut += 1
+            self.session.close("connection lost in the middle of a Noise message")
+            self._finish_read()
             return
         self.session.close("peer closed")
         self._finish_read()

@@ -12,6 +12,7 @@ pipeline's own tasks (turns, the paced reply) flush.
 """
 import asyncio
 import hashlib
+import json
 import logging
 import math
 import shutil
@@ -24,9 +25,11 @@ import numpy as np
 from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
 
 from ..errors import AlabamaError
+from . import BRAINS
 from . import session as cs
 from . import state as S
 from .deferred import DeferredStore
+from .errors import RequestFailed
 
 log = logging.getLogger("alabama.core.pipeline")
 PS = ops.PipelineState
@@ -47,6 +50,17 @@ ACK_EVERY = 25
 GAP_CHUNKS = 1.5
 #: How long the end of a DEFERRED recording waits for this connection's Ping round (the clock mapping).
 CLOCK_WAIT_S = 3.0
+#: A brain's Invoke of a device tool (a light) waits this long for the ToolResult.
+INVOKE_TIMEOUT_S = 5.0
+#: Ambient audio kept after a wake-phrase hit until the requested capture opens (or the turn runs on the
+#: ambient stream itself): it is the start of the utterance. Bounded: s16le mono 16 kHz.
+AFTER_WAKE_S = 3.0
+#: ... less its first this-many seconds: the spotter fires up to ~150 ms before the phrase's last sound ends,
+#: and that tail would read as speech to the endpointer (an early END_DETECTED) and to the recogniser.
+AFTER_WAKE_SKIP_S = 0.3
+#: After a wake turn's terminal, an ambient device streams again (a new ambient CaptureOpen, or chunks on the
+#: ambient capture it paused or kept) within this long, else R10.4-b ambient_not_resumed.
+AMBIENT_RESUME_S = 5.0
 
 
 # ---------------------------------------------------------------------------------- audio helpers
@@ -113,18 +127,28 @@ class EnergyEndpointer:
 
 # ---------------------------------------------------------------------------------- brains
 class Turn:
-    """What the brain gets: the captured audio (s16le) with its format, or a text input."""
+    """What the brain gets: the captured audio (s16le) with its format, or a text input; ``heard``: the
+    Transcript of a recogniser the pipeline fed while the capture streamed (a hearing brain's), else None;
+    ``tools``/``tool_schemas``: the device tools offered to the assistant (none for a guest) and their
+    input_schema; ``invoke(name, arguments_json)``: an awaitable Invoke on this device (-> ToolResult, raises
+    CoreError/TimeoutError); ``later(delay_s, text)``: say ``text`` on this device after ``delay_s``."""
 
-    def __init__(self, id_, audio=b"", rate=16000, channels=1, text="", device_id=None, trigger=0):
+    def __init__(self, id_, audio=b"", rate=16000, channels=1, text="", device_id=None, trigger=0, heard=None,
+                 tools=(), tool_schemas=None, invoke=None, later=None):
         self.id, self.audio, self.rate, self.channels = id_, audio, rate, channels
         self.text, self.device_id, self.trigger = text, device_id, trigger
+        self.heard, self.tools, self.tool_schemas = heard, tuple(tools), tool_schemas or {}
+        self.invoke, self.later = invoke, later
 
 
 class Reply:
-    """The brain's answer: audio (s16le at rate/channels) and/or text."""
+    """The brain's answer: audio (s16le at rate/channels) and/or text; a hearing brain adds what it
+    understood: ``transcript`` (str), ``intent`` (speech.intents.Intent, None when not understood) and its
+    ``confidence``; the pipeline logs them and puts them in the Response."""
 
-    def __init__(self, audio=b"", rate=16000, channels=1, text=""):
+    def __init__(self, audio=b"", rate=16000, channels=1, text="", transcript=None, intent=None, confidence=None):
         self.audio, self.rate, self.channels, self.text = audio, rate, channels, text
+        self.transcript, self.intent, self.confidence = transcript, intent, confidence
 
 
 class EchoBrain:
@@ -176,12 +200,36 @@ def _parse_wav(wav):
     raise ValueError("WAV without data")
 
 
-def make_brain(name):
+def make_brain(name, stt="embedded", tts="embedded"):
+    """A brain by name. ``speech`` without pocketsphinx (or espeak-ng for its voice) logs one line saying how
+    to install it and answers with the echo brain instead. ``stt``/``tts``: the speech brain's engines."""
     if name in (None, "echo"):
         return EchoBrain()
     if name in ("espeak", "tts"):
         return EspeakBrain()
-    raise ValueError("unknown brain %r (echo, espeak)" % name)
+    if name == "speech":
+        from ..speech import SpeechUnavailable
+        from .hearing import SpeechBrain
+        try:
+            return SpeechBrain(stt=stt, tts=tts)
+        except SpeechUnavailable as e:
+            log.warning("%s", e)
+            return EchoBrain()
+    raise ValueError("unknown brain %r (%s)" % (name, ", ".join(BRAINS)))
+
+
+async def call(port, send, timeout):
+    """One core request on a Port: ``send(session) -> id``, flush, await its terminal; -> the answer's
+    message, RequestFailed(code) on an Error (the server's API and the brains' Invokes)."""
+    id_ = send(port.session)
+    fut = port.wait_terminal(id_)
+    port.flush()
+    ev = await asyncio.wait_for(fut, timeout)
+    if ev.error is not None:
+        raise RequestFailed("the device answered %s with Error %s: %s" % (ev.kind, ops.ErrorCode.Name(ev.error.code),
+                                                                       ev.error.message),
+                            ops.ErrorCode.Name(ev.error.code), ev.error.message)
+    return ev.msg
 
 
 # ---------------------------------------------------------------------------------- the pipeline
@@ -211,9 +259,12 @@ class VoicePipeline:
     the firmware session's _HANDLERS: the handled events are listed in one place, a lookup is one dict
     probe (no name built per event), and a renamed event class fails at import, not silently."""
 
-    def __init__(self, conn, brain, deferred_store):
+    def __init__(self, conn, brain, deferred_store, wake=None):
         self.conn = conn                   # the Port
         self.brain = brain
+        self.wake = wake                   # hearing.Wake (server-side wake phrase on ambient captures) or None
+        self.wakes = {}                    # RequestCapture id -> ambient capture id it was sent for
+        self.ambient_activity = 0          # ambient opens + chunks (the R10.4-b resume check reads it)
         # (device_id, correlation_ref) -> {"count", "last_ts", "audio"}; bounded (deferred.py)
         self.deferred = deferred_store if deferred_store is not None else DeferredStore()
         self.captures = {}                 # capture id -> dict(open, audio, endpointer, task)
@@ -225,7 +276,7 @@ class VoicePipeline:
         self._handlers = {cs.CaptureOpened: self._on_capture_opened, cs.ChunkReceived: self.on_chunk,
                           cs.StreamEnded: self._on_stream_ended, cs.StreamCancelled: self._on_stream_cancelled,
                           cs.StopReceived: self._on_stop, cs.TextInputReceived: self._on_text_input,
-                          cs.CloseConnection: self._on_close}
+                          cs.TerminalReceived: self._on_terminal, cs.CloseConnection: self._on_close}
 
     @property
     def s(self):
@@ -243,12 +294,18 @@ class VoicePipeline:
         if co.trigger != ops.TRIGGER_UNSPECIFIED and self.render_id is not None:
             self._barge_in()
         cap = {"open": co, "audio": bytearray(), "ep": None, "deferred": co.mode == ops.DEFERRED, "key": None,
-               "held": False,
+               "held": False, "hear": None, "spot": None, "woken": False,
                "ambient": co.trigger == ops.TRIGGER_UNSPECIFIED}
         fmt = co.format
         rate = fmt.sample_rate or 16000
         if not cap["ambient"] and co.mode == ops.LIVE and co.trigger != ops.BUTTON:
             cap["ep"] = EnergyEndpointer(rate, fmt.channels or 1)
+        if cap["ambient"]:
+            self.ambient_activity += 1
+            if self.wake is not None and co.kind == ops.AUDIO and co.mode == ops.LIVE:
+                cap["spot"] = self._spotting(ev.id, cap)
+        elif co.kind == ops.AUDIO and not cap["deferred"]:
+            self._listen(cap)
         if cap["deferred"] and not co.correlation_ref:
             # R10.4-d: without the handle the upload cannot resume: a drop would lose or duplicate it.
             self.s.report.add("R10.4-d", "deferred_no_correlation_ref", "DEFERRED CaptureOpen id %d carries no "
@@ -272,6 +329,9 @@ class VoicePipeline:
         self.captures[ev.id] = cap
         if not cap["ambient"]:
             self.s.pipeline_state(PS.LISTENING)
+        ambient_id = self.wakes.pop(ev.request_id, None) if ev.request_id else None
+        if ambient_id is not None:
+            self._woken_capture(ev.id, cap, ambient_id)
 
     def on_chunk(self, ev):
         """A ChunkReceived (what ``on_event`` does with one): the per-frame entry, called directly."""
@@ -304,13 +364,189 @@ class VoicePipeline:
                 self.s.capture_ack(ev.id, st["count"])
             return
         if cap["ambient"]:
-            return        # ambient audio: no server-side wakeword in the reference core
+            self.ambient_activity += 1
+            if cap["woken"]:
+                after = cap["after"]
+                if after is not None and len(after) < AFTER_WAKE_S * self._bytes_per_s(cap):
+                    after += ev.data          # the start of the utterance, until its own capture opens
+            elif cap["spot"] is not None:
+                cap["spot"].push(ev.data)     # the spotter runs in a worker thread, in batches
+            return
         cap["audio"] += ev.data
+        if cap["hear"] is not None:
+            cap["hear"].push(ev.data)
         ep = cap["ep"]
         if ep is not None and ep.feed(ev.data):
             cap["ep"] = None
             self.s.end_capture(ev.id)
             self._start_turn(ev.id)
+
+    # -- hearing: a recogniser fed while the capture streams; the wake phrase on ambient streams -------
+    @staticmethod
+    def _bytes_per_s(cap):
+        fmt = cap["open"].format
+        return (fmt.sample_rate or 16000) * (fmt.channels or 1) * 2
+
+    def _tools(self):
+        """The device tools offered to the assistant (none for a guest: docs/core.md, the guest surface)."""
+        sf = self.s.surface
+        if sf is None or sf.guest:
+            return (), {}
+        return tuple(sf.tools), {n: t.input_schema for n, t in sf.tools.items()}
+
+    def _listen(self, cap):
+        """A hearing brain gets the capture's audio as it arrives (16 kHz mono here; other formats are heard
+        whole at the end of the turn, resampled)."""
+        fmt = cap["open"].format
+        if getattr(self.brain, "hearing", None) is None or (fmt.sample_rate or 16000) != 16000 \
+                or (fmt.channels or 1) != 1:
+            return
+        cap["hear"] = self.brain.hearing(self.conn.spawn, self._tools()[0])
+
+    def _drop_hearing(self, cap):
+        for k in ("hear", "spot"):
+            f = cap.get(k)
+            if f is not None:
+                cap[k] = None
+                f.drop()
+
+    def _spotting(self, cid, cap):
+        """A wake-phrase spotter on ambient capture ``cid`` (docs/core.md, "Ambient wake phrase")."""
+        fmt = cap["open"].format
+        if (fmt.sample_rate or 16000) != 16000 or (fmt.channels or 1) != 1:
+            log.warning("%s: ambient capture %d is not 16 kHz mono: no wake phrase on it", self.conn.device_id, cid)
+            return None
+        from .hearing import Feeder
+        wake = self.wake
+        box = {}
+
+        async def prepare():
+            sp = box["sp"] = await asyncio.to_thread(wake.spotter)
+            return lambda data: wake.frames_until_hit(sp, data)
+
+        f = Feeder(self.conn.spawn, prepare, on_result=lambda r: self._on_wake(cid, r[0], r[1]))
+        f.drop = lambda: f.stop(lambda: box["sp"].close() if "sp" in box else None)
+        return f
+
+    def _on_wake(self, cid, hit, rest):
+        """The wake phrase was heard on ambient capture ``cid``: ask for a capture (RequestCapture); the turn
+        runs on the capture that answers it, or on ``cid`` itself when the device declines."""
+        cap = self.captures.get(cid)
+        if cap is None or cap["woken"] or self.s.phase != cs.PHASE_OPEN:
+            return
+        if self.turn_id is not None or self.render_id is not None:
+            log.info("%s: wake phrase on ambient %d while a turn runs: ignored", self.conn.device_id, cid)
+            return
+        log.info("%s: wake phrase %r heard on ambient capture %d at %d ms", self.conn.device_id, hit.phrase, cid,
+                 hit.end_ms)
+        cap["woken"] = True
+        cap["after"] = bytearray(rest)
+        spot = cap["spot"]
+        if spot is not None:              # frames that came while the hit's batch was in the spotter follow it
+            cap["after"] += spot.pending
+            spot.pending.clear()
+        self.s.pipeline_state(PS.LISTENING)
+        try:
+            rid = self.s.request_capture("wake-%d-%d" % (cid, hit.end_ms))
+        except cs.LocalProtocolError as e:
+            log.info("%s: no RequestCapture (%s): the turn runs on ambient capture %d", self.conn.device_id, e, cid)
+            self._turn_on_ambient(cid, cap)
+        else:
+            self.wakes[rid] = cid
+        self.conn.flush()
+
+    def _on_terminal(self, ev):
+        cid = self.wakes.get(ev.id)
+        if cid is None or ev.error is None:
+            return                          # accepted: _on_capture_opened saw its request_id
+        del self.wakes[ev.id]
+        cap = self.captures.get(cid)
+        if cap is None or not cap["ambient"]:
+            self.s.pipeline_state(PS.IDLE)
+            return
+        # Declined (UNAVAILABLE, §10.4): the core's fallback is the ambient stream it already has.
+        log.info("%s: RequestCapture %d declined (%s): the turn runs on ambient capture %d", self.conn.device_id,
+                 ev.id, ops.ErrorCode.Name(ev.error.code), cid)
+        self._turn_on_ambient(cid, cap)
+
+    def _turn_on_ambient(self, cid, cap):
+        """The wake turn on the ambient capture itself: from here it is a WAKEWORD capture (§4.1): endpointed,
+        StreamEnd{END_DETECTED}, answered, Response; the device then opens a fresh ambient capture."""
+        fmt = cap["open"].format
+        after, cap["after"] = bytes(cap.get("after") or b""), None
+        cap["ambient"] = cap["woken"] = False
+        cap["wake"] = cid
+        f, cap["spot"] = cap["spot"], None
+        if f is not None:
+            f.drop()
+        cap["ep"] = EnergyEndpointer(fmt.sample_rate or 16000, fmt.channels or 1)
+        self._listen(cap)
+        self._prime(cid, cap, after)
+
+    def _woken_capture(self, cid, cap, ambient_id):
+        """The capture answering a wake RequestCapture: it starts with the ambient audio after the phrase."""
+        cap["wake"] = ambient_id
+        amb = self.captures.get(ambient_id)
+        after = b""
+        if amb is not None:
+            after, amb["after"] = bytes(amb.get("after") or b""), None
+        self._prime(cid, cap, after)
+
+    def _prime(self, cid, cap, pcm):
+        """Start capture ``cid`` with the ambient audio heard after the wake phrase (less its first
+        AFTER_WAKE_SKIP_S): recogniser and endpointer hear it as the utterance's beginning."""
+        pcm = pcm[int(AFTER_WAKE_SKIP_S * self._bytes_per_s(cap)) & ~1:]
+        if not pcm:
+            return
+        cap["audio"] += pcm
+        if cap["hear"] is not None:
+            cap["hear"].push(pcm)
+        ep = cap["ep"]
+        if ep is not None:
+            step = int(self._bytes_per_s(cap) * 0.02) & ~1
+            for i in range(0, len(pcm), step):
+                if ep.feed(pcm[i:i + step]):
+                    cap["ep"] = None
+                    self.s.end_capture(cid)
+                    self._start_turn(cid)
+                    return
+
+    def _wake_done(self, cap):
+        """A wake turn ended (its terminal is out): resume spotting on a kept ambient capture, and check that
+        the device streams ambient again (R10.4-b: "resumes the ambient capture on the requested capture's
+        close")."""
+        amb = self.captures.get(cap.get("wake"))
+        if amb is not None and amb["ambient"]:
+            amb["woken"], amb["after"] = False, None
+        if self.s.phase == cs.PHASE_OPEN:
+            self.conn.spawn(self._check_resumed(self.ambient_activity))
+
+    async def _check_resumed(self, mark):
+        await asyncio.sleep(AMBIENT_RESUME_S)
+        if self.s.phase == cs.PHASE_OPEN and self.ambient_activity == mark:
+            self.s.report.add("R10.4-b", "ambient_not_resumed", "the wake turn ended %.1f s ago and the device has "
+                              "not streamed ambient audio since (no new ambient CaptureOpen, no chunk on a kept "
+                              "one)" % AMBIENT_RESUME_S, op="capture_open")
+
+    async def _invoke(self, name, arguments):
+        return await call(self.conn, lambda s: s.invoke(name, arguments), INVOKE_TIMEOUT_S)
+
+    def _later(self, delay_s, text):
+        self.conn.spawn(self._say_later(delay_s, text))
+
+    async def _say_later(self, delay_s, text):
+        """A timer: say ``text`` after ``delay_s`` (a render outside any capture; skipped while a turn runs)."""
+        await asyncio.sleep(delay_s)
+        if self.s.phase != cs.PHASE_OPEN or self.turn_id is not None or self.render_id is not None:
+            log.info("%s: timer due while busy: %r not said", self.conn.device_id, text)
+            return
+        tts = getattr(self.brain, "tts", None)
+        log.info("%s: timer: %s", self.conn.device_id, text)
+        if tts is not None:
+            pcm = await asyncio.to_thread(tts.synthesize, text)
+            await self._speak(Reply(audio=pcm, text=text))
+            self.s.pipeline_state(PS.IDLE)
+            self.conn.flush()
 
     @staticmethod
     def _chunk_us(cap, nbytes):
@@ -361,14 +597,26 @@ class VoicePipeline:
                 self._release(cap)
                 self.s.pipeline_state(PS.IDLE)
                 return
-        if self.turn_id != ev.id and not cap["ambient"]:
+        if cap["ambient"]:
+            # The device ended its ambient stream (e.g. superseded by a requested capture, §10.4): the id's
+            # terminal is an empty Response; the device opens a fresh ambient capture when it resumes.
+            self._drop_hearing(cap)
+            self.captures.pop(ev.id, None)
+            if self.s.pending_terminal(ev.id):
+                self.s.respond(ev.id)
+            self._release(cap)
+        elif self.turn_id != ev.id:
             self._start_turn(ev.id)       # the turn releases the DEFERRED entry once it is done with it
         else:
             self._release(cap)
 
     def _on_stream_cancelled(self, ev):
         if ev.id in self.captures:
-            self._release(self.captures.pop(ev.id))
+            cap = self.captures.pop(ev.id)
+            self._drop_hearing(cap)
+            self._release(cap)
+            if cap["ambient"] and cap["woken"]:
+                return                     # superseded by the wake turn's requested capture (§10.4): it goes on
             if self.turn_id == ev.id and self.turn_task is not None:
                 self.turn_task.cancel()
             self.s.pipeline_state(PS.IDLE)
@@ -384,6 +632,8 @@ class VoicePipeline:
         for t in (self.turn_task,):
             if t is not None:
                 t.cancel()
+        for cap in self.captures.values():
+            self._drop_hearing(cap)
         self.release_all()
 
     def _release(self, cap):
@@ -444,13 +694,20 @@ class VoicePipeline:
             if cap["key"]:
                 spoken = await self._spoken_at(cap)      # the whole recording is in: when was it spoken?
             audio = bytes(self.deferred[cap["key"]]["audio"]) if cap["key"] else bytes(cap["audio"])
+            heard = None
+            if cap.get("hear") is not None:
+                heard = await cap["hear"].finish()       # the recogniser was fed as the audio arrived
+                cap["hear"] = None
+            tools, schemas = self._tools()
             turn = Turn(cid, audio, co.format.sample_rate or 16000, co.format.channels or 1,
-                        device_id=self.conn.device_id, trigger=co.trigger)
+                        device_id=self.conn.device_id, trigger=co.trigger, heard=heard, tools=tools,
+                        tool_schemas=schemas, invoke=self._invoke, later=self._later)
             reply = await self.brain.reply(turn)
+            self._heard(reply)
             await self._speak(reply)
             if self.s.pending_terminal(cid):
                 content = [content_pb2.ContentBlock(text=reply.text)] if reply.text and not self._can_speak() else []
-                self.s.respond(cid, content)
+                self.s.respond(cid, self._understood(reply) + content)
                 if spoken is not None:
                     self.s.report.deferred.append(spoken)     # answered: delivered once
             if cap["key"]:
@@ -466,17 +723,46 @@ class VoicePipeline:
                 self.s.pipeline_state(PS.IDLE)
         finally:
             if cap is not None:
+                self._drop_hearing(cap)
                 self._release(cap)
+                if cap.get("wake") is not None:
+                    self._wake_done(cap)
             self.captures.pop(cid, None)
             if self.turn_id == cid:
                 self.turn_id = None
             self.conn.flush()
 
     async def _text_turn(self, tid, text):
-        reply = await self.brain.reply(Turn(tid, text=text or " ", device_id=self.conn.device_id))
+        tools, schemas = self._tools()
+        reply = await self.brain.reply(Turn(tid, text=text or " ", device_id=self.conn.device_id, tools=tools,
+                                            tool_schemas=schemas, invoke=self._invoke, later=self._later))
+        self._heard(reply)
         if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(tid):
-            self.s.respond(tid, [content_pb2.ContentBlock(text=reply.text)])
+            self.s.respond(tid, self._understood(reply)[1:] + [content_pb2.ContentBlock(text=reply.text)])
             self.conn.flush()
+
+    def _heard(self, reply):
+        if reply.transcript is None:
+            return
+        intent = reply.intent
+        log.info('%s: heard: "%s" intent %s %s (confidence %.2f)', self.conn.device_id, reply.transcript,
+                 intent.name if intent else "none", json.dumps(intent.slots if intent else {}, sort_keys=True),
+                 reply.confidence or 0.0)
+
+    @staticmethod
+    def _understood(reply):
+        """What a hearing brain understood, as the Response's content (spec §10.8: Response.content is
+        ContentBlocks; text may be JSON for structured content): the transcript as plain text, then
+        {"transcript", "intent", "slots", "confidence", "reply"} as JSON. Empty for other brains."""
+        if reply.transcript is None:
+            return []
+        from .hearing import MAX_TRANSCRIPT_CHARS
+        text = reply.transcript[:MAX_TRANSCRIPT_CHARS]
+        intent = reply.intent
+        meta = {"transcript": text, "intent": intent.name if intent else None,
+                "slots": intent.slots if intent else {}, "confidence": round(reply.confidence or 0.0, 3),
+                "reply": reply.text}
+        return [content_pb2.ContentBlock(text=text), content_pb2.ContentBlock(text=json.dumps(meta, sort_keys=True))]
 
     def _can_speak(self):
         why = self.s.surface.speaker_problem()

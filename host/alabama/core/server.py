@@ -8,7 +8,8 @@ Protocol rules live in ``session``; one connection's I/O in ``connection``; admi
 
 Python API (also documented in docs/core.md)::
 
-    srv = CoreServer(data_dir, host="127.0.0.1", port=0, closed=False, min_wire_version=1, brain=None)
+    srv = CoreServer(data_dir, host="127.0.0.1", port=0, closed=False, min_wire_version=1, brain=None,
+                     stt="embedded", tts="embedded", wake_phrase=None, wake_threshold=None)   # brain: echo|espeak|speech
     await srv.start(); srv.port; srv.public_key_hex
     await srv.wait_device(device_id)                 # a live, admitted session
     await srv.invoke(device_id, "tool", "{}")        # -> ToolResult (raises RequestFailed on Error)
@@ -40,7 +41,7 @@ from .connection import Connection, Wire, liveness_timeout  # noqa: F401 — liv
 from .control import CONTROL_FILE, ControlEndpoint, control_call  # noqa: F401 — control_call: the CLI's import
 from .errors import CoreError, NotConnected, RequestFailed
 from .deferred import DEFERRED_MAX_BYTES, DEFERRED_TTL_S, DeferredStore
-from .pipeline import make_brain
+from .pipeline import call, make_brain
 
 log = logging.getLogger("alabama.core.server")
 
@@ -69,7 +70,8 @@ class CoreServer:
                  handshake_timeout=HANDSHAKE_TIMEOUT_S, hello_timeout=HELLO_TIMEOUT_S,
                  max_queued_frames=MAX_QUEUED_FRAMES, write_timeout=WRITE_TIMEOUT_S, control=True,
                  frame_observer=None, save_reports=True, deferred_ttl=DEFERRED_TTL_S,
-                 deferred_max_bytes=DEFERRED_MAX_BYTES, worker=None):
+                 deferred_max_bytes=DEFERRED_MAX_BYTES, worker=None, stt="embedded", tts="embedded",
+                 wake_phrase=None, wake_threshold=None):
         self.data_dir = pathlib.Path(data_dir)
         # One of several worker processes behind one port (workers.py): connections of devices another
         # worker owns are handed to it after the handshake, so each device's state lives in one place.
@@ -80,7 +82,10 @@ class CoreServer:
         self.host, self.port = host, port
         self.closed = closed
         self.min_wire_version = min_wire_version
-        self.brain = brain if brain is not None and not isinstance(brain, str) else make_brain(brain)
+        self.brain = brain if brain is not None and not isinstance(brain, str) else make_brain(brain, stt, tts)
+        # Server-side wake phrase on ambient captures (docs/core.md): off unless a phrase is given.
+        self.wake = wake_phrase if wake_phrase is None or not isinstance(wake_phrase, str) else \
+            _make_wake(wake_phrase, wake_threshold)
         self.max_frame_bytes = max_frame_bytes
         self.max_concurrent_streams = max_concurrent_streams
         self.ping_interval = ping_interval
@@ -96,6 +101,7 @@ class CoreServer:
         self.finished_reports = []
         self.deferred = DeferredStore(deferred_ttl, deferred_max_bytes)   # partial DEFERRED captures (R10.4-d)
         self.handshake_failures = 0
+        self.links_cut = 0           # sessions whose link ended inside a Noise message (a transport event)
         self._conn_tasks = set()
         self._all_conns = weakref.WeakValueDictionary()   # session_id -> Connection, until collected
         self._count = 0
@@ -291,17 +297,7 @@ class CoreServer:
         return self.registry.mint_token(ttl)
 
     async def _request(self, device_id, send, timeout):
-        conn = self._conn(device_id)
-        id_ = send(conn.session)
-        fut = conn.wait_terminal(id_)
-        conn.flush()
-        ev = await asyncio.wait_for(fut, timeout)
-        if ev.error is not None:
-            from alabama.v1 import operations_pb2 as ops
-            raise RequestFailed("the device answered %s with Error %s: %s" % (ev.kind, ops.ErrorCode.Name(ev.error.code),
-                                                                           ev.error.message),
-                                ops.ErrorCode.Name(ev.error.code), ev.error.message)
-        return ev.msg
+        return await call(self._conn(device_id), send, timeout)
 
     async def invoke(self, device_id, name, arguments="{}", timeout=10.0):
         return await self._request(device_id, lambda s: s.invoke(name, arguments), timeout)
@@ -413,6 +409,19 @@ class CoreServer:
         conn = self._conn(device_id)
         conn.pipeline.stop_turn()
         conn.flush()
+
+def _make_wake(phrase, threshold):
+    """hearing.Wake for a phrase ("" or None: off); without pocketsphinx one line and no spotting."""
+    if not phrase:
+        return None
+    from ..speech import SpeechUnavailable
+    from .hearing import Wake
+    try:
+        return Wake(phrase, threshold)
+    except SpeechUnavailable as e:
+        log.warning("the wake phrase %s", str(e).replace("falling back to the echo brain", "is off"))
+        return None
+
 
 class ImageShown:
     """What ``CoreServer.show_image`` sent: ``id`` (the Render or ImageRenderOpen id), ``path`` ("inline" or
