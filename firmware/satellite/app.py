@@ -137,7 +137,7 @@ class IdleDeferred:
 
     async def run(self):
         rt = self.rt
-        sleep_ms = _sleep_ms()
+        import asyncio
         while not rt.stopped:
             if rt.deferred is self and rt.offline() and rt.hal.gesture() == 1 and rt.has_mic:   # a press
                 try:
@@ -151,9 +151,4 @@ class IdleDeferred:
                 await d.press()
                 await d.run()
                 return
-            await sleep_ms(10)
-
-
-def _sleep_ms():
-    import asyncio
-    return getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))   # CPython tests
+            await asyncio.sleep_ms(10)

@@ -25,29 +25,11 @@
 import os
 import time
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-try:
-    from time import ticks_ms, ticks_diff
-except ImportError:
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
-
+import asyncio
+from micropython import const
+from time import ticks_ms, ticks_diff
 from satellite import audio
 
-_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))   # CPython tests
 from satellite.wire import alabama_v1 as pb
 from satellite.wire import frame as F
 
@@ -370,7 +352,7 @@ class Deferred:
             if self.recording is None and self.rt.offline() and self.hal.gesture() == _PRESS and self.rt.has_mic:
                 await self.press()
                 continue
-            await _sleep_ms(10)
+            await asyncio.sleep_ms(10)
 
     async def press(self):
         """An offline press: record until the release (satellite.app.IdleDeferred calls it for the press that
@@ -418,7 +400,7 @@ class Deferred:
                     break
                 d = hal.mic_wait_ms()
                 if d > 0:
-                    await _sleep_ms(d)
+                    await asyncio.sleep_ms(d)
                     continue
                 p = k * rb
                 put_ts(self.batch, p, hi, lo)
@@ -437,7 +419,7 @@ class Deferred:
                 if ticks_diff(ticks_ms(), t_start) > MAX_RECORD_MS:
                     self.log("deferred: recording %s reached %d ms: ended" % (self.store.ref(rec), MAX_RECORD_MS))
                     break
-                await _sleep_ms(0)
+                await asyncio.sleep_ms(0)
             if k and not full:
                 self._append(rec, k)
         finally:
@@ -539,7 +521,7 @@ class Deferred:
                     return None
                 if getattr(e, "code", "") != "TOO_MANY_STREAMS":
                     raise
-                await _sleep_ms(100)
+                await asyncio.sleep_ms(100)
         cid = env.id
         self.upload_id = cid
         self.acked = -1
@@ -554,7 +536,7 @@ class Deferred:
                 if ticks_diff(ticks_ms(), t0) > self.ack_wait_ms:
                     self.log("deferred: no CaptureAck on id %d: sending from chunk 0" % cid)
                     break
-                await _sleep_ms(5)
+                await asyncio.sleep_ms(5)
             if sat.closed:
                 return None
             # An earlier boot's recording is rebased onto this boot's clock only when the core holds none of
@@ -583,7 +565,7 @@ class Deferred:
                 if sat.closed or self.done is not None:
                     return None if sat.closed else self.done
                 if self.rt.pending_bytes():
-                    await _sleep_ms(5)   # RELIABLE: wait for the socket, never skip
+                    await asyncio.sleep_ms(5)   # RELIABLE: wait for the socket, never skip
                     continue
                 if f.readinto(buf) != rb:
                     self.log("deferred: %s ends early at chunk %d" % (self.store.ref(rec), i))
@@ -591,13 +573,13 @@ class Deferred:
                 if not self.send_record(sat, cid, buf, rb):
                     return None if sat.closed else self.done
                 i += 1
-                await _sleep_ms(0)       # R10.1-a: one frame, then the session loop's turn
+                await asyncio.sleep_ms(0)       # R10.1-a: one frame, then the session loop's turn
             f.close()
             f = None
             sat.send(s.end_capture(cid, pb.StreamReason.COMPLETE))
             self.log("deferred: %s sent from chunk %d, StreamEnd" % (self.store.ref(rec), start))
             while self.done is None and not sat.closed:
-                await _sleep_ms(10)
+                await asyncio.sleep_ms(10)
             return None if sat.closed else self.done
         finally:
             if f is not None:

@@ -8,20 +8,11 @@ import gc
 import json
 import sys
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
+from micropython import const
+import asyncio
 
 import otaboot as B
 
-# MicroPython's asyncio.sleep_ms; CPython (the firmware tests) has only sleep(seconds).
-_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
 from satellite.wire import alabama_v1 as pb
 
 POLL_MS = const(10000)        # the health sampler's period (heap low-water mark, RSSI change)
@@ -157,7 +148,7 @@ class Health:
 
     async def watch(self, sat):
         while not sat.closed:
-            await _sleep_ms(self.poll_ms)
+            await asyncio.sleep_ms(self.poll_ms)
             if sat.closed:
                 return
             free = self.heap_free()

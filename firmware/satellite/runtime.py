@@ -20,35 +20,11 @@ import json
 import os
 import sys
 
-try:
-    import asyncio
-except ImportError:   # very old ports
-    import uasyncio as asyncio
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-try:
-    from time import ticks_ms, ticks_us, ticks_diff, ticks_add
-except ImportError:   # CPython (tests of the sans-socket parts)
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_us():
-        return int(_t.monotonic() * 1000000)
-
-    def ticks_diff(a, b):
-        return a - b
-
-    def ticks_add(a, b):
-        return a + b
+import asyncio
+from micropython import const
+from time import ticks_ms, ticks_us, ticks_diff, ticks_add
 import time
 
-# MicroPython's asyncio.sleep_ms; CPython (the firmware tests) has only sleep(seconds).
-_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
 from satellite import session as S
 from satellite import audio
 from satellite.wire import alabama_v1 as pb
@@ -261,7 +237,7 @@ class Satellite:
         self.send(self.s.ping(self.rt.now_us()))
         t0 = ticks_ms()
         while not self.offset_us and not self.closed and ticks_diff(ticks_ms(), t0) < wait_ms:
-            await _sleep_ms(5)
+            await asyncio.sleep_ms(5)
         return self.offset_us or None
 
     def spawn(self, coro):

@@ -13,10 +13,8 @@ from satellite import deferred as D
 from satellite import runtime as RT
 from satellite.wire import alabama_v1 as pb
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
+import asyncio
+
 
 def _store(p, lines=None):
     return D.Store(p, 1 << 20, (lines.append if lines is not None else (lambda s: None)),

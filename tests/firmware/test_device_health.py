@@ -5,10 +5,7 @@
 import json
 import os
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
+import asyncio
 
 import otaboot as B
 from satellite import health as H

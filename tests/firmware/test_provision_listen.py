@@ -274,10 +274,7 @@ class OldHal(FakeHal):
 
 
 def test_run_drives_the_hal_until_the_record_is_stored():
-    try:
-        import asyncio
-    except ImportError:
-        import uasyncio as asyncio
+    import asyncio
     ks = fresh()
     hal = FakeHal(read_audio())
     lines = []

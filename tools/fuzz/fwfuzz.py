@@ -16,11 +16,7 @@
 # round trip that fails, a reader that stops making progress, a spec rule broken by the answer).
 import sys
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const    # CPython: the importer runs alabama.mpcompat.install() first
 
 from satellite.wire import frame as F
 from satellite.wire import pb, pbtable

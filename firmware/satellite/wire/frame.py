@@ -17,10 +17,7 @@
 #     B - PREFIX_MAX_BYTES (room for both varints at their longest), and can expose the header of an
 #     over-limit frame only if varints + header fit in B bytes.
 
-try:
-    from micropython import const
-except ImportError:
-    const = lambda x: x  # noqa: E731  (CPython: const() is the identity)
+from micropython import const
 
 try:
     from ._copy_viper import copy
