@@ -17,6 +17,7 @@ import asyncio
 from micropython import const
 from time import ticks_ms, ticks_diff
 import otaboot as B
+from satellite.link import read_some     # loaded with the runtime: no heap of its own here
 
 
 CHUNK = const(1024)             # bytes per socket read and per flash write (one preallocated buffer)
@@ -147,12 +148,9 @@ async def http_get(connect, url, limit, sink, buf):
         last = ticks_ms()
         while True:
             try:
-                n = sock.readinto(buf)
+                n = read_some(sock, buf)
             except OSError as e:
-                if e.args and e.args[0] == 11:
-                    n = None
-                else:
-                    raise OtaError(UNAVAILABLE, "CUT", "download of %s cut: %s" % (path, e))
+                raise OtaError(UNAVAILABLE, "CUT", "download of %s cut: %s" % (path, e))
             if n is None:
                 if ticks_diff(ticks_ms(), last) > IDLE_MS:
                     raise OtaError(UNAVAILABLE, "STALLED", "download of %s stalled (nothing for %d ms)" % (path, IDLE_MS))

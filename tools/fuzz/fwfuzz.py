@@ -359,7 +359,7 @@ def gen_fw_frame(r):
 
 
 class _FrameSink:
-    """FrameReader + codec decode, as the runtime's Link does it (firmware/satellite/runtime.py)."""
+    """FrameReader + codec decode, as the runtime's Link does it (firmware/satellite/link.py)."""
 
     def __init__(self, buf=None):
         self.buf = buf if buf is not None else bytearray(_FRAME_BUF)

@@ -358,6 +358,11 @@ class FrameReader:
             self._skip = rest - have
         return OVERSIZE
 
+    def frame_buffer(self):
+        """The buffer every event's indices (header_start.., tail_start..) point into: fixed for the reader's
+        life, so a caller may keep it (the runtime's Link does, for allocation-free decode_into)."""
+        return self._buf
+
     def header(self):
         """The last event's Envelope bytes: a view into the shared buffer, valid until the next
         feed() (a view object costs 32 bytes on micropython: use the indices on hot paths)."""
