@@ -22,6 +22,8 @@ for p in (str(_TESTS.parent / "firmware"), str(_TESTS.parent / "host"), str(_TES
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from alabama import mpcompat  # noqa: E402
+mpcompat.install()          # the CPython stand-ins firmware modules import plainly (micropython.const, ticks_*)
 from mpharness import MP32, MP32_HEAP, ROOT, SHARED, micropython32_cmd, run_micropython  # noqa: E402
 
 DUAL_MARK = "# dual: cpython micropython"

@@ -18,22 +18,8 @@
 # firmware's `deflate` module, uncompressed BMP); only those mimes are declared in accepts. The
 # reassembly buffer is one bytearray of max_image_bytes, allocated at the first ImageRenderOpen and kept;
 # the session has already refused (RESOURCE_EXHAUSTED) a total_bytes over it before anything is sized.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-
-try:
-    from time import ticks_ms, ticks_diff
-except ImportError:                       # CPython (the tests' first leg)
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
+from micropython import const
+from time import ticks_ms, ticks_diff
 
 from satellite import font8x16 as F
 from satellite.wire import alabama_v1 as pb

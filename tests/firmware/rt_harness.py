@@ -1,10 +1,12 @@
-# Test support: the runtime's Satellite + Link on an in-memory Noise pair (firmware initiator and
+# Test support: the device's Satellite + the Link on an in-memory Noise pair (firmware initiator and
 # responder, no socket, no asyncio), for allocation measurements and sans-socket runtime tests.
 # Used by tests/firmware/test_runtime_*.py and tools/bench/bench_audio_alloc.py.
 import os
 
 from satellite import audio
+from satellite import device as D
 from satellite import runtime as RT
+from satellite.link import Link
 from satellite import session as S
 from satellite.noise.transport import NoiseConnection
 from satellite.noise import x25519
@@ -50,6 +52,7 @@ class Sink:
         self.frames += 1
         if self.core is not None:
             self.core.receive_into(buf, 0, n)
+        return n                       # a socket that takes every byte: the Link keeps no backlog
 
 
 def _no_task(coro):
@@ -78,24 +81,14 @@ def make(accept=True, record_output=False, core_max=4096, board=None, hal=None):
     if record_output:
         sink.core = core
     sess = S.Session(rt.surface(""))
-    link = RT.Link(sat_conn, rt.max_frame_bytes, None, sink.write, rt.frame_buf)
-    sat = RT.Satellite(rt, sess, link)
+    link = rt.link = Link(sink, sat_conn, rt.max_frame_bytes, rt.frame_buf)
+    sat = D.Satellite(rt, sess, link)
     sat.spawn = _no_task
+    sat.accepted = lambda ev: sat.started(ev.max_frame_bytes)    # the runtime's side, without health/deferred
+    link.on_frame = sat.on_frame                                 # the one dispatcher, as Runtime.connect_once
+    link.on_oversize = sat.on_oversize
     rt.sat = sat
-
-    def on_frame(env, buf, ts, te):
-        ev = sess.receive(env, 0)
-        o = sess.outgoing()
-        while o is not None:
-            link.send(o)
-            o = sess.outgoing()
-        if ev is not None and type(ev) is not S.Accepted:
-            sat.on_event(ev, buf, ts, te)
-        elif ev is not None:
-            link.negotiated(rt.max_frame_bytes, ev.max_frame_bytes)
-            sat.started(ev.max_frame_bytes)
-    link.on_frame = on_frame
-    link.send(sess.hello())
+    sat.send(sess.hello())
     if accept:
         feed(link, core, pb.Envelope(id=1, hello_response=pb.HelloResponse(accepted=pb.Accepted(
             max_frame_bytes=core_max, max_concurrent_streams=8, wire_version=1))))

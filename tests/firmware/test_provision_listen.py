@@ -242,10 +242,7 @@ class OldHal(MicHal):
 
 
 def test_run_drives_the_hal_until_the_record_is_stored():
-    try:
-        import asyncio
-    except ImportError:
-        import uasyncio as asyncio
+    import asyncio
     ks = fresh()
     hal = MicHal(read_audio())
     lines = []

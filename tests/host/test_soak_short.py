@@ -63,7 +63,7 @@ def test_linfit_exact():
 
 # ----------------------------------------------------------------------------------- on the virtual board
 #: The leak the soak found, brought back: Satellite.spawn no longer drops finished tasks.
-LEAK_MUTANT = ("satellite/runtime.py",
+LEAK_MUTANT = ("satellite/device.py",
                "        ts = self.tasks\n        i = len(ts)\n        while i:\n            i -= 1\n"
                "            if ts[i].done():\n                ts.pop(i)\n",
                "        ts = self.tasks\n")

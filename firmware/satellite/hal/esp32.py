@@ -30,11 +30,7 @@
 # Half duplex (board "duplex": "half", mic and speaker on one bus): the runtime closes the mic before it
 # opens the speaker and re-opens it after; this module obeys, and closes the other side itself if asked
 # to open one while the other holds the shared controller.
-try:
-    from micropython import const
-except ImportError:  # CPython tests
-    def const(x):
-        return x
+from micropython import const
 
 from satellite import audio
 from satellite.hal import LONG, PRESS, RELEASE
