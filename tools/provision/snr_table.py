@@ -39,6 +39,7 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "firmware"))
+sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
 import bench_ggwave as B  # noqa: E402  (the channel: ggwave encoder, resampling, noise, 16 kHz)
@@ -73,7 +74,8 @@ while True:
 
 
 def micropython():
-    return str(pathlib.Path(sys.executable).parent / "micropython")
+    from alabama.local import find_micropython
+    return find_micropython(SystemExit)
 
 
 def point_rng(seed, snr, r, t):

@@ -37,13 +37,12 @@ import termios
 import threading
 import time
 
-from .. import local
+from .. import REPO, local
 from . import rawrepl
 from ..errors import AlabamaError
 
 #: Where the firmware's key store lives inside the flash directory (a board's /data).
 DATA_SUBDIR = "data"
-REPO = pathlib.Path(__file__).resolve().parents[3]
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n"
 
 
@@ -69,12 +68,8 @@ def find_micropython():
     return micropython32() or local.find_micropython(SimError)
 
 
-def micropython32():
-    """The 32-bit unix port (tools/mp32/build.sh), or None when it has not been built."""
-    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or REPO / "build" / "mp32" / "micropython")
-    if not p.is_absolute():
-        p = REPO / p
-    return str(p) if os.access(str(p), os.X_OK) else None
+#: The 32-bit unix port (tools/mp32/build.sh), or None when it has not been built.
+micropython32 = local.micropython32
 
 
 _PROBED = {}

@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from alabama import REPO
+
 from . import report as report_mod
 from .bench import Bench
 from .targets import make_target
@@ -63,7 +65,7 @@ def pytest_configure(config):
 
 
 def _git_describe(fw):
-    root = pathlib.Path(fw) if fw else pathlib.Path(__file__).resolve().parents[3] / "firmware"
+    root = pathlib.Path(fw) if fw else REPO / "firmware"
     try:
         r = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
                            capture_output=True, timeout=10, text=True)

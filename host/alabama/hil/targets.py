@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from alabama import REPO
 from alabama.provision import record as record_codec
 
 from .corehost import BenchError
@@ -34,8 +35,6 @@ KEYSTORE_SETTINGS = "settings.json"
 DATA_DIR = "data"
 #: Serial log lines the bench reads the free heap from (the runtime logs gc.mem_free()).
 HEAP_RE = re.compile(r"(?:mem_free|heap(?:_free)?|free heap)\D{0,3}(\d{3,})", re.I)
-
-REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def default_firmware():
