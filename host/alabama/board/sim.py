@@ -37,7 +37,7 @@ import termios
 import threading
 import time
 
-from .. import REPO, local
+from .. import CORE_PORT, REPO, local
 from . import rawrepl
 from ..errors import AlabamaError
 
@@ -593,7 +593,7 @@ def cmd_sim(args):
     if args.core:
         host, _, port = args.core.rpartition(":")
         if not host or not port.isdigit():
-            raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:7355")
+            raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
         key = bytes.fromhex(args.core_key) if args.core_key else None
         if key is not None and len(key) != 32:
             raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`)")
