@@ -139,12 +139,9 @@ def free_port():
 def provision(flash_dir, core_host, core_port, core_key=None, token="", token_expires=0, fresh_identity=False):
     """Write a provisioning record into the flash dir's key store (what ggwave/QR/serial would deliver)."""
     from alabama.provision import record as rc
-    from alabama.v1 import provisioning_pb2
     d = pathlib.Path(flash_dir) / DATA_SUBDIR
     d.mkdir(parents=True, exist_ok=True)
-    rec = provisioning_pb2.ProvisioningRecord(core_host=core_host, core_port=int(core_port),
-                                              core_key=bytes(core_key or b""), pairing_token=token or "",
-                                              token_expires=int(token_expires or 0))
+    rec = rc.build(core_host, core_port, core_key, token, token_expires)
     (d / "provision.bin").write_bytes(rc.encode(rec))
     if fresh_identity:
         for name in ("device.key", "core.pub", "settings.json"):

@@ -154,15 +154,11 @@ def cmd_key(args):
 
 
 def cmd_token(args):
-    from alabama.v1 import provisioning_pb2
     from ..provision import record
     r = reg.Registry(args.data)
     token, expires = r.mint_token(args.ttl)
-    rec = provisioning_pb2.ProvisioningRecord(core_host=args.host or lan_address(), core_port=args.port,
-                                              pairing_token=token, token_expires=int(expires),
-                                              wifi_ssid=args.wifi_ssid, wifi_passphrase=args.wifi_passphrase)
-    if not args.no_key:
-        rec.core_key = reg.server_public_key(args.data)
+    rec = record.build(args.host or lan_address(), args.port, None if args.no_key else reg.server_public_key(args.data),
+                       token, expires, args.wifi_ssid, args.wifi_passphrase)
     print(token)
     try:
         data = record.encode(rec)

@@ -11,7 +11,7 @@ import pathlib
 import shutil
 import time
 
-from alabama.v1 import provisioning_pb2
+from alabama.provision import record as record_codec
 
 from . import measures
 from .corehost import BenchError, CoreHost
@@ -80,16 +80,12 @@ class Bench:
         host, rport = self.core.address if self.core else (self.bind, 0)
         if self.target.connect_host:
             host = self.target.connect_host
-        rec = provisioning_pb2.ProvisioningRecord(core_host=host, core_port=port or rport)
-        if key is not None:
-            rec.core_key = key
-        elif core_key:
-            rec.core_key = self.core.public_key
+        if key is None and core_key:
+            key = self.core.public_key
+        tok, expires = None, 0
         if token:
             tok, expires = token if isinstance(token, tuple) else (token, time.time() + 300)
-            rec.pairing_token = tok
-            rec.token_expires = int(expires)
-        return rec
+        return record_codec.build(host, port or rport, key, tok, expires)
 
     def provision(self, path="ik", **kw):
         """Provision the board for an admission path (spec §7.3), from a clean identity:

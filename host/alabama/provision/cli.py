@@ -74,7 +74,6 @@ def _when(ts):
 
 def build_record(args, out=print, now=time.time):
     """(record bytes, ProvisioningRecord) from the command line; prints what it minted or found."""
-    from alabama.v1 import provisioning_pb2
     if args.record is not None:
         if args.ttl is not None:
             raise UsageError("--ttl mints a token: use it with --data, not --record")
@@ -87,9 +86,7 @@ def build_record(args, out=print, now=time.time):
         from ..core import registry as reg
         ttl = DEFAULT_TTL_S if args.ttl is None else args.ttl
         token, expires = reg.Registry(args.data).mint_token(ttl)
-        rec = provisioning_pb2.ProvisioningRecord(core_host=lan_address(), core_port=CORE_PORT,
-                                                  core_key=reg.server_public_key(args.data),
-                                                  pairing_token=token, token_expires=int(expires))
+        rec = record.build(lan_address(), CORE_PORT, reg.server_public_key(args.data), token, expires)
         out("token %s expires %s (in %d s)" % (token, _when(expires), ttl))
     if args.core_host is not None:
         rec.core_host = args.core_host

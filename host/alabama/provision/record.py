@@ -27,6 +27,18 @@ class RecordError(AlabamaError):
         self.code = code
 
 
+def build(core_host, core_port, core_key=None, pairing_token=None, token_expires=0, wifi_ssid=None,
+          wifi_passphrase=None):
+    """The one place a ProvisioningRecord is put together (the CLIs, the virtual board and the HIL bench).
+
+    None and empty both mean "absent" (proto3: an empty field is not on the wire), so callers pass what they
+    have without testing it first. Nothing is checked here: ``encode`` does that, naming the field."""
+    return provisioning_pb2.ProvisioningRecord(
+        core_host=core_host, core_port=int(core_port), core_key=bytes(core_key or b""),
+        pairing_token=pairing_token or "", token_expires=int(token_expires or 0), wifi_ssid=wifi_ssid or "",
+        wifi_passphrase=wifi_passphrase or "")
+
+
 def _field_sizes(rec):
     return {name: len(getattr(rec, name).encode() if isinstance(getattr(rec, name), str) else getattr(rec, name))
             for name in BOUNDS}
