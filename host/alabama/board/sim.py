@@ -40,9 +40,9 @@ import time
 from .. import CORE_PORT, REPO, local
 from . import rawrepl
 from ..errors import AlabamaError
+from ..provision import record as rc
+from ..provision.record import DATA_DIR
 
-#: Where the firmware's key store lives inside the flash directory (a board's /data).
-DATA_SUBDIR = "data"
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n"
 
 
@@ -138,13 +138,12 @@ def free_port():
 
 def provision(flash_dir, core_host, core_port, core_key=None, token="", token_expires=0, fresh_identity=False):
     """Write a provisioning record into the flash dir's key store (what ggwave/QR/serial would deliver)."""
-    from alabama.provision import record as rc
-    d = pathlib.Path(flash_dir) / DATA_SUBDIR
+    d = pathlib.Path(flash_dir) / DATA_DIR
     d.mkdir(parents=True, exist_ok=True)
     rec = rc.build(core_host, core_port, core_key, token, token_expires)
-    (d / "provision.bin").write_bytes(rc.encode(rec))
+    (d / rc.RECORD).write_bytes(rc.encode(rec))
     if fresh_identity:
-        for name in ("device.key", "core.pub", "settings.json"):
+        for name in (rc.DEVICE_KEY, rc.CORE_KEY, rc.SETTINGS):
             try:
                 (d / name).unlink()
             except FileNotFoundError:
@@ -155,7 +154,7 @@ def provision(flash_dir, core_host, core_port, core_key=None, token="", token_ex
 def device_public_key(flash_dir):
     """The board's public key (None before its first start, when the firmware generates it)."""
     from alabama.noise.state import public_key
-    p = pathlib.Path(flash_dir) / DATA_SUBDIR / "device.key"
+    p = pathlib.Path(flash_dir) / DATA_DIR / rc.DEVICE_KEY
     return public_key(p.read_bytes()) if p.exists() else None
 
 
@@ -213,7 +212,7 @@ class VirtualBoard:
     # ------------------------------------------------------------------------------ lifecycle
     def start(self):
         self.flash.mkdir(parents=True, exist_ok=True)
-        (self.flash / DATA_SUBDIR).mkdir(exist_ok=True)
+        (self.flash / DATA_DIR).mkdir(exist_ok=True)
         if self.compiled:
             self.install()
         else:
@@ -595,7 +594,7 @@ def cmd_sim(args):
         if key is not None and len(key) != 32:
             raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`)")
         provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
-    elif not (pathlib.Path(args.dir) / DATA_SUBDIR / "provision.bin").exists():
+    elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     vb = VirtualBoard(args.dir, board=args.board, mic=args.mic, speaker=args.speaker, ctl_port=args.ctl_port,
                       duplex=args.duplex, echo=lambda line: print(line, flush=True), heap=args.heap,

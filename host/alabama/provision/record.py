@@ -20,6 +20,16 @@ MIN_RECORD_BYTES = 1 + CRC_BYTES
 #: Field bounds (proto/alabama/v1/alabama.options).
 BOUNDS = {"core_host": 64, "core_key": 32, "pairing_token": 64, "wifi_ssid": 32, "wifi_passphrase": 64}
 
+#: The board's key store, mirrored for the host tools that write a flash directory or read one back (the
+#: virtual board, the HIL targets, serial provisioning). The owners are firmware/satellite/app.py (DATA_DIR,
+#: under the board's working directory) and firmware/satellite/keystore.py (the file names);
+#: tests/host/test_one_owner.py compares this mirror with them.
+DATA_DIR = "data"
+DEVICE_KEY = "device.key"        # 32-byte X25519 private key
+CORE_KEY = "core.pub"            # 32-byte pinned core static public key
+RECORD = "provision.bin"         # this codec's bytes
+SETTINGS = "settings.json"
+
 
 class RecordError(AlabamaError):
     def __init__(self, code, msg):
