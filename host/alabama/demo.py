@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import wave
 
 from .errors import AlabamaError
 
@@ -101,26 +100,22 @@ def synth_utterance(seconds=1.6, rate=16000):
 
 def make_utterance(path, text=UTTERANCE):
     """Write a 16 kHz mono WAV: espeak-ng's voice when installed, else a synthesized signal."""
-    from alabama.core.pipeline import resample, _parse_wav
+    from alabama import audio
     exe = shutil.which("espeak-ng") or shutil.which("espeak")
     source = "synthesized signal (install espeak-ng for a spoken utterance)"
     pcm = None
     if exe:
         try:
             raw = subprocess.run([exe, "--stdout", text], capture_output=True, timeout=30, check=True).stdout
-            rate, ch, data = _parse_wav(raw)
-            pcm = resample(data, rate, ch, 16000, 1)
+            rate, ch, data = audio.parse(raw)
+            pcm = audio.resample(data, rate, ch, 16000, 1)
             source = "espeak-ng: %r" % text
         except (subprocess.SubprocessError, OSError, ValueError):
             pcm = None
     if pcm is None:
         s = synth_utterance()
         pcm = struct.pack("<%dh" % len(s), *s)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(pcm)
+    audio.write(path, pcm, 16000)
     return len(pcm) / 32000.0, source
 
 

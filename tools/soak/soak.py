@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import wave
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -113,11 +112,8 @@ def utterance_wav(path, ms=400, rate=16000, seed=7):
         env = 0.55 + 0.45 * math.sin(2 * math.pi * 4.0 * t) ** 2
         x = int(5000 * v * env + rnd.gauss(0, 200))
         out += max(-32768, min(32767, x)).to_bytes(2, "little", signed=True)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(bytes(out))
+    from alabama import audio
+    audio.write(path, bytes(out), rate)
     return pathlib.Path(path)
 
 

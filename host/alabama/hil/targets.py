@@ -254,11 +254,10 @@ class SimTarget(Target):
         return done_row.t - t_cancel
 
     def played_frames(self):
-        import wave
+        from alabama import audio
         try:
-            with wave.open(self.speaker_path, "rb") as w:
-                return w.getnframes()
-        except (OSError, EOFError, wave.Error):
+            return audio.info(self.speaker_path).nframes
+        except (OSError, audio.WavError):
             return None
 
     def waves(self):
