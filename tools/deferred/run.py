@@ -26,8 +26,7 @@ sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from alabama.hil import deferred as HD  # noqa: E402
-from alabama.hil.bench import Bench  # noqa: E402
-from alabama.hil.targets import SimTarget  # noqa: E402
+from alabama.hil.bench import sim_bench  # noqa: E402
 
 DOC = ROOT / "docs" / "deferred.md"
 BEGIN, END = "<!-- deferred-table:begin -->", "<!-- deferred-table:end -->"
@@ -106,10 +105,7 @@ def main():
     a = ap.parse_args()
     logging.getLogger("alabama.core").setLevel(logging.ERROR)
     work = pathlib.Path(tempfile.mkdtemp(prefix="alabama-deferred-"))
-    target = SimTarget("sim", workdir=work)
-    target.setup()
-    bench = Bench(target, work / "bench", log=print)
-    target.begin_scenario(work / "board", t0=bench.tl.t0)
+    bench = sim_bench(work)
     t0 = time.monotonic()
     ok = True
     try:

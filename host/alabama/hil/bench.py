@@ -274,3 +274,21 @@ class Bench:
 def _what(dir_, op, id_):
     s = {SAT_TO_CORE: "Sat \u2192 Core ", CORE_TO_SAT: "Core \u2192 Sat ", NOTE: "note "}.get(dir_, "")
     return "%s%s%s" % (s, op or "any frame", "" if id_ is None else " on id %d" % id_)
+
+
+def open_scenario(target, workdir, board_dir, **kw):
+    """A Bench for one scenario on a target that is set up: the bench's files in ``workdir``, the board's in
+    ``board_dir``, both on the bench's timeline clock. ``kw`` goes to Bench (bind, relay_port, log)."""
+    bench = Bench(target, workdir, **kw)
+    target.begin_scenario(board_dir, t0=bench.tl.t0)
+    return bench
+
+
+def sim_bench(workdir, firmware=None, log=print):
+    """A Bench on a fresh simulated board in ``workdir`` (bench/ and board/ under it), scenario begun: the
+    set-up the fault and deferred campaigns share, tools and tests alike. Close it with ``bench.close()``."""
+    from .targets import SimTarget
+    work = pathlib.Path(workdir)
+    target = SimTarget("sim", firmware=firmware, workdir=work)
+    target.setup()
+    return open_scenario(target, work / "bench", work / "board", log=log)
