@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from .board import logwords as lw
 from .errors import AlabamaError
 
 UTTERANCE = "Hello Alabama. What is the weather like today?"
@@ -149,7 +150,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         vb.start()
         echo("board     : %s under micropython (heap %s), REPL on %s" % (vb.board.id, vb.heap_limit, vb.pty_path))
         await loop.run_in_executor(None, vb.wait_log, r"accepted", 30)
-        echo("session   : %s" % vb.wait_log(r"handshake done \((\w+)\)", 1).group(0))
+        echo("session   : %s" % vb.wait_log(lw.HANDSHAKE_DONE, 1).group(0))
         vb.set_mic(utt)
         tap.rows.clear()
         tap.t0 = time.monotonic()

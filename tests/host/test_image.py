@@ -13,7 +13,7 @@ import tarfile
 import pytest
 
 from alabama import cli
-from alabama.board import boards, deploy, image
+from alabama.board import boards, deploy, image, logwords as lw
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"
@@ -317,7 +317,7 @@ def test_a_frozen_image_offers_no_ota_and_alabama_ota_says_flash_an_image(tmp_pa
         vb = board(tmp_path, core, token=token)
         vb.start()
         try:
-            vb.wait_log(r"accepted", 30)
+            vb.wait_log(lw.ACCEPTED, 30)
             dev = device_id(vb)
             info = json.loads(core.call(core.core.invoke(dev, "device.info", "{}")).content[0].text)
             assert info["image"] == "frozen" and info["firmware_digest"] == image.firmware_digest()

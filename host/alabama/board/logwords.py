@@ -82,8 +82,8 @@ def render_cancelled(rid, reason):
 
 
 def playback_done(rid=None):
-    """ "playback done <render id> frames <n>"; the frame count is the last group."""
-    return r"playback done %s frames (\d+)" % _id(rid)
+    """ "playback done <render id> frames <n>"; the frame count is the last group, also named "frames"."""
+    return r"playback done %s frames (?P<frames>\d+)" % _id(rid)
 
 
 def barge_in(rid):

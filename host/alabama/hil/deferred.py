@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from alabama.board import logwords as lw
 from alabama.core.pipeline import Reply
 
 from . import steps
@@ -93,7 +94,7 @@ class DeferredBench:
         hil.provision("ik", preconfigure=True)
         self.did = hil.boot()
         # the board's own Ping round has run once (this boot's clock offset: what a reset's rebase needs)
-        self._wait_log(re.compile(r"sat: clock offset"), 0, 15)
+        self._wait_log(re.compile(lw.CLOCK_OFFSET), 0, 15)
         return self.did
 
     def _flash(self):
