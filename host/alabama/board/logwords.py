@@ -103,6 +103,18 @@ def led(phase):
     return r"led %s" % phase
 
 
+AEAD_FAILED = r"connection failed \((?:Noise|Transport)Error\)"   # a transport message failed to open
+
+
+# ------------------------------------------------------------------- DEFERRED recordings (deferred.py)
+DEFERRED_START = (r"deferred: recording (\S+) \(core out of reach\): first chunk at (\d+) us on the device "
+                  r"clock, local RTC (-?\d+) us")
+DEFERRED_QUEUED = (r"deferred: recording (\S+) queued: (\d+) chunks \((\d+) stored, (\d+) recordings, "
+                   r"(\d+) bytes, (\d+) dropped\)")
+DEFERRED_DROPPED = r"deferred: ring full \(.*\): oldest recording (\S+) dropped, (\d+) chunks \((\d+) dropped"
+DEFERRED_DELIVERED = r"deferred: (\S+) delivered \((\d+) chunks\)"
+
+
 # ----------------------------------------------------------------- provisioning (runtime.py, provision/listen.py)
 NO_RECORD = r"no provisioning record"
 LISTENING = r"provision: listening mode"

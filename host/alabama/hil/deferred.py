@@ -26,13 +26,11 @@ from . import steps
 from .corehost import DOWN, UP, Rule
 from .faults import CAMPAIGN_ENV
 
-#: The board's log lines (firmware/satellite/deferred.py).
-RE_START = re.compile(r"deferred: recording (\S+) \(core out of reach\): first chunk at (\d+) us on the device "
-                      r"clock, local RTC (-?\d+) us")
-RE_QUEUED = re.compile(r"deferred: recording (\S+) queued: (\d+) chunks \((\d+) stored, (\d+) recordings, "
-                       r"(\d+) bytes, (\d+) dropped\)")
-RE_DROPPED = re.compile(r"deferred: ring full \(.*\): oldest recording (\S+) dropped, (\d+) chunks \((\d+) dropped")
-RE_DELIVERED = re.compile(r"deferred: (\S+) delivered \((\d+) chunks\)")
+#: The board's log lines (firmware/satellite/deferred.py; worded in board/logwords.py).
+RE_START = re.compile(lw.DEFERRED_START)
+RE_QUEUED = re.compile(lw.DEFERRED_QUEUED)
+RE_DROPPED = re.compile(lw.DEFERRED_DROPPED)
+RE_DELIVERED = re.compile(lw.DEFERRED_DELIVERED)
 TS_BYTES = 8
 #: The clock-mapping bound the issue sets (capture_ts mapped to wall clock, on the virtual board).
 CLOCK_BOUND_US = 20_000
