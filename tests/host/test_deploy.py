@@ -11,8 +11,9 @@ import types
 
 import pytest
 
+from alabama.board import logwords as lw
 from alabama import cli
-from alabama.board import boards, deploy, logwords as lw
+from alabama.board import boards, deploy
 from alabama.board.sim import native_march
 from alabama.board.flash import FlashError
 

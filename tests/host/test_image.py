@@ -12,8 +12,9 @@ import tarfile
 
 import pytest
 
+from alabama.board import logwords as lw
 from alabama import cli
-from alabama.board import boards, deploy, image, logwords as lw
+from alabama.board import boards, deploy, image
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from alabama.board import logwords as lw, ota, sim
+from alabama.board import ota, sim
 from alabama.core.errors import RequestFailed
+from alabama.board import logwords as lw
 
 from vb_support import CoreThread, board, device_id
 
@@ -134,7 +135,7 @@ def test_ota_wrong_digest_is_refused_and_nothing_changes(core, tmp_path):
         # a reboot still runs the old firmware
         m = vb.mark()
         vb.reset()
-        vb.wait_log(lw.ACCEPTED, 30, m)
+        vb.wait_log(r"accepted", 30, m)
         assert info(core, dev)["firmware"] == "0.1.0"
     finally:
         vb.stop()
