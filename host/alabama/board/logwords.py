@@ -44,11 +44,6 @@ def ik_failed_at(host):
 
 
 # ------------------------------------------------------------------ captures and renders (runtime.py Satellite)
-def capture_opened(trigger=r"\w+", cid=None):
-    """ "capture <id> opened (button|ambient|requested...)"."""
-    return r"capture %s opened \(%s" % (_id(cid), trigger)
-
-
 CAPTURE_OPENED_BUTTON = r"capture (\d+) opened \(button\)"
 CAPTURE_OPENED_AMBIENT = r"capture (\d+) opened \(ambient\)"
 CAPTURE_OPENED_REQUESTED = r"capture \d+ opened \(requested, answers request \d+\)"
