@@ -42,10 +42,13 @@ $(BIN)/alabama: pyproject.toml
 install: $(BIN)/alabama
 
 # The 32-bit interpreter is built first when it can be (tools/mp32); without it its test items skip, except in CI.
+# The suite runs on every core (pytest-xdist; TEST_JOBS=0: in one process), a test file per worker at a time,
+# the slowest files of the last run first (tests/conftest.py).
+TEST_JOBS ?= auto
 test: install
 	-@bash tools/mp32/build.sh
 	-@bash tools/mp32/build_frozen.sh
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile
 
 codegen: install
 	$(ALABAMA) codegen
@@ -145,7 +148,7 @@ mp32:
 	bash tools/mp32/build.sh
 
 test32: install mp32
-	CI=$${CI:-1} $(BIN)/pytest -q -m mp32 tests/firmware
+	CI=$${CI:-1} $(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile -m mp32 tests/firmware
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

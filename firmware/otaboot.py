@@ -25,11 +25,7 @@ import json
 import os
 import sys
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 LIB = "lib"
 PKG = "satellite"

@@ -22,6 +22,8 @@ for p in (str(_TESTS.parent / "firmware"), str(_TESTS.parent / "host"), str(_TES
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from alabama import mpcompat  # noqa: E402
+mpcompat.install()          # the CPython stand-ins firmware modules import plainly (micropython.const, ticks_*)
 from mpharness import MP32, MP32_HEAP, ROOT, SHARED, micropython32_cmd, run_micropython  # noqa: E402
 
 DUAL_MARK = "# dual: cpython micropython"
@@ -109,3 +111,111 @@ def shared_dir():
     if not SHARED.is_dir():
         pytest.fail("shared/ not found at %s (set ALABAMA_SHARED)" % SHARED)
     return SHARED
+
+
+# --- several workers (pytest-xdist: `make test` runs `pytest -n auto --dist loadfile`) --------------------------
+# loadfile keeps every test of a file on one worker: MicroPythonFile runs a dual file once per interpreter and
+# caches the results on its node (and both interpreters' runs share /tmp names: MicroPython has no getpid);
+# module-scoped fixtures (a bench, a report directory under build/) are brought up once. Every test gets its
+# own tmp_path and ports the OS picks; what workers share is the tree's build/ directory, and there the virtual
+# board compiles the firmware into build/sim/<key> (sim.VirtualBoard.install, deploy.stage) and rewrites its
+# stamps and manifests on every start. So the controller builds that cache once before the workers start, and
+# within the workers one install runs at a time (a file lock): no board copies a half-written .mpy or manifest.
+# Boards started by CLI subprocesses (hil, demo, board sim --web) find the cache built.
+_SIM_LOCK = ROOT / "build" / ".sim-install.lock"
+#: per test file, the seconds its tests took in the last whole `make test` run (.pytest_cache): the files are
+#: handed out slowest first, so no long file starts last on one worker while the other has nothing left
+_DURATIONS = "alabama/file-durations"
+
+
+def _xdist_controller(config):
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        _lock_sim_installs()
+        return
+    if _xdist_controller(config):
+        _prebuild_sim_firmware()
+    config.pluginmanager.register(_FileDurations(config), "alabama-file-durations")
+
+
+def _prebuild_sim_firmware():
+    import tempfile
+    from alabama import local
+    from alabama.board import sim
+    for find in (sim.micropython32, lambda: local.find_micropython(RuntimeError)):
+        try:
+            mp = find()
+            if mp:
+                with tempfile.TemporaryDirectory() as flash, _sim_lock():
+                    sim.VirtualBoard(flash, micropython=mp).install()
+        except Exception:       # no such interpreter, or a build error: the tests that start boards report it
+            pass
+
+
+def _sim_lock():
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        _SIM_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        with open(_SIM_LOCK, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+    return held()
+
+
+def _lock_sim_installs():
+    from alabama.board import sim
+    install = sim.VirtualBoard.install
+
+    def locked_install(self):
+        with _sim_lock():
+            return install(self)
+    sim.VirtualBoard.install = locked_install
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    cache = getattr(config, "cache", None)
+    durations = cache.get(_DURATIONS, None) if cache is not None else None
+    if config.getvalue("dist") != "loadfile" or not durations:
+        return None                       # xdist's own (loadfile: files with the most tests first)
+    from xdist.scheduler import LoadFileScheduling
+
+    class SlowestFileFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            if not getattr(self, "_ordered", False):
+                units = sorted(self.workqueue.items(), key=lambda kv: -durations.get(kv[0], 0.0))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self._ordered = True
+            super()._assign_work_unit(node)
+    return SlowestFileFirst(config, log)
+
+
+class _FileDurations:
+    """Sums each test file's setup/call/teardown seconds; a whole run (the test paths, no -k/-m) keeps them in
+    .pytest_cache for the next run's order (pytest_xdist_make_scheduler above)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.seen = {}
+
+    def pytest_runtest_logreport(self, report):
+        f = report.nodeid.split("::")[0]
+        self.seen[f] = self.seen.get(f, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        c = self.config
+        cache = getattr(c, "cache", None)
+        whole = c.args_source == pytest.Config.ArgsSource.TESTPATHS and not c.option.keyword \
+            and not c.option.markexpr
+        if self.seen and cache is not None and whole and exitstatus in (0, 1):
+            cache.set(_DURATIONS, {f: round(s, 1) for f, s in self.seen.items()})

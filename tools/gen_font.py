@@ -65,7 +65,7 @@ def generate():
     for i in range(0, len(data), 32):
         lines.append("    %r" % data[i:i + 32])
     lines.append(")")
-    head = ("try:\n    from micropython import const\nexcept ImportError:\n    def const(x):\n        return x\n\n")
+    head = "from micropython import const\n\n"            # CPython: alabama.mpcompat
     return lines[0] + "\n" + lines[1] + "\n" + head + "\n".join(lines[2:]) + "\n"
 
 

@@ -128,32 +128,22 @@ class IdleDeferred:
         return False
 
     def take_gesture(self, g):
+        """An offline press (the runtime reads the button) loads the store and records: the Deferred takes over."""
+        from satellite.hal import PRESS
+        rt = self.rt
+        if rt.deferred is self and g == PRESS and rt.offline() and rt.has_mic:
+            try:
+                d = load_deferred(rt, self.path, self.capacity)
+            except Exception as e:  # noqa: BLE001 - no store (flash, no room): the press is not recorded
+                rt.log("deferred: cannot record (store: %s: %s)" % (type(e).__name__, e))
+                return False
+            d.offset_us = self.offset_us
+            rt.deferred = d
+            rt.log("deferred: store loaded for a recording")
+            d.take_gesture(g)
         return False
 
     async def upload(self, sat):
         self.show_queue()
         if self.offset_us is None:
             self.offset_us = await sat.clock_round(3000)
-
-    async def run(self):
-        rt = self.rt
-        sleep_ms = _sleep_ms()
-        while not rt.stopped:
-            if rt.deferred is self and rt.offline() and rt.hal.gesture() == 1 and rt.has_mic:   # a press
-                try:
-                    d = load_deferred(rt, self.path, self.capacity)
-                except Exception as e:  # noqa: BLE001 - no store (flash, no room): the press is not recorded
-                    rt.log("deferred: cannot record (store: %s: %s)" % (type(e).__name__, e))
-                    continue
-                d.offset_us = self.offset_us
-                rt.deferred = d
-                rt.log("deferred: store loaded for a recording")
-                await d.press()
-                await d.run()
-                return
-            await sleep_ms(10)
-
-
-def _sleep_ms():
-    import asyncio
-    return getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))   # CPython tests

@@ -1,11 +1,7 @@
 # Audio plumbing shared by the HALs: I2S <-> s16 mono conversion (viper with a pure fallback), gain and
 # volume as fixed-point factors, and the playout jitter ring. Pure computation on caller buffers: no I2S,
 # no files, no clock, and nothing allocated after construction (hot-path calls take (buf, start, n)).
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 
 def load_fast(fast, pure):

@@ -2,11 +2,7 @@
 # connections. app.main makes them FIRST, before the big imports, while the heap is still one free block:
 # after ~150 KB of modules (and the garbage their imports leave between them) a 17 KB ring may find no
 # contiguous room although the total free is enough. Imports nothing; no I/O, no protocol (docs/memory.md).
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 FRAME_MS = const(20)        # one capture chunk / one playout step
 TX_CAPACITY = const(4096)   # largest frame we send (Hello, tool results), one Noise message

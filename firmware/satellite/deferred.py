@@ -25,29 +25,12 @@
 import os
 import time
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-try:
-    from time import ticks_ms, ticks_diff
-except ImportError:
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
-
+import asyncio
+from micropython import const
+from time import ticks_ms, ticks_diff
 from satellite import audio
+from satellite.hal import PRESS, RELEASE, LONG
 
-_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))   # CPython tests
 from satellite.wire import alabama_v1 as pb
 from satellite.wire import frame as F
 
@@ -56,14 +39,11 @@ LED_QUEUED = const(5)        # a device-local LED state past PipelineState's fiv
 BATCH = const(8)             # records per flash append (8 x 20 ms = 160 ms of audio)
 TS_BYTES = const(8)
 MAX_RECORDINGS = const(16)   # index entries; past it the oldest recording is dropped like a full ring
-MAX_RECORD_MS = const(30000) # one recording, like a LIVE capture (runtime.MAX_CAPTURE_MS)
+MAX_RECORD_MS = const(30000) # one recording, like a LIVE capture (device._MAX_CAPTURE_MS)
 ACK_WAIT_MS = const(5000)    # the core's CaptureAck on a DEFERRED open; without one we start from 0
 MAX_FAILS = const(3)         # a recording the core answered with Error this often is dropped (logged)
 _LIMB = const(0x10000000)    # capture_ts = hi * 2**28 + lo, both small ints on a 32-bit port
 _LIMB_MASK = const(0xFFFFFFF)
-_PRESS = const(1)
-_RELEASE = const(2)
-_LONG = const(3)
 _FRAME_MS = const(20)
 
 try:
@@ -332,9 +312,9 @@ class Store:
 # -------------------------------------------------------------------------------------- recorder + uploader
 
 class Deferred:
-    """Owned by the Runtime for its whole life. `run()` records while no session is up; `upload(sat)` runs
-    once per accepted session (spawned by the runtime); `take_gesture` lets an offline recording end on a
-    release that arrives after the link came back."""
+    """Owned by the Runtime for its whole life. `take_gesture` (the runtime hands it the button) records while
+    no session is up and lets an offline recording end on a release that arrives after the link came back;
+    `upload(sat)` runs once per accepted session (spawned by the runtime)."""
 
     def __init__(self, rt, store):
         self.rt = rt
@@ -364,14 +344,6 @@ class Deferred:
         self.hal.led(LED_QUEUED if self.store.queued() else 0, self.rt.settings["led_brightness"])
 
     # -- recording --------------------------------------------------------------------------------------
-    async def run(self):
-        """Offline: the button records into the store (no session reads the button then)."""
-        while not self.rt.stopped:
-            if self.recording is None and self.rt.offline() and self.hal.gesture() == _PRESS and self.rt.has_mic:
-                await self.press()
-                continue
-            await _sleep_ms(10)
-
     async def press(self):
         """An offline press: record until the release (satellite.app.IdleDeferred calls it for the press that
         made it import this module)."""
@@ -381,10 +353,14 @@ class Deferred:
             self.log("deferred: recording failed (%s: %s)" % (type(e).__name__, e))
 
     def take_gesture(self, g):
-        """A gesture the session loop read: ours while an offline recording is still going."""
+        """A gesture the runtime read (the one reader of the button): offline, a press starts a recording (its
+        task runs before the runtime reads the button again); ours (True) while that recording is still going,
+        which a release or a long press ends, also after the link came back."""
         if self.recording is None:
+            if g == PRESS and self.rt.offline() and self.rt.has_mic:
+                asyncio.create_task(self.press())
             return False
-        if g == _RELEASE or g == _LONG:
+        if g == RELEASE or g == LONG:
             self._stop = True
         return True
 
@@ -413,12 +389,9 @@ class Deferred:
         t_start = ticks_ms()
         try:
             while not self._stop and not self.rt.stopped:
-                g = hal.gesture() if self.rt.sat is None else 0
-                if g == _RELEASE or g == _LONG:
-                    break
                 d = hal.mic_wait_ms()
                 if d > 0:
-                    await _sleep_ms(d)
+                    await asyncio.sleep_ms(d)
                     continue
                 p = k * rb
                 put_ts(self.batch, p, hi, lo)
@@ -437,7 +410,7 @@ class Deferred:
                 if ticks_diff(ticks_ms(), t_start) > MAX_RECORD_MS:
                     self.log("deferred: recording %s reached %d ms: ended" % (self.store.ref(rec), MAX_RECORD_MS))
                     break
-                await _sleep_ms(0)
+                await asyncio.sleep_ms(0)
             if k and not full:
                 self._append(rec, k)
         finally:
@@ -539,7 +512,7 @@ class Deferred:
                     return None
                 if getattr(e, "code", "") != "TOO_MANY_STREAMS":
                     raise
-                await _sleep_ms(100)
+                await asyncio.sleep_ms(100)
         cid = env.id
         self.upload_id = cid
         self.acked = -1
@@ -554,7 +527,7 @@ class Deferred:
                 if ticks_diff(ticks_ms(), t0) > self.ack_wait_ms:
                     self.log("deferred: no CaptureAck on id %d: sending from chunk 0" % cid)
                     break
-                await _sleep_ms(5)
+                await asyncio.sleep_ms(5)
             if sat.closed:
                 return None
             # An earlier boot's recording is rebased onto this boot's clock only when the core holds none of
@@ -582,8 +555,8 @@ class Deferred:
             while i < rec.count:
                 if sat.closed or self.done is not None:
                     return None if sat.closed else self.done
-                if self.rt.pending_bytes():
-                    await _sleep_ms(5)   # RELIABLE: wait for the socket, never skip
+                if link.pending_bytes():
+                    await asyncio.sleep_ms(5)   # RELIABLE: wait for the socket, never skip
                     continue
                 if f.readinto(buf) != rb:
                     self.log("deferred: %s ends early at chunk %d" % (self.store.ref(rec), i))
@@ -591,13 +564,13 @@ class Deferred:
                 if not self.send_record(sat, cid, buf, rb):
                     return None if sat.closed else self.done
                 i += 1
-                await _sleep_ms(0)       # R10.1-a: one frame, then the session loop's turn
+                await asyncio.sleep_ms(0)       # R10.1-a: one frame, then the session loop's turn
             f.close()
             f = None
             sat.send(s.end_capture(cid, pb.StreamReason.COMPLETE))
             self.log("deferred: %s sent from chunk %d, StreamEnd" % (self.store.ref(rec), start))
             while self.done is None and not sat.closed:
-                await _sleep_ms(10)
+                await asyncio.sleep_ms(10)
             return None if sat.closed else self.done
         finally:
             if f is not None:
@@ -622,11 +595,8 @@ class Deferred:
             lo = 1
         link = sat.link
         n = rb - TS_BYTES
-        hl = chunk_header_size(cid, seq, hi, lo)
-        if F.frame_size(hl, n) > link.cap:
-            raise F.FrameError(F.FRAME_TOO_LARGE, "deferred chunk over the send buffer")
-        tx = link.tx
-        pos = link.writer.prefix(tx, 0, hl, n)
+        pos = link.begin_raw(chunk_header_size(cid, seq, hi, lo), n)
+        tx = link.frame_buffer()
         pos = write_chunk_header(tx, pos, cid, seq, hi, lo)
         copy(tx, pos, rec, TS_BYTES, n)
         link.seal(pos + n)

@@ -8,7 +8,8 @@
 #
 # Text (TextRenderOpen, Render to TEXT_DISPLAY): UTF-8 bytes drawn as they arrive, word-wrapped: a word
 # still being written when its row fills moves to the next row (unless it is the whole row: then it breaks
-# at the last column), and a space at a break is not drawn; scrolled a row at a time when the area is full;
+# at the last column), and a space at a break is not drawn (a word ending at the last column stays, the
+# next one starts the next row); scrolled a row at a time when a row below the last is needed;
 # '\n' starts a line; a non-ASCII character is one box glyph. KARAOKE: the newest chunk is highlighted, the earlier ones turn to the normal colour
 # (the core streams each chunk as it is spoken). A text chunk allocates nothing (tests prove 0 bytes):
 # it is drawn straight from the frame buffer's tail, the cell grid is a preallocated bytearray.
@@ -17,22 +18,8 @@
 # firmware's `deflate` module, uncompressed BMP); only those mimes are declared in accepts. The
 # reassembly buffer is one bytearray of max_image_bytes, allocated at the first ImageRenderOpen and kept;
 # the session has already refused (RESOURCE_EXHAUSTED) a total_bytes over it before anything is sized.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-
-try:
-    from time import ticks_ms, ticks_diff
-except ImportError:                       # CPython (the tests' first leg)
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
+from micropython import const
+from time import ticks_ms, ticks_diff
 
 from satellite import font8x16 as F
 from satellite.wire import alabama_v1 as pb
@@ -94,7 +81,9 @@ class Display:
         self.cells = self.cols * self.rows
         self.grid = bytearray(self.cells)      # glyph index per cell (0 = space)
         self.cur = 0                           # next cell
-        self.soft = False                      # the last glyph filled its row: the cursor is at a soft break
+        # 1: the last glyph filled its row (the cursor is at a soft break, the word may go on); 2: a space
+        # came there (the word ended at the edge: the next glyph starts the next row, nothing moves)
+        self.soft = 0
         self.hl = 0                            # karaoke: first cell of the newest chunk
         self.role = 0
         self.fg = WHITE
@@ -211,7 +200,7 @@ class Display:
         for i in range(self.cells):
             g[i] = 0
         self.cur = 0
-        self.soft = False
+        self.soft = 0
         self.hl = 0
 
     def text_open(self, id, role):
@@ -262,15 +251,17 @@ class Display:
         cols = self.cols
         if self.soft:
             if gi == 0:
-                return                         # the space at a break: the next row starts with the next word
-            self._carry(fg)
+                self.soft = 2                  # the space at a break: not drawn, and the word before it is over
+                return
+            if self.soft == 1:
+                self._carry(fg)                # the row ended in the middle of a word: it moves down whole
         if self.cur >= self.cells:
             self._scroll()
         i = self.cur
         self.grid[i] = gi
         self.glyph((i % cols) * F.W, BAR + (i // cols) * F.H, gi, fg, BLACK)
         self.cur = i + 1
-        self.soft = self.cur % cols == 0
+        self.soft = 1 if self.cur % cols == 0 else 0
 
     def _carry(self, fg):
         """The row just filled ends in a word that goes on: move that word to the next row (scrolling if there
@@ -302,13 +293,12 @@ class Display:
 
     def _newline(self):
         if self.soft:                          # the row just filled: the cursor is already at the next one
-            self.soft = False
+            self.soft = 0
             return
         r = self.cur // self.cols + 1
-        if r >= self.rows:
-            if r > self.rows or self.cur % self.cols:
-                self._scroll()
-            r = self.rows - 1
+        while r > self.rows:                   # the cursor may rest one row past the last (cur == cells):
+            self._scroll()                     # the area scrolls when a row below that is needed, as for
+            r -= 1                             # a glyph (_put), so a blank line at the bottom is kept
         self.cur = r * self.cols
 
     def text_chunk(self, buf, start, end):

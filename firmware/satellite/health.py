@@ -8,20 +8,11 @@ import gc
 import json
 import sys
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
+from micropython import const
+import asyncio
 
 import otaboot as B
 
-# MicroPython's asyncio.sleep_ms; CPython (the firmware tests) has only sleep(seconds).
-_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
 from satellite.wire import alabama_v1 as pb
 
 POLL_MS = const(10000)        # the health sampler's period (heap low-water mark, RSSI change)
@@ -55,8 +46,11 @@ def image_digest():
 
 
 def tools(frozen=False):
-    """The tools a device declares; `frozen` (image_digest() is not ""): no firmware.update, so an Invoke of
-    it draws CAPABILITY_MISSING from the session ("no tool") instead of an update that changes nothing."""
+    """Every tool the device declares; `frozen` (image_digest() is not ""): no firmware.update, so an Invoke of
+    it draws CAPABILITY_MISSING from the session ("no tool") instead of an update that changes nothing.
+    device.set_volume's bounds are the settings table's (satellite.device.SETTINGS)."""
+    from satellite.device import bounds
+    lo, hi = bounds("volume")
     t = [
         pb.ToolDescriptor(name="device.info", input_schema=INFO_SCHEMA,
                           description="Health as JSON: firmware version and digest, uptime, free and lowest heap, "
@@ -67,6 +61,9 @@ def tools(frozen=False):
                                    description="Download the firmware set whose manifest is at url (sha256 pins it), "
                                                "verify every file, and swap it in at the next boot (rolled back if "
                                                "it fails)"))
+    t.append(pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (%d-%d)" % (lo, hi),
+                               input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
+                                            '"minimum":%d,"maximum":%d}},"required":["volume"]}' % (lo, hi)))
     return t
 
 
@@ -157,7 +154,7 @@ class Health:
 
     async def watch(self, sat):
         while not sat.closed:
-            await _sleep_ms(self.poll_ms)
+            await asyncio.sleep_ms(self.poll_ms)
             if sat.closed:
                 return
             free = self.heap_free()
@@ -173,7 +170,10 @@ class Health:
 
     # -- tools ------------------------------------------------------------------------------------------
     def tool(self, sat, ev):
-        """Serve device.info / firmware.update; False for another tool."""
+        """Serve every tool tools() declares (device.set_volume is the device's action); False for another."""
+        if ev.name == "device.set_volume":
+            sat.set_volume(ev)
+            return True
         if ev.name == "device.info":
             info = self.info()
             info["settings"] = sat.settings

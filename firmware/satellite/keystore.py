@@ -4,11 +4,7 @@
 # generator and the random source are parameters.
 import os
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 _KEY_LEN = const(32)
 _MAX_FILE = const(4096)   # no file here is larger; anything bigger is corruption, refused before reading

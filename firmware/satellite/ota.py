@@ -13,30 +13,12 @@
 import json
 import os
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-try:
-    from time import ticks_ms, ticks_diff
-except ImportError:
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
-
+import asyncio
+from micropython import const
+from time import ticks_ms, ticks_diff
 import otaboot as B
+from satellite.link import read_some     # loaded with the runtime: no heap of its own here
 
-# MicroPython's asyncio.sleep_ms; CPython (the firmware tests) has only sleep(seconds).
-_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
 
 CHUNK = const(1024)             # bytes per socket read and per flash write (one preallocated buffer)
 MAX_URL = const(256)            # a longer URL is refused before parsing
@@ -158,7 +140,7 @@ async def http_get(connect, url, limit, sink, buf):
                     raise OtaError(UNAVAILABLE, "CONNECT", "sending the request to %s failed: %s" % (host, e))
             sent += n or 0
             if not n:
-                await _sleep_ms(POLL_MS)
+                await asyncio.sleep_ms(POLL_MS)
         head = HttpHead()
         got = 0
         length = -1
@@ -166,16 +148,13 @@ async def http_get(connect, url, limit, sink, buf):
         last = ticks_ms()
         while True:
             try:
-                n = sock.readinto(buf)
+                n = read_some(sock, buf)
             except OSError as e:
-                if e.args and e.args[0] == 11:
-                    n = None
-                else:
-                    raise OtaError(UNAVAILABLE, "CUT", "download of %s cut: %s" % (path, e))
+                raise OtaError(UNAVAILABLE, "CUT", "download of %s cut: %s" % (path, e))
             if n is None:
                 if ticks_diff(ticks_ms(), last) > IDLE_MS:
                     raise OtaError(UNAVAILABLE, "STALLED", "download of %s stalled (nothing for %d ms)" % (path, IDLE_MS))
-                await _sleep_ms(POLL_MS)
+                await asyncio.sleep_ms(POLL_MS)
                 continue
             last = ticks_ms()
             if n == 0:
@@ -381,5 +360,5 @@ def running_digest():
 
 
 async def reset_soon(note="ota"):
-    await _sleep_ms(RESET_DELAY_MS)
+    await asyncio.sleep_ms(RESET_DELAY_MS)
     B.reset(note)

@@ -11,11 +11,7 @@
 #                                        the driver encodes and sends (StreamChunk: plus the audio tail).
 # Returned events and the StreamChunk Envelope are REUSED objects on the hot paths (a render chunk event,
 # the capture chunk header): read them before the next call, copy what you keep.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 from satellite.wire import alabama_v1 as pb
 

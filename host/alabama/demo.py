@@ -3,7 +3,7 @@
 Responsible for orchestration only: start the reference core in-process on 127.0.0.1, mint a pairing
 token, provision a fresh virtual board (core address + key + token), start it, push its button, play an
 utterance into its microphone (espeak-ng when installed, else a synthesized signal), release, let the
-core's echo brain answer, print the frames in the style of the spec's §4 listings, write the reply WAV,
+core's brain answer (speech when pocketsphinx is installed: it prints what it heard; else echo), print the frames in the style of the spec's §4 listings, write the reply WAV,
 and exit 0 only when the exchange completed with an empty conformance report.
 """
 import asyncio
@@ -20,7 +20,26 @@ import time
 from .board import logwords as lw
 from .errors import AlabamaError
 
-UTTERANCE = "Hello Alabama. What is the weather like today?"
+UTTERANCE = "What time is it?"     # a command the speech brain knows (alabama.speech.intents)
+
+
+def demo_brain():
+    """``speech`` (hears, answers what it understood) when pocketsphinx and espeak-ng are here, else ``echo``."""
+    import importlib.util
+    return "speech" if importlib.util.find_spec("pocketsphinx") and shutil.which("espeak-ng") else "echo"
+
+
+class HeardTap(logging.Handler):
+    """The core's ``heard: "..." intent ...`` log lines (the speech brain's), for the demo to print."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if "heard: " in msg:
+            self.lines.append(msg[msg.index("heard: "):])
 
 
 class DemoError(AlabamaError):
@@ -107,7 +126,9 @@ def make_utterance(path, text=UTTERANCE):
     pcm = None
     if exe:
         try:
-            raw = subprocess.run([exe, "--stdout", text], capture_output=True, timeout=30, check=True).stdout
+            from .speech.audio import SPEED, VOICE    # the voice and pace pocketsphinx hears best (docs/speech.md)
+            raw = subprocess.run([exe, "-v", VOICE, "-s", str(SPEED), "--stdout", text], capture_output=True,
+                                 timeout=30, check=True).stdout
             rate, ch, data = audio.parse(raw)
             pcm = audio.resample(data, rate, ch, 16000, 1)
             source = "espeak-ng: %r" % text
@@ -131,12 +152,18 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     flog.setLevel(logging.DEBUG)
     flog.addHandler(tap)
     flog.propagate = verbose
-    core = CoreServer(work / "core", host="127.0.0.1", port=0, brain="echo", control=False)
+    brain = demo_brain()
+    heard = HeardTap()
+    plog = logging.getLogger("alabama.core.pipeline")
+    plog.addHandler(heard)
+    plog.setLevel(logging.INFO)
+    core = CoreServer(work / "core", host="127.0.0.1", port=0, brain=brain, control=False)
     await core.start()
     vb = None
     loop = asyncio.get_running_loop()
     try:
-        echo("core      : reference core on 127.0.0.1:%d, static key %s…" % (core.port, core.public_key_hex[:16]))
+        echo("core      : reference core on 127.0.0.1:%d, static key %s…, brain %s" % (
+            core.port, core.public_key_hex[:16], core.brain.name))
         token, expires = core.mint_token(600)
         flash = work / "flash"
         if flash.exists():
@@ -166,6 +193,8 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             raise DemoError("the exchange did not complete: %s" % str(e).splitlines()[0])
         played = await loop.run_in_executor(None, vb.wait_log, r"playback done \d+ frames (\d+)", 1, m)
         await asyncio.sleep(0.3)
+        for line in heard.lines:
+            echo("core      : " + line)
         echo("")
         echo("frame timeline (as the core saw it):")
         for line in timeline(tap.rows):
@@ -180,6 +209,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             vb.stop()
         await core.stop()
         flog.removeHandler(tap)
+        plog.removeHandler(heard)
         flog.setLevel(old_level)
         flog.propagate = True
     bad = [v.as_dict() for r in core.reports for v in r.violations]

@@ -1,6 +1,7 @@
 # A fake of the esp32 port's `machine` module (I2S, Pin, I2C, freq) and of its clock, for the ESP32 HAL
-# tests. It is injected into satellite.hal.esp32.Esp32Hal(board, machine=FakeMachine()), never imported
-# as `machine`: nothing it defines can shadow the unix port's own machine module for other tests.
+# tests (test_hal_esp32.py, test_hal_contract.py). It is injected into
+# satellite.hal.esp32.Esp32Hal(board, machine=FakeMachine()), never imported as `machine`: nothing it
+# defines can shadow the unix port's own machine module for other tests.
 #
 # It enforces what the port really does, as read in micropython/micropython v1.27.0 (the pinned image;
 # v1.28.0 is identical for these files) ports/esp32/machine_i2s.c and extmod/machine_i2s.c:
@@ -394,6 +395,26 @@ class _I2SClass:
         c._pending = bytearray()
         c._init(kw)
         return c
+
+
+class NeoPixel:
+    """neopixel.NeoPixel(pin, n) (the `neopixel` module is passed to Esp32Hal as neopixel=FakeNeoPixelModule):
+    the pixels as set, write() a no-op."""
+
+    def __init__(self, pin, n):
+        self.pin = pin
+        self.px = [(0, 0, 0)] * n
+        self.writes = 0
+
+    def __setitem__(self, i, v):
+        self.px[i] = v
+
+    def write(self):
+        self.writes += 1
+
+
+class FakeNeoPixelModule:
+    NeoPixel = NeoPixel
 
 
 class FakeMachine:

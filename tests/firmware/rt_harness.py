@@ -1,10 +1,12 @@
-# Test support: the runtime's Satellite + Link on an in-memory Noise pair (firmware initiator and
+# Test support: the device's Satellite + the Link on an in-memory Noise pair (firmware initiator and
 # responder, no socket, no asyncio), for allocation measurements and sans-socket runtime tests.
 # Used by tests/firmware/test_runtime_*.py and tools/bench/bench_audio_alloc.py.
 import os
 
 from satellite import audio
+from satellite import device as D
 from satellite import runtime as RT
+from satellite.link import Link
 from satellite import session as S
 from satellite.noise.transport import NoiseConnection
 from satellite.noise import x25519
@@ -16,76 +18,7 @@ BOARD = {"id": "sim", "duplex": "full", "audio": {"mic": {"rates": [16000]}, "sp
          "limits": {"max_frame_bytes": 4096, "max_concurrent_streams": 4, "buffer_ms": 300}}
 
 
-class FakeHal:
-    """A HAL with no clock: a mic frame is always ready (a ramp), the speaker always takes a frame."""
-
-    def __init__(self):
-        self.muted = False
-        self.vol = 16384
-        self.gain = 256
-        self.played = 0
-        self.mic_frames = 0
-        self.lines = []
-        self.raw = None
-        self.out = None
-
-    def log(self, line):
-        self.lines.append(line)
-
-    def set_volume(self, q):
-        self.vol = q
-
-    def set_mic_gain(self, q):
-        self.gain = q
-
-    def set_led_brightness(self, b):
-        pass
-
-    def led(self, phase, b):
-        pass
-
-    def gesture(self):
-        return 0
-
-    def mic_open(self, rate, n):
-        self.raw = bytearray(2 * n)
-        i = 0
-        while i < n:
-            self.raw[2 * i] = i & 0xFF
-            i += 1
-
-    def mic_close(self):
-        pass
-
-    def mic_wait_ms(self):
-        return 0
-
-    def mic_take(self, dst, pos, n):
-        audio.mic_to_s16(dst, pos, self.raw, n, 2 | (8 << 8), self.gain)
-        self.mic_frames += 1
-
-    def mic_skip(self):
-        pass
-
-    def spk_open(self, rate, n):
-        self.out = bytearray(2 * n)
-
-    def spk_wait_ms(self):
-        return 0
-
-    def spk_write(self, buf, pos, n):
-        audio.s16_to_spk(self.out, buf, pos, n, 2 | (14 << 8), self.vol)
-        self.played += n
-        return n
-
-    def spk_drain_ms(self):
-        return 0
-
-    def spk_stop(self):
-        pass
-
-    def spk_close(self):
-        pass
+from fakehal import FakeHal  # noqa: E402 - the runtime's test HAL (H.FakeHal), kept under this name
 
 
 class MemStore:
@@ -119,6 +52,7 @@ class Sink:
         self.frames += 1
         if self.core is not None:
             self.core.receive_into(buf, 0, n)
+        return n                       # a socket that takes every byte: the Link keeps no backlog
 
 
 def _no_task(coro):
@@ -147,24 +81,14 @@ def make(accept=True, record_output=False, core_max=4096, board=None, hal=None):
     if record_output:
         sink.core = core
     sess = S.Session(rt.surface(""))
-    link = RT.Link(sat_conn, rt.max_frame_bytes, None, sink.write, rt.frame_buf)
-    sat = RT.Satellite(rt, sess, link)
+    link = rt.link = Link(sink, sat_conn, rt.max_frame_bytes, rt.frame_buf)
+    sat = D.Satellite(rt, sess, link)
     sat.spawn = _no_task
+    sat.accepted = lambda ev: sat.started(ev.max_frame_bytes)    # the runtime's side, without health/deferred
+    link.on_frame = sat.on_frame                                 # the one dispatcher, as Runtime.connect_once
+    link.on_oversize = sat.on_oversize
     rt.sat = sat
-
-    def on_frame(env, buf, ts, te):
-        ev = sess.receive(env, 0)
-        o = sess.outgoing()
-        while o is not None:
-            link.send(o)
-            o = sess.outgoing()
-        if ev is not None and type(ev) is not S.Accepted:
-            sat.on_event(ev, buf, ts, te)
-        elif ev is not None:
-            link.negotiated(rt.max_frame_bytes, ev.max_frame_bytes)
-            sat.started(ev.max_frame_bytes)
-    link.on_frame = on_frame
-    link.send(sess.hello())
+    sat.send(sess.hello())
     if accept:
         feed(link, core, pb.Envelope(id=1, hello_response=pb.HelloResponse(accepted=pb.Accepted(
             max_frame_bytes=core_max, max_concurrent_streams=8, wire_version=1))))

@@ -154,11 +154,8 @@ def _uploader(n_chunks, ack=None, t0=5000000):
     return rt, sat, core, d, rec, st
 
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
-_sleep0 = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
+import asyncio
+_sleep0 = asyncio.sleep_ms
 
 
 def _ack(sat, core, cid, stored):

@@ -11,12 +11,11 @@ from test_deferred import fresh_dir
 from satellite import app
 from satellite import deferred as D
 from satellite import runtime as RT
+from satellite.hal import PRESS, RELEASE
 from satellite.wire import alabama_v1 as pb
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
+import asyncio
+
 
 def _store(p, lines=None):
     return D.Store(p, 1 << 20, (lines.append if lines is not None else (lambda s: None)),
@@ -75,15 +74,23 @@ def test_open_deferred_stands_in_for_an_empty_store_and_loads_one_with_work():
 
 
 class PressHal(H.FakeHal):
-    """A button pressed once, released after `frames` gesture polls of the recorder."""
+    """A button pressed once, released once the recorder has taken `frames` mic frames."""
 
     def __init__(self, frames):
         H.FakeHal.__init__(self)
-        self.seq = [1] + [0] * frames + [2]
+        self.frames = frames
+        self.pressed = False
+        self.released = False
         self.leds = []
 
     def gesture(self):
-        return self.seq.pop(0) if self.seq else 0
+        if not self.pressed:
+            self.pressed = True
+            return PRESS
+        if not self.released and self.mic_frames >= self.frames:
+            self.released = True
+            return RELEASE
+        return 0
 
     def led(self, phase, b):
         self.leds.append(phase)
@@ -99,7 +106,7 @@ def test_an_offline_press_loads_the_store_and_records_with_this_boots_anchor():
     assert rt.offline()
 
     async def main():
-        t = asyncio.create_task(idle.run())
+        t = asyncio.create_task(rt._button_offline())   # the runtime reads the button, idle records
         for _ in range(400):
             if type(rt.deferred) is D.Deferred and rt.deferred.store.queued():
                 break

@@ -151,6 +151,10 @@ def _rows(d):
     return out
 
 
+def _end(core, link, id):
+    H.feed(link, core, pb.Envelope(id=id, stream_end=pb.StreamEnd(reason=pb.StreamReason.COMPLETE)))
+
+
 def _stream(core, link, id, chunks):
     for seq in range(len(chunks)):
         H.feed(link, core, pb.Envelope(id=id, stream_chunk=pb.StreamChunk(seq=seq)), chunks[seq])
@@ -181,6 +185,38 @@ def test_text_wraps_at_words_as_it_streams():
     assert _rows(d)[:6] == ["A" * 36, "streams", "B" * 36 + " C", "x" * 40, "xxxxx", "y" * 40], _rows(d)
     assert _rows(d)[6:10] == ["z", "D" * 40, "E", ""], _rows(d)                  # "E", not " E"
     assert d.grid[8 * d.cols] == ord("E") - F.FIRST
+
+
+def test_a_word_ending_at_the_last_column_keeps_the_next_word_apart():
+    """Issue 31: "brown" ends exactly at column 40; the space after it is the break (not drawn) and "the"
+    starts the next row, not glued to "brown" moved down ("brownthe"); streamed a word per chunk, in one
+    chunk, and KARAOKE (the moved nothing: colours as streamed). And a blank line at the bottom of a full
+    area is kept: the area scrolls when a row below the last is needed, for a '\n' as for a glyph."""
+    rt, sat, core, sink, hal = make()
+    d = rt.display
+    text = b"over jump fox five dog while quick brown the jumps"
+    want = ["over jump fox five dog while quick brown", "the jumps", ""]
+    words = text.split(b" ")
+    H.feed(sat.link, core, pb.Envelope(id=2, text_render_open=pb.TextRenderOpen()))
+    _stream(core, sat.link, 2, [w + b" " for w in words])
+    assert _rows(d)[:3] == want, _rows(d)
+    assert cell_pixels(d.fb, 0, 1, ord("t") - F.FIRST, D.WHITE) and cell_pixels(d.fb, 39, 0, ord("n") - F.FIRST, D.WHITE)
+    _end(core, sat.link, 2)
+    H.feed(sat.link, core, pb.Envelope(id=4, text_render_open=pb.TextRenderOpen()))
+    _stream(core, sat.link, 4, [text])
+    _end(core, sat.link, 4)
+    assert _rows(d)[:3] == want, _rows(d)
+    H.feed(sat.link, core, pb.Envelope(id=6, text_render_open=pb.TextRenderOpen(role=pb.TextRole.KARAOKE)))
+    _stream(core, sat.link, 6, [w + b" " for w in words])
+    assert _rows(d)[:3] == want, _rows(d)
+    assert cell_pixels(d.fb, 35, 0, ord("b") - F.FIRST, D.WHITE) and cell_pixels(d.fb, 6, 1, ord("m") - F.FIRST, D.YELLOW)
+    _end(core, sat.link, 6)
+    # the area full, then "abc\n\nz": abc, a blank row, z (the blank row was lost at the bottom before)
+    H.feed(sat.link, core, pb.Envelope(id=8, text_render_open=pb.TextRenderOpen()))
+    _stream(core, sat.link, 8, [b"row\n" * (d.rows - 1), b"abc\n", b"\n", b"z"])
+    assert _rows(d)[-3:] == ["abc", "", "z"], _rows(d)
+    _stream(core, sat.link, 8, [b"\n" + b"x" * d.cols, b"\n\n", b"y"])   # a full row, '\n' (no row), '\n'
+    assert _rows(d)[-3:] == ["x" * d.cols, "", "y"], _rows(d)
 
 
 def test_karaoke_word_moved_by_the_wrap_keeps_its_colours():
@@ -219,6 +255,33 @@ def test_word_wrap_and_scroll_allocate_nothing():
     rows = _rows(rt.display)
     assert rows != before and all(r and r[0] != " " and len(r) <= 40 for r in rows[:-1]), rows
     assert all(not r.endswith(("wrappi", "strea", "colu", "forti")) for r in rows), rows   # no word cut
+
+
+def _edge_chunks(core, n):
+    """A word per chunk, rows ending exactly at the last column (the issue 31 sentence: 40 + 10 + 1 cells)."""
+    words = [b"over ", b"jump ", b"fox ", b"five ", b"dog ", b"while ", b"quick ", b"brown ", b"the ", b"jumps\n\n"]
+    msgs = []
+    lens = []
+    for seq in range(n):
+        m = H.core_message(core, pb.Envelope(id=2, stream_chunk=pb.StreamChunk(seq=seq)), words[seq % len(words)])
+        msgs.append(m)
+        lens.append(len(m))
+    return msgs, lens
+
+
+def test_word_ending_at_the_edge_and_blank_lines_allocate_nothing():
+    """A break at a space after a row-ending word and a blank line at the bottom (both issue 31) allocate
+    nothing either."""
+    rt, sat, core, sink, hal = make()
+    H.feed(sat.link, core, pb.Envelope(id=2, text_render_open=pb.TextRenderOpen(role=pb.TextRole.KARAOKE)))
+    msgs, lens = _edge_chunks(core, 100)
+    _text_chunks(sat.link, msgs, lens, 50)                          # 5 x 3 rows: the area full, scrolling
+    if IS_MICROPYTHON:
+        d = mem_alloc_delta(_text_chunks, sat.link, msgs[50:], lens[50:], 50)
+        assert d == 0, d
+    else:
+        _text_chunks(sat.link, msgs[50:], lens[50:], 50)
+    assert _rows(rt.display)[-3:] == ["over jump fox five dog while quick brown", "the jumps", ""], _rows(rt.display)
 
 
 def test_r10_10_d_chunk_after_a_display_stream_end_draws_stream_closed():

@@ -22,28 +22,13 @@ def _board(name):
 
 def _hal(name, board=None, mck=False):
     fm = FM.FakeMachine(mck=mck)
-    hal = E.Esp32Hal(board or _board(name), machine=fm, neopixel=_NeoPixelModule(), clock=fm.clock)
+    hal = E.Esp32Hal(board or _board(name), machine=fm, neopixel=FM.FakeNeoPixelModule(), clock=fm.clock)
     hal.log = _quiet
     return hal, fm
 
 
 def _quiet(line):
     pass
-
-
-class _NeoPixel:
-    def __init__(self, pin, n):
-        self.px = [(0, 0, 0)] * n
-
-    def __setitem__(self, i, v):
-        self.px[i] = v
-
-    def write(self):
-        pass
-
-
-class _NeoPixelModule:
-    NeoPixel = _NeoPixel
 
 
 def _run_mic(hal, fm, dst, ms, take=True):

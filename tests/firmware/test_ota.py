@@ -5,10 +5,7 @@
 import os
 import json
 
-try:
-    import asyncio
-except ImportError:
-    import uasyncio as asyncio
+import asyncio
 
 from mpsupport import raises
 import otaboot as B

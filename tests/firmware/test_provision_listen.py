@@ -6,6 +6,7 @@
 import os
 from array import array
 
+from fakehal import MicHal
 from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises
 
 from satellite import keystore as K
@@ -231,40 +232,7 @@ def test_noise_never_yields_a_record_and_listening_allocates_nothing():
         assert d == 0, d
 
 
-class FakeHal:
-    """mic_open / mic_wait_ms / mic_take / mic_close over a byte string; led(phase, level) recorded."""
-
-    def __init__(self, data):
-        self.data = data
-        self.pos = 0
-        self.opened = None
-        self.closed = False
-        self.leds = []
-        self.waits = 0
-
-    def mic_open(self, rate, n):
-        self.opened = (rate, n)
-
-    def mic_wait_ms(self):
-        self.waits += 1
-        return 1 if self.waits % 4 == 0 else 0             # now and then: not yet due
-
-    def mic_take(self, dst, pos, n):
-        chunk = self.data[self.pos:self.pos + 2 * n]
-        self.pos += 2 * n
-        dst[pos:pos + len(chunk)] = chunk
-        for i in range(pos + len(chunk), pos + 2 * n):
-            dst[i] = 0
-
-    def mic_close(self):
-        self.closed = True
-
-    def led(self, phase, level):
-        if not self.leds or self.leds[-1] != (phase, level):
-            self.leds.append((phase, level))
-
-
-class OldHal(FakeHal):
+class OldHal(MicHal):
     """A HAL with the coroutine interface (await mic_wait())."""
 
     mic_wait_ms = None
@@ -274,12 +242,9 @@ class OldHal(FakeHal):
 
 
 def test_run_drives_the_hal_until_the_record_is_stored():
-    try:
-        import asyncio
-    except ImportError:
-        import uasyncio as asyncio
+    import asyncio
     ks = fresh()
-    hal = FakeHal(read_audio())
+    hal = MicHal(read_audio())
     lines = []
     rec = asyncio.run(L.run(hal, ks, log=lines.append))
     assert rec is not None and ks.read(K.RECORD) == bytes.fromhex(RECORD_HEX)
@@ -291,7 +256,7 @@ def test_run_drives_the_hal_until_the_record_is_stored():
     rec2 = asyncio.run(L.run(old, fresh()))
     assert rec2 is not None and rec2.pairing_token == rec.pairing_token and old.waits > 400
     # stop() ends listening mode without a record; a 44.1 kHz microphone is refused with what to do
-    hal2 = FakeHal(bytes(64000))
+    hal2 = MicHal(bytes(64000))
     calls = [0]
 
     def stop():

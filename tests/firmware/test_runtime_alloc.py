@@ -98,3 +98,42 @@ def test_sim_hal_per_frame_calls_allocate_nothing():
     assert d == 0, d
     os.remove(path)
     os.remove(path + ".out")
+
+
+def _note_rx(sat, env, n):
+    i = 0
+    while i < n:
+        env.stream_chunk.seq = i + 1
+        sat.note_rx(env)
+        i += 1
+
+
+def test_trace_logs_a_streams_first_chunk_and_counts_the_rest_allocating_nothing():
+    """Issue 31: the serial log's frame trace shows a stream's chunks (the web page's timeline collapses them)
+    without a line per audio frame: the first is logged, the rest counted (0 B each, both directions) and
+    their number logged before the frame that ends the stream."""
+    rt, sat, core, sink, hal = H.make()
+    cid = sat.open_capture(pb.Trigger.BUTTON, ptt=True)
+    _capture(sat, cid, 6)
+    sat.end_capture(pb.StreamReason.PTT_RELEASE)
+    got = [ln for ln in hal.lines if "stream_" in ln]
+    assert got == ["sat: tx stream_chunk id %d seq 0" % cid, "sat: tx stream_chunk id %d +5" % cid,
+                   "sat: tx stream_end id %d" % cid], got
+    # the receive side, as the dispatcher (Satellite.on_frame) notes every frame: a text and an audio stream interleaved
+    del hal.lines[:]
+    audio = pb.Envelope(id=2, stream_chunk=pb.StreamChunk(seq=0))
+    text = pb.Envelope(id=4, stream_chunk=pb.StreamChunk(seq=0))
+    sat.note_rx(audio)
+    sat.note_rx(text)
+    if IS_MICROPYTHON:
+        d = mem_alloc_delta(_note_rx, sat, audio, 30) + mem_alloc_delta(_note_rx, sat, text, 20)
+        assert d == 0, d
+    else:
+        _note_rx(sat, audio, 30)
+        _note_rx(sat, text, 20)
+    sat.note_rx(pb.Envelope(id=0, pipeline_state=pb.PipelineState(phase=3)))   # not a stream's end
+    sat.note_rx(pb.Envelope(id=2, stream_end=pb.StreamEnd(reason=pb.StreamReason.COMPLETE)))
+    sat.note_rx(pb.Envelope(id=4, stream_cancel=pb.StreamCancel(reason=pb.StreamReason.STOPPED)))
+    assert hal.lines == ["sat: rx stream_chunk id 2 seq 0", "sat: rx stream_chunk id 4 seq 0", "sat: rx pipeline_state id 0",
+                         "sat: rx stream_chunk id 2 +30", "sat: rx stream_end id 2",
+                         "sat: rx stream_chunk id 4 +20", "sat: rx stream_cancel id 4"], hal.lines

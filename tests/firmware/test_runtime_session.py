@@ -2,7 +2,7 @@
 # The runtime's device behaviour on an in-memory session (no socket, no clock): what it sends for each
 # situation, decoded on the core side. Requirement IDs in the names.
 import rt_harness as H
-from satellite import runtime as RT
+from satellite.hal import PRESS, RELEASE, LONG
 from satellite.wire import alabama_v1 as pb
 
 
@@ -43,9 +43,9 @@ def test_r10_4_1_a_pipeline_state_never_drives_the_mic():
 
 def test_r10_4_1_b_idle_only_on_the_captures_terminal():
     rt, sat, core, sink, hal = H.make(record_output=True)
-    sat.gesture(RT.PRESS)
+    sat.gesture(PRESS)
     cid = sat.capture_id
-    sat.gesture(RT.RELEASE)
+    sat.gesture(RELEASE)
     assert sat.pending == [cid] and not sat.capture_id
     _render(sat, core)
     H.feed(sat.link, core, pb.Envelope(id=2, stream_end=pb.StreamEnd(reason=pb.StreamReason.COMPLETE)))
@@ -78,7 +78,7 @@ def test_r10_3_a_cancelled_render_stops_now_and_reports_frames_played():
 
 def test_r10_4_a_request_capture_declined_while_ptt_streams():
     rt, sat, core, sink, hal = H.make(record_output=True)
-    sat.gesture(RT.PRESS)
+    sat.gesture(PRESS)
     H.sent(core)
     H.feed(sat.link, core, pb.Envelope(id=4, request_capture=pb.RequestCapture(correlation_ref="r")))
     got = [e for e, _ in H.sent(core)]
@@ -111,14 +111,14 @@ def test_r8_2_f_settings_write_applied_and_answered_on_its_id():
 
 def test_stop_on_long_press_while_thinking():
     rt, sat, core, sink, hal = H.make(record_output=True)
-    sat.gesture(RT.PRESS)
+    sat.gesture(PRESS)
     cid = sat.capture_id
-    sat.gesture(RT.RELEASE)
+    sat.gesture(RELEASE)
     H.sent(core)
-    sat.gesture(RT.PRESS)                        # thinking: opens nothing
+    sat.gesture(PRESS)                        # thinking: opens nothing
     assert not sat.capture_id
-    sat.gesture(RT.LONG)
-    sat.gesture(RT.RELEASE)
+    sat.gesture(LONG)
+    sat.gesture(RELEASE)
     got = [(e.op, e.id) for e, _ in H.sent(core)]
     assert got == [("stop", 0), ("event", 0)]
     assert cid in sat.pending                    # still waits for the core's terminal

@@ -179,16 +179,26 @@ def test_load_raises_one_line_board_error(tmp_path):
         boards.load("nope")
 
 
-def test_cli_boards_validate_list_and_show(tmp_path, capsys):
-    assert main(["boards", "validate"]) == 0
-    assert main(["boards", "list"]) == 0
+def test_cli_board_validate_list_and_show(tmp_path, capsys):
+    assert main(["board", "validate"]) == 0
+    assert main(["board", "list"]) == 0
     out = capsys.readouterr().out
     assert "devkitc1-inmp441" in out and "half" in out
-    assert main(["boards", "show", "esp32-s3-box-3"]) == 0
+    assert main(["board", "show", "esp32-s3-box-3"]) == 0
     assert "GPIO17=audio.mic.sck+audio.speaker.sck" in capsys.readouterr().out
     d = copy.deepcopy(_data("sim"))
     d["heap"] = "lots"
     p = tmp_path / "sim.json"
     p.write_text(json.dumps(d))
-    assert main(["boards", "validate", str(p)]) == 1
+    assert main(["board", "validate", str(p)]) == 1
     assert 'heap: "lots" is not a micropython -X heapsize value' in capsys.readouterr().out
+
+
+def test_cli_board_without_action_lists_and_the_old_boards_command_names_the_new_one(capsys):
+    assert main(["board"]) == 0
+    assert "devkitc1-inmp441" in capsys.readouterr().out
+    assert main(["boards", "show", "sim"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["alabama: error: `alabama boards` is now `alabama board`: run `alabama board show sim`"]
+    assert main(["boards"]) == 2
+    assert capsys.readouterr().err.strip().endswith("run `alabama board list`")

@@ -13,9 +13,9 @@ import pytest
 
 from alabama.board import logwords as lw
 from alabama import cli
-from alabama.board import boards, deploy
+from alabama.board import boards, deploy, fwset
+from alabama.board.mpremote import MpremoteError, explain, resolve_port
 from alabama.board.sim import native_march
-from alabama.board.flash import FlashError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"
@@ -36,38 +36,38 @@ def test_package_json_lists_every_firmware_module():
     hint = "firmware/package.json is stale: run `alabama deploy --package-json` and commit it"
     assert listed == tree, hint
     assert all(src == dest for dest, src in data["urls"])          # relative to package.json
-    assert (FIRMWARE / "package.json").read_text() == deploy.package_json_text(), hint
+    assert (FIRMWARE / "package.json").read_text() == fwset.package_json_text(), hint
     assert "satellite/session.py" in listed and "satellite/wire/frame.py" in listed
 
 
 def test_remote_paths_compile_the_package_and_keep_main_and_boot():
-    assert deploy.remote_path("satellite/wire/frame.py") == "lib/satellite/wire/frame.mpy"
-    assert deploy.remote_path("satellite/__init__.py") == "lib/satellite/__init__.mpy"
-    assert deploy.remote_path("main.py") == "main.py"
-    assert deploy.remote_path("boot.py") == "boot.py"
-    assert deploy.remote_path("satellite/data/table.bin") == "lib/satellite/data/table.bin"
+    assert fwset.remote_path("satellite/wire/frame.py") == "lib/satellite/wire/frame.mpy"
+    assert fwset.remote_path("satellite/__init__.py") == "lib/satellite/__init__.mpy"
+    assert fwset.remote_path("main.py") == "main.py"
+    assert fwset.remote_path("boot.py") == "boot.py"
+    assert fwset.remote_path("satellite/data/table.bin") == "lib/satellite/data/table.bin"
 
 
 def test_build_xtensawin_headers_source_kept_and_cached(tmp_path):
     lines = []
-    staged = deploy.build("xtensawin", build_dir=tmp_path, out=lines.append)
+    staged = fwset.build("xtensawin", build_dir=tmp_path, out=lines.append)
     mods = [p for p in staged if p.endswith(".mpy")]
-    assert len(mods) == len([f for f in deploy.firmware_files() if f.endswith(".py") and f not in deploy.SOURCE_KEPT])
-    major, sub = deploy.mpy_cross_version()
+    assert len(mods) == len([f for f in fwset.firmware_files() if f.endswith(".py") and f not in fwset.SOURCE_KEPT])
+    major, sub = fwset.mpy_cross_version()
     for dest in mods:
         head = pathlib.Path(staged[dest]).read_bytes()[:4]
         # .mpy header: 'M', version, then arch << 2 | sub-version, both 0 unless the file holds native
         # code (py/persistentcode.c)
         assert head[0:1] == b"M" and head[1] == major, dest
-        assert head[2] in (0, deploy.ARCHS.index("xtensawin") << 2 | sub), dest
+        assert head[2] in (0, fwset.ARCHS.index("xtensawin") << 2 | sub), dest
     viper = pathlib.Path(staged["lib/satellite/noise/_chacha_viper.mpy"]).read_bytes()
-    assert viper[2] == deploy.ARCHS.index("xtensawin") << 2 | sub      # viper: Xtensa (windowed) code
-    for kept in deploy.SOURCE_KEPT:
+    assert viper[2] == fwset.ARCHS.index("xtensawin") << 2 | sub      # viper: Xtensa (windowed) code
+    for kept in fwset.SOURCE_KEPT:
         if (FIRMWARE / kept).exists():
             assert pathlib.Path(staged[kept]).read_bytes() == (FIRMWARE / kept).read_bytes()
     assert "(%d compiled, 0 unchanged)" % len(mods) in lines[0]
     lines.clear()
-    again = deploy.build("xtensawin", build_dir=tmp_path, out=lines.append)
+    again = fwset.build("xtensawin", build_dir=tmp_path, out=lines.append)
     assert again == staged and "(0 compiled, %d unchanged)" % len(mods) in lines[0]
 
 
@@ -94,13 +94,14 @@ def test_plan_copies_only_differences_and_removes_only_owned_stale_files():
 
 def test_manifest_is_deterministic():
     bd = boards.load("sim")
-    a = deploy.manifest_bytes(bd, "x64", {"b": "2", "a": "1"})
-    assert a == deploy.manifest_bytes(bd, "x64", {"a": "1", "b": "2"})
+    a = fwset.deploy_manifest(bd.id, "x64", {"b": "2", "a": "1"})
+    assert a == fwset.deploy_manifest(bd.id, "x64", {"a": "1", "b": "2"})
     assert json.loads(a)["files"] == {"a": "1", "b": "2"} and json.loads(a)["board"] == "sim"
+    assert json.loads(a)["version"] == fwset.firmware_version()          # the firmware's, as in the OTA set
 
 
 def _mpy(major, sub, arch):
-    return major | ((sub | (deploy.ARCHS.index(arch) << 2)) << 8)
+    return major | ((sub | (fwset.ARCHS.index(arch) << 2)) << 8)
 
 
 def test_choose_march_checks_what_the_board_reports():
@@ -121,21 +122,21 @@ def test_choose_march_checks_what_the_board_reports():
     ("mpremote: weird", "mpremote failed on P (exit 1): mpremote: weird"),
 ])
 def test_mpremote_failures_are_one_line(output, expect):
-    msg = deploy.explain_mpremote("P", 1, output)
+    msg = explain("P", 1, output)
     assert expect in msg and "\n" not in msg
 
 
 def test_no_port_and_missing_port_are_one_line(tmp_path):
-    with pytest.raises(FlashError, match="no Espressif USB device found.*pass --port"):
-        deploy.resolve_port(None, list_ports=lambda: [])
+    with pytest.raises(MpremoteError, match="no Espressif USB device found.*pass --port"):
+        resolve_port(None, list_ports=lambda: [])
     two = lambda: [types.SimpleNamespace(device=d, vid=0x303A) for d in ("/dev/ttyACM0", "/dev/ttyACM1")]
-    with pytest.raises(FlashError, match="2 Espressif USB devices found"):
-        deploy.resolve_port(None, list_ports=two)
+    with pytest.raises(MpremoteError, match="2 Espressif USB devices found"):
+        resolve_port(None, list_ports=two)
     one = lambda: [types.SimpleNamespace(device="/dev/ttyACM3", vid=0x303A),
                    types.SimpleNamespace(device="/dev/ttyUSB0", vid=0x10C4)]
-    assert deploy.resolve_port(None, list_ports=one) == "/dev/ttyACM3"
-    with pytest.raises(deploy.DeployError, match="serial port .*nope does not exist: plug the board in"):
-        deploy.resolve_port(str(tmp_path / "nope"))
+    assert resolve_port(None, list_ports=one) == "/dev/ttyACM3"
+    with pytest.raises(MpremoteError, match="serial port .*nope does not exist: plug the board in"):
+        resolve_port(str(tmp_path / "nope"))
 
 
 def test_cli_missing_port_prints_one_line(capsys, tmp_path):

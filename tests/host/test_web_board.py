@@ -70,7 +70,7 @@ class Browser:
         self.console = []
 
     def page(self, url):
-        pg = self.browser.new_page(viewport={"width": 1280, "height": 860})
+        pg = self.browser.new_page(viewport={"width": 1280, "height": 900})
         pg.on("console", lambda m: self.console.append(m.text))
         pg.goto(url)
         pg.wait_for_selector("#link[data-state=online]", state="attached", timeout=15000)
@@ -139,7 +139,7 @@ def afb1(w, h, seq, phase, pixels565):
 class _Board:
     def __init__(self, id_, display):
         self.id = id_
-        self.data = {"id": id_, "name": "scripted board"}
+        self.data = {"id": id_, "name": "a scripted board whose name is far too long to fit the header in one line"}
         if display:
             self.data["display"] = {"width": display[0], "height": display[1]}
 
@@ -187,17 +187,27 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
     try:
         assert wb.url.startswith("http://127.0.0.1:")
         pg = br.page(wb.url)
-        # serial log, LED ring, timeline: lines as the board's pump thread delivers them
+        # serial log, LED ring, timeline: lines as the board's pump thread delivers them; StreamChunks one line
+        # each (id 3) or as the firmware logs them, the first and a count before the stream's end (id 2)
         for line in ("sat: tx capture_open id 3", "sat: rx pipeline_state id 0", "sat: led LISTENING",
-                     *["sat: tx stream_chunk id 3"] * 6,
-                     "sat: rx pipeline_state id 0", "sat: led SPEAKING", "sat: rx pipeline_state id 0", "sat: led IDLE"):
+                     *["sat: tx stream_chunk id 3"] * 6, "sat: tx stream_end id 3",
+                     "sat: rx pipeline_state id 0", "sat: led PROCESSING", "sat: rx pipeline_state id 0", "sat: led SPEAKING",
+                     "sat: rx media_render_open id 2", "sat: rx stream_chunk id 2 seq 0", "sat: rx stream_chunk id 2 +157",
+                     "sat: rx stream_end id 2", "sat: rx pipeline_state id 0", "sat: led IDLE"):
             vb.echo(line)
-        wait_js(pg, "window.alabama.ledHistory.join() === 'LISTENING,SPEAKING,IDLE'", what="the LED phases")
+        wait_js(pg, "window.alabama.ledHistory.join() === 'LISTENING,PROCESSING,SPEAKING,IDLE'", what="the LED phases")
+        wait_js(pg, "window.alabama.ledShown.length === 4", what="every phase shown on the ring")
         assert pg.get_attribute("#ring", "data-phase") == "IDLE"
+        shown = dict(pg.evaluate("window.alabama.ledShown"))     # PROCESSING (1 ms here) held long enough to see
+        assert shown["SPEAKING"] - shown["PROCESSING"] >= 650, shown
         rows = pg.inner_text("#timeline")
         assert "Sat → Core" in rows and "CaptureOpen" in rows and "{id 0, SPEAKING}" in rows, rows
-        assert rows.count("StreamChunk") == 3 and "4 more StreamChunk on id 3" in rows, rows   # 2 rows + the run
+        assert rows.count("StreamChunk") == 4, rows                                   # a row and a run each
+        assert "(5 more StreamChunk frames on id 3" in rows and "(157 more StreamChunk frames on id 2" in rows, rows
+        assert "StreamChunk\t{id 2, seq 0}" in rows, rows
+        assert rows.index("frames on id 3") < rows.index("StreamEnd\t{id 3}"), rows
         assert "sat: led SPEAKING" in pg.inner_text("#log")
+        _one_screen(pg)
 
         # the panel: a picture the HAL exported, shown pixel for pixel (RGB565 widened like panel.py does)
         w, h = 64, 48
@@ -207,6 +217,7 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
         os.rename(vb.flash / "panel.fb.tmp", vb.flash / "panel.fb")
         wait_js(pg, "window.alabama.panelSeq === 7", what="panel seq 7")
         assert page_pixels(pg) == (w, h, panel_mod.parse(raw).image().tobytes())
+        _whole_scale(pg, w, h)
         # a file of the wrong size is ignored, the last good picture stays
         (vb.flash / "panel.fb").write_bytes(raw[:-2])
         time.sleep(0.4)
@@ -264,6 +275,53 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
         br.close()
         lt.call(wb.stop())
         lt.close()
+
+
+def _one_screen(pg):
+    """Issue 31: the page fits 1280x900 (no page scroll), its header one line even for a long board name."""
+    size = pg.evaluate("""() => ({h: document.documentElement.scrollHeight, w: document.documentElement.scrollWidth,
+                                  header: document.querySelector('header').getBoundingClientRect().height,
+                                  h1: document.querySelector('h1').getBoundingClientRect().height})""")
+    assert size["h"] <= 900 and size["w"] <= 1280 and size["header"] <= 52 and size["h1"] <= 30, size
+
+
+def _whole_scale(pg, w, h):
+    """Issue 31: the framebuffer shown at a whole scale (1x, 2x, ...), every pixel the same number of screen
+    pixels, never squeezed (a fractional scale drops pixel columns of the glyphs)."""
+    box = pg.evaluate("""() => { const r = document.getElementById('panel').getBoundingClientRect();
+                                 return {w: r.width, h: r.height, k: window.alabama.panelScale}; }""")
+    assert box["k"] >= 1 and box["w"] == box["k"] * w and box["h"] == box["k"] * h, box
+
+
+def test_history_from_before_the_server_started_reaches_every_page(tmp_path):
+    """Issue 31: the WebBoard hears the board from the moment it is made (before the board starts and before its
+    own server runs): boot, handshake, Hello, HelloResponse and Paired are in the snapshot every new page gets,
+    bounded (the last LOG_KEEP lines / TIMELINE_KEEP rows, said in the snapshot), StreamChunks collapsed."""
+    vb = ScriptedBoard(tmp_path)
+    wb = web.WebBoard(vb)
+    lt = LoopThread()
+    try:
+        boot = ["[virtual board] boot 1: micropython (pid 1)", "sat: handshake done (XX), core key 00", "sat: tx hello id 1",
+                "sat: rx hello_response id 1", "sat: accepted", "sat: rx paired id 0",
+                *["sat: tx stream_chunk id 3"] * 3]
+        for line in boot:                                  # the pump thread, before the server's loop runs
+            vb.echo(line)
+        lt.call(wb.start())
+        vb.echo("sat: idle")
+        time.sleep(0.2)
+        snap = lt.call(_snapshot(wb))
+        assert [l["line"] for l in snap["log"]] == boot + ["sat: idle"], snap["log"]
+        assert [(r["op"], r.get("more")) for r in snap["timeline"]] == [
+            ("hello", None), ("hello_response", None), ("paired", None), ("stream_chunk", None), ("stream_chunk", 2)]
+        assert snap["keep"] == {"log": web.LOG_KEEP, "timeline": web.TIMELINE_KEEP}
+        assert all(0 <= a["ms"] <= b["ms"] for a, b in zip(snap["log"], snap["log"][1:]))
+    finally:
+        lt.call(wb.stop())
+        lt.close()
+
+
+async def _snapshot(wb):
+    return wb.snapshot()
 
 
 def test_chosen_wav_that_is_not_a_wav_is_refused_in_one_line(tmp_path):
@@ -366,9 +424,31 @@ def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
         rows = pg.inner_text("#timeline")
         for needle in ("CaptureOpen", "StreamEnd", "MediaRenderOpen", "PlaybackDone", "Response", "SPEAKING"):
             assert needle in rows, needle
+        import re
+        cid = int(re.search(r"CaptureOpen\t\{id (\d+)", rows).group(1))
+        rid = int(re.search(r"MediaRenderOpen\t\{id (\d+)", rows).group(1))
+        for i in (cid, rid):                                                           # collapsed as in §4
+            first = rows.index("StreamChunk\t{id %d, seq 0}" % i)
+            assert first < rows.index("more StreamChunk frames on id %d" % i) < rows.index("StreamEnd\t{id %d}" % i), rows
+        shown = pg.evaluate("window.alabama.ledShown")
+        after = [t for p, t in shown if p != "PROCESSING" and t > dict(shown).get("PROCESSING", 1e18)]
+        assert "PROCESSING" in dict(shown) and after and after[0] - dict(shown)["PROCESSING"] >= 650, shown
         assert _declares_displays(core, did), "a board file with a display must declare TEXT_DISPLAY + IMAGE_DISPLAY"
         _transcript_and_image_on_the_panel(pg, core, did, vb, wb)
+        _whole_scale(pg, 320, 240)
+        _one_screen(pg)
         pg.screenshot(path=str(shot), full_page=True)
+        # a page opened after the whole exchange gets the board's history from its boot (issue 31)
+        late = br.page(wb.url)
+        wait_js(late, "document.getElementById('log').textContent.includes('playback done')", 10, what="the history")
+        log_text = late.inner_text("#log")
+        late_rows = late.inner_text("#timeline")
+        for needle in ("[virtual board] boot 1", "handshake done", "accepted"):
+            assert needle in log_text, (needle, log_text[:3000])
+        for needle in ("Hello\t", "HelloResponse", "CaptureOpen", "more StreamChunk frames on id %d" % cid, "PlaybackDone"):
+            assert needle in late_rows, (needle, late_rows)
+        assert "the board's last %d lines" % web.LOG_KEEP in late.inner_text("#log-box")
+        late.screenshot(path=str(ARTIFACTS / "board-late.png"), full_page=True)
         with capsys.disabled():
             print("\nweb board screenshot: %s" % shot)
             if (ARTIFACTS / "board-transcript.png").exists():

@@ -282,6 +282,8 @@ def main_cpython():
     from google.protobuf.internal import api_implementation
     root = pathlib_root()
     sys.path[:0] = [str(root / "firmware"), str(root / "host")]
+    from alabama import mpcompat
+    mpcompat.install()
     rows = {}
     vs = None
     from alabama.errors import AlabamaError

@@ -15,7 +15,7 @@ Three kinds of process, so the load generator never competes with the core insid
 Processing delay of a frame = from the simulator's send timestamp (``CLOCK_MONOTONIC`` ns in the
 first 8 bytes of the chunk tail; one clock for all processes on Linux) to the moment the core has
 decrypted it, deframed it, decoded its Envelope, run the session checks and handed it to the voice
-pipeline *and the pipeline has returned* (the hook wraps ``VoicePipeline._on_ChunkReceived``). So it
+pipeline *and the pipeline has returned* (the hook wraps ``VoicePipeline.on_chunk``). So it
 includes the kernel's loopback, the core's wait for its event loop, and all per-frame work.
 
 Per N it prints p50/p99/max delay, frames dropped (sent but never processed), the simulators'
@@ -67,14 +67,14 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio"):
 
     delays = []
     mono = time.monotonic_ns
-    orig = pipeline.VoicePipeline._on_ChunkReceived
+    orig = pipeline.VoicePipeline.on_chunk
 
     def observed(self, ev):
         orig(self, ev)
         d = ev.data
         if len(d) >= TS_BYTES:
             delays.append(mono() - int.from_bytes(d[:TS_BYTES], "little"))
-    pipeline.VoicePipeline._on_ChunkReceived = observed
+    pipeline.VoicePipeline.on_chunk = observed
     # a tone that never stops: keep the endpointer from ending the turn inside the run
     pipeline.EnergyEndpointer.__init__.__defaults__ = (1, 400.0, 3.0, 600, 10 ** 9, 10 ** 9)
 

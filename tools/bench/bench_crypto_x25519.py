@@ -71,7 +71,9 @@ def cryptography_time():
 
 
 def cpython_pure_time():
-    sys.path.insert(0, str(ROOT / "firmware"))
+    sys.path[:0] = [str(ROOT / "firmware"), str(ROOT / "host")]
+    from alabama import mpcompat
+    mpcompat.install()
     from satellite.noise import x25519 as X
     k, u = bytes(range(32)), bytes(range(1, 33))
     n = 20

@@ -128,6 +128,8 @@ def main_cpython():
     import subprocess
     root = pathlib.Path(__file__).resolve().parents[2]
     sys.path[:0] = [str(root / "firmware"), str(root / "host")]
+    from alabama import mpcompat
+    mpcompat.install()
     print("frame codec: %d frames x %d rounds, %d-byte Envelope + %d-byte tail, %d-byte chunks"
           % (N_FRAMES, ROUNDS, len(HDR), TAIL, CHUNK))
     rows = []

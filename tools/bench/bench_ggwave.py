@@ -27,7 +27,9 @@ import time
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "firmware"))
+sys.path[:0] = [str(ROOT / "firmware"), str(ROOT / "host")]
+from alabama import mpcompat  # noqa: E402
+mpcompat.install()  # CPython stand-ins for micropython.const, time.ticks_*, asyncio.sleep_ms
 
 VOLUME = 25
 FS48 = 48000

@@ -13,8 +13,10 @@ import sys
 import atheris
 
 HERE = pathlib.Path(__file__).resolve().parent
-for p in (HERE.parent.parent / "firmware", HERE):
+for p in (HERE.parent.parent / "firmware", HERE.parent.parent / "host", HERE):
     sys.path.insert(0, str(p))
+from alabama import mpcompat  # noqa: E402
+mpcompat.install()  # CPython stand-ins for micropython.const, time.ticks_*, asyncio.sleep_ms
 
 with atheris.instrument_imports():
     import satellite.wire.frame  # noqa: F401

@@ -16,11 +16,7 @@
 # round trip that fails, a reader that stops making progress, a spec rule broken by the answer).
 import sys
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const    # CPython: the importer runs alabama.mpcompat.install() first
 
 from satellite.wire import frame as F
 from satellite.wire import pb, pbtable
@@ -363,7 +359,7 @@ def gen_fw_frame(r):
 
 
 class _FrameSink:
-    """FrameReader + codec decode, as the runtime's Link does it (firmware/satellite/runtime.py)."""
+    """FrameReader + codec decode, as the runtime's Link does it (firmware/satellite/link.py)."""
 
     def __init__(self, buf=None):
         self.buf = buf if buf is not None else bytearray(_FRAME_BUF)

@@ -27,6 +27,8 @@ ROOT = HERE.parent.parent
 for p in (ROOT / "firmware", ROOT / "host", HERE):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
+from alabama import mpcompat  # noqa: E402
+mpcompat.install()  # CPython stand-ins for micropython.const, time.ticks_*, asyncio.sleep_ms
 
 MP_TARGETS = ("fw_frame", "fw_noise", "fw_session")
 ALL = MP_TARGETS + ("core", "atheris")

@@ -41,6 +41,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "firmware"))
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "host"))
+from alabama import mpcompat  # noqa: E402
+mpcompat.install()  # CPython stand-ins for micropython.const, time.ticks_*, asyncio.sleep_ms
 
 import bench_ggwave as B  # noqa: E402  (the channel: ggwave encoder, resampling, noise, 16 kHz)
 

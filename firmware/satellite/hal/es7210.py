@@ -18,10 +18,7 @@
 # outputs none (v1.27.0 ports/esp32/machine_i2s.c: gpio_cfg.mclk = I2S_GPIO_UNUSED, no `mck` argument), and
 # a PWM pin runs from another clock and drifts against BCLK: hal/esp32.py marks this mic unsupported
 # unless the board file says the image drives mck (audio.mic.mck_output "custom_image", docs/boards.md).
-try:
-    from micropython import const
-except ImportError:  # CPython tests
-    const = lambda x: x  # noqa: E731
+from micropython import const
 
 ADDR_MIN = const(0x40)
 ADDR_MAX = const(0x43)

@@ -13,10 +13,7 @@
 # MicroPython's esp32 machine.I2S has no `mck` output (ports/esp32/machine_i2s.c sets mclk unused),
 # so the default clock source is BCLK ("SCLK as MCLK", REG01 bit 7) with the pre-multiplier bringing
 # the internal clock to 256*fs; a board that feeds a real MCLK of 256*fs passes mclk_from_bclk=False.
-try:
-    from micropython import const
-except ImportError:  # CPython tests
-    const = lambda x: x  # noqa: E731
+from micropython import const
 
 ADDR_CE_LOW = const(0x18)
 ADDR_CE_HIGH = const(0x19)

@@ -30,19 +30,13 @@
 # Half duplex (board "duplex": "half", mic and speaker on one bus): the runtime closes the mic before it
 # opens the speaker and re-opens it after; this module obeys, and closes the other side itself if asked
 # to open one while the other holds the shared controller.
-try:
-    from micropython import const
-except ImportError:  # CPython tests
-    def const(x):
-        return x
+from micropython import const
 
 from satellite import audio
+from satellite.hal import LONG, PRESS, RELEASE
 
-_LONG_MS = const(1500)        # a hold past this is a long press (runtime.LONG)
+_LONG_MS = const(1500)        # a hold past this is a long press (LONG): the one owner of this time
 _DEBOUNCE_MS = const(30)
-_PRESS = const(1)
-_RELEASE = const(2)
-_LONG = const(3)
 # LED colours per PipelineState phase (IDLE, LISTENING, PROCESSING, SPEAKING, ERROR), then the device-local
 # "recording queued" (satellite.deferred.LED_QUEUED = 5: DEFERRED recordings wait for the core).
 _COLOURS = ((0, 0, 0), (0, 0, 255), (255, 160, 0), (0, 255, 0), (255, 0, 0), (160, 0, 255))
@@ -314,10 +308,10 @@ class Esp32Hal:
                 self._down = down
                 self._t_edge = now
                 self._long_sent = False
-                self._gest.append(_PRESS if down else _RELEASE)
+                self._gest.append(PRESS if down else RELEASE)
             elif down and not self._long_sent and self._ticks_diff(now, self._t_edge) > _LONG_MS:
                 self._long_sent = True
-                self._gest.append(_LONG)
+                self._gest.append(LONG)
         if self._gest:
             return self._gest.pop(0)
         return 0

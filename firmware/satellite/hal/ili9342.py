@@ -14,11 +14,7 @@
 # MicroPython API: machine.SPI(id, baudrate, polarity, phase, sck, mosi, miso) with miso=None meaning "no
 # pin" (ports/esp32/machine_hw_spi.c: MP_OBJ_NULL -> default pin, None -> -1), SPI.write(buf),
 # machine.Pin(id, Pin.OUT, value=), machine.PWM(pin, freq=, duty_u16=) (docs/library/machine.*.rst).
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 _CASET = const(0x2A)
 _RASET = const(0x2B)

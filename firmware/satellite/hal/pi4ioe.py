@@ -6,10 +6,7 @@
 # 0x05 output state, 0x07 output high-impedance (1 = high-Z), 0x0B pull enable, 0x0D pull select (1 = up).
 # The Atomic Echo Base gates its NS4150B speaker amplifier from this expander at 0x43; the board file says
 # which output bits (amp_enable.mask, boards/atoms3r-echobase.json and its sources).
-try:
-    from micropython import const
-except ImportError:  # CPython tests
-    const = lambda x: x  # noqa: E731
+from micropython import const
 
 REG_DIR = const(0x03)
 REG_OUT = const(0x05)

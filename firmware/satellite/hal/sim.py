@@ -28,6 +28,7 @@ import asyncio
 from time import ticks_ms, ticks_us, ticks_diff, ticks_add
 
 from satellite import audio
+from satellite.hal import LONG, PRESS, RELEASE
 
 _WAV_HEADER = 44
 
@@ -348,14 +349,14 @@ class SimHal:
         rt = self.rt
         try:
             if cmd == "press":
-                self._gest.append(1)
+                self._gest.append(PRESS)
             elif cmd == "release":
-                self._gest.append(2)
+                self._gest.append(RELEASE)
             elif cmd == "long":
-                self._gest.append(1)
+                self._gest.append(PRESS)
                 await asyncio.sleep_ms(60)
-                self._gest.append(3)
-                self._gest.append(2)
+                self._gest.append(LONG)
+                self._gest.append(RELEASE)
             elif cmd == "mic":
                 if len(parts) < 2:
                     return "err mic PATH|silence"

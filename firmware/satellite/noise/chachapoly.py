@@ -5,10 +5,7 @@
 # native call. It must not allocate in encrypt_into/decrypt_into (c and viper paths, n < 2**30).
 import array
 
-try:
-    from micropython import const
-except ImportError:
-    const = lambda x: x  # noqa: E731
+from micropython import const
 
 # The pure twins are imported only when chosen (_modules): with the viper path they would cost ~3 KB of
 # heap for nothing (docs/memory.md).

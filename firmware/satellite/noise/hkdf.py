@@ -1,10 +1,7 @@
 # HMAC-SHA256 (RFC 2104) and the Noise HKDF (Noise spec §4.3) over hashlib.sha256; no I/O, not a hot path.
 import hashlib
 
-try:
-    from micropython import const
-except ImportError:
-    const = lambda x: x  # noqa: E731
+from micropython import const
 
 _BLOCK_LEN = const(64)  # SHA-256 block size
 _HASH_LEN = const(32)  # SHA-256 output size

@@ -13,15 +13,9 @@
 # A failed read or decrypt leaves the object unusable: every later call raises NoiseStateError code
 # "FAILED". Nonce 2**64-1 is reserved (Noise §5.1): reaching it raises code "NONCE_EXHAUSTED".
 # set_impl("c" | "viper" | "pure" | None) chooses the primitive implementations (tests run both).
-try:
-    from micropython import const
-except ImportError:
-    const = lambda x: x  # noqa: E731
+from micropython import const
 
-try:
-    import hashlib
-except ImportError:  # very old MicroPython ports
-    import uhashlib as hashlib
+import hashlib
 
 from . import chachapoly as _chachapoly
 from . import hkdf as _hkdf

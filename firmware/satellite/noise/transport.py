@@ -43,10 +43,7 @@
 # frame, spec §6.1). Both are allocated once, in __init__; pass rx_buf= / tx_buf= to place them yourself
 # (kept across connections, or in PSRAM): rx_buf's length is the receive capacity. Any error closes the
 # object for good: every later call raises NoiseStateError "CLOSED".
-try:
-    from micropython import const
-except ImportError:
-    const = lambda x: x  # noqa: E731
+from micropython import const
 
 from .state import (HandshakeError, HandshakeState, NoiseError, NoiseStateError, TransportError,
                     PATTERNS, protocol_name)

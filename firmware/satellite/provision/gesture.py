@@ -1,11 +1,7 @@
 # The button gesture that enters listening mode (sound provisioning). Kept apart from listen.py so that the
 # runtime, which feeds it every press, does not import the ggwave receiver and its tables: those load only
 # when listening mode starts (docs/memory.md). Sans-IO; no machine, no audio.
-try:
-    from time import ticks_diff
-except ImportError:   # CPython
-    def ticks_diff(a, b):
-        return a - b
+from time import ticks_diff
 
 
 class Gesture:

@@ -13,11 +13,7 @@
 # search over 13 values of r; then r refined on the marker, symbol timing found on the length
 # bytes (checked by their RS), tracked by an early/late gate, payload RS-decoded, end marker
 # checked.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 import math
 from array import array

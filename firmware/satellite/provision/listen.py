@@ -8,11 +8,7 @@
 # a pin for another core would make every IK attempt fail for ever). Order: pin first, then the record;
 # the record file is the commit point (its appearance is what makes the runtime connect), so a power cut
 # between the two leaves the old record and the user, who saw no success LED, plays the sound again.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 from satellite import keystore as K
 from satellite.provision import ggwave_rx as G
@@ -148,11 +144,8 @@ async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None,
     hal.mic_open(rate, block)
     if log is not None:
         log("provision: listening mode: play `alabama provision sound` near the microphone")
-    try:
-        import asyncio
-    except ImportError:
-        import uasyncio as asyncio
-    sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))
+    import asyncio
+    sleep_ms = asyncio.sleep_ms
     wait_ms = getattr(hal, "mic_wait_ms", None)     # HAL: ms until the next block (else async mic_wait)
     try:
         while stop is None or not stop():

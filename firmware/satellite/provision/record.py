@@ -1,11 +1,7 @@
 # The provisioning record as the board reads it: `version (1) | ProvisioningRecord | CRC-32 LE (4)`.
 # It validates and decodes; it never stores (keystore.py does) and never connects (runtime.py does).
 # The host writes records with alabama.provision.record; both sides are tested against each other.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 import binascii
 

@@ -1,10 +1,6 @@
 # Reed-Solomon over GF(256) as ggwave uses it (poly 0x11d, generator roots 2^0..2^(E-1), message
 # then parity); corrects errors in place or says it cannot. Knows nothing of audio; never guesses.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 MAX_CODEWORD = const(255)   # a GF(256) code is at most 255 symbols long
 MAX_ECC = const(64)         # ggwave's longest payload (140 bytes) needs 56 parity bytes

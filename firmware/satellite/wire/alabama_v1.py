@@ -5,11 +5,7 @@
 Use pb.encode(msg), pb.decode(Cls, buf), pb.decode_into(msg, buf, start, end). Field names that
 are Python keywords carry a trailing underscore (from -> from_). Bounds: proto/alabama/v1/alabama.options.
 """
-try:
-    from micropython import const
-except ImportError:  # CPython
-    def const(x):
-        return x
+from micropython import const
 
 from . import pb
 

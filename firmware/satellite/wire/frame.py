@@ -17,10 +17,7 @@
 #     B - PREFIX_MAX_BYTES (room for both varints at their longest), and can expose the header of an
 #     over-limit frame only if varints + header fit in B bytes.
 
-try:
-    from micropython import const
-except ImportError:
-    const = lambda x: x  # noqa: E731  (CPython: const() is the identity)
+from micropython import const
 
 try:
     from ._copy_viper import copy
@@ -360,6 +357,11 @@ class FrameReader:
             self._rd = wr
             self._skip = rest - have
         return OVERSIZE
+
+    def frame_buffer(self):
+        """The buffer every event's indices (header_start.., tail_start..) point into: fixed for the reader's
+        life, so a caller may keep it (the runtime's Link does, for allocation-free decode_into)."""
+        return self._buf
 
     def header(self):
         """The last event's Envelope bytes: a view into the shared buffer, valid until the next

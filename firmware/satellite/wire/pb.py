@@ -23,11 +23,7 @@ Decode is not re-entrant across threads (one module-level reader); MicroPython r
 """
 import sys
 
-try:
-    from micropython import const
-except ImportError:  # CPython
-    def const(x):
-        return x
+from micropython import const
 
 _MP = sys.implementation.name == "micropython"
 

@@ -13,6 +13,7 @@ import re
 from .. import REPO
 from ..errors import UsageError
 from . import images
+from .fwset import shown
 
 BOARDS_DIR = REPO / "boards"
 
@@ -151,13 +152,6 @@ class Board:
 
     def __repr__(self):
         return "Board(%r)" % self.id
-
-
-def _where(path):
-    try:
-        return str(pathlib.Path(path).resolve().relative_to(REPO))
-    except ValueError:
-        return str(path)
 
 
 # --- shape checking --------------------------------------------------------------------------------
@@ -383,7 +377,7 @@ def check(data, path="<board>"):
         stem = pathlib.Path(path).stem
         if stem != data["id"] and stem != "<board>":
             errs.append(("id", "%s does not match the file name %s.json" % (json.dumps(data["id"]), stem)))
-    where = _where(path)
+    where = shown(path)
     return ["%s: %s: %s" % (where, f, msg) for f, msg in errs]
 
 
@@ -393,13 +387,13 @@ def read(path):
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BoardError("%s: no such board file" % _where(path)) from None
+        raise BoardError("%s: no such board file" % shown(path)) from None
     except OSError as e:
-        raise BoardError("%s: cannot read it (%s)" % (_where(path), e.strerror or e)) from None
+        raise BoardError("%s: cannot read it (%s)" % (shown(path), e.strerror or e)) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise BoardError("%s: line %d: not valid JSON (%s)" % (_where(path), e.lineno, e.msg)) from None
+        raise BoardError("%s: line %d: not valid JSON (%s)" % (shown(path), e.lineno, e.msg)) from None
 
 
 def board_paths(directory=None):
@@ -411,7 +405,7 @@ def load_path(path):
     data = read(path)
     problems = check(data, path)
     if problems:
-        more = " (and %d more: run `alabama boards validate`)" % (len(problems) - 1) if len(problems) > 1 else ""
+        more = " (and %d more: run `alabama board validate`)" % (len(problems) - 1) if len(problems) > 1 else ""
         raise BoardError(problems[0] + more)
     return Board(data, path)
 

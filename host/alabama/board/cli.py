@@ -1,6 +1,8 @@
-"""Sub-commands `alabama flash` and `alabama boards list|show|validate`; argument parsing only."""
+"""Sub-commands `alabama flash` and `alabama board list|show|validate|sim`; argument parsing only."""
+import argparse
 import json
 
+from ..errors import UsageError
 from . import boards, images
 
 
@@ -18,8 +20,11 @@ def register(sub):
                    help="deploy the .mpy files even where the board file's heap cannot hold them")
     p.set_defaults(func=cmd_flash)
 
-    b = sub.add_parser("boards", help="list, show or validate board definition files")
-    bsub = b.add_subparsers(dest="boards_command", metavar="ACTION")
+    b = sub.add_parser("board", help="board definition files (list, show, validate) and the virtual board (sim)",
+                       description="`alabama board list` prints one line per board file, `show NAME` one board "
+                                   "with its derived facts, `validate [FILE...]` checks board files (all of "
+                                   "boards/ by default), `sim` runs the firmware on the virtual board.")
+    bsub = b.add_subparsers(dest="board_command", metavar="ACTION")
     bl = bsub.add_parser("list", help="one line per board")
     bl.set_defaults(func=cmd_list)
     bs = bsub.add_parser("show", help="a board file with its derived facts")
@@ -28,14 +33,14 @@ def register(sub):
     bv = bsub.add_parser("validate", help="check board files (all of boards/ by default)")
     bv.add_argument("files", nargs="*", metavar="FILE")
     bv.set_defaults(func=cmd_validate)
+    from . import sim                 # `alabama board sim`: the virtual board (alabama.board.sim registers it)
+    sim.register(bsub)
     b.set_defaults(func=cmd_list)
 
-    # `alabama board sim` (the virtual board; registered by alabama.board.sim, owned by the runtime work)
-    vb = sub.add_parser("board", help="the virtual board: `alabama board sim --dir DIR --core HOST:PORT`")
-    vbsub = vb.add_subparsers(dest="board_command", metavar="ACTION")
-    from . import sim
-    sim.register(vbsub)
-    vb.set_defaults(func=lambda args: vb.print_help() or 2)
+    # The old spelling: not listed in --help, one line naming the new command.
+    gone = sub.add_parser("boards", add_help=False)
+    gone.add_argument("rest", nargs=argparse.REMAINDER)
+    gone.set_defaults(func=cmd_boards_gone)
 
     from . import deploy, image, ota, repl  # `alabama deploy`, `image`, `ota`, `repl`, `logs`
     deploy.register(sub)
@@ -50,6 +55,11 @@ def cmd_flash(args):
     flash.flash(board, port=args.port, firmware=args.firmware, deploy=not args.no_deploy, dry_run=args.dry_run,
                 allow_mpy=args.allow_mpy)
     return 0
+
+
+def cmd_boards_gone(args):
+    raise UsageError("`alabama boards` is now `alabama board`: run `alabama board %s`"
+                     % " ".join(args.rest or ["list"]))
 
 
 def cmd_list(args):

@@ -5,7 +5,6 @@ running esptool (erase, then write at FLASH_OFFSET) and turning its failures int
 Not responsible for: copying the firmware package (alabama.board.deploy) or knowing board pins.
 """
 import hashlib
-import importlib
 import os
 import pathlib
 import shutil
@@ -16,8 +15,8 @@ import urllib.request
 
 from ..errors import AlabamaError, UsageError
 from . import images
+from .mpremote import detect_port
 
-ESPRESSIF_VID = 0x303A      # USB vendor id of the ESP32-S3's native USB (USB-Serial/JTAG, TinyUSB CDC)
 ESP_IMAGE_MAGIC = 0xE9      # first byte of every ESP application/bootloader image
 BAUD = 460800               # the rate MicroPython's esp32 deploy instructions use
 _TAIL_CHARS = 8000          # esptool output kept to classify a failure
@@ -34,29 +33,6 @@ def cache_dir():
         return pathlib.Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return pathlib.Path(base) / "alabama" / "images"
-
-
-# --- port ------------------------------------------------------------------------------------------
-
-def _list_ports():
-    from serial.tools import list_ports
-    return list(list_ports.comports())
-
-
-def detect_port(list_ports=None):
-    """The one Espressif USB serial device (VID 0x303A); none or several is a FlashError saying what to do."""
-    ports = (list_ports or _list_ports)()
-    esp = [p for p in ports if getattr(p, "vid", None) == ESPRESSIF_VID]
-    if len(esp) == 1:
-        return esp[0].device
-    if not esp:
-        others = [p.device for p in ports if getattr(p, "vid", None) is not None]
-        hint = (" (other USB serial ports: %s; a board behind a USB-UART bridge needs --port)"
-                % ", ".join(others)) if others else ""
-        raise FlashError("no Espressif USB device found%s: plug the board's USB port in (hold BOOT while "
-                         "plugging if it does not appear) or pass --port" % hint)
-    raise FlashError("%d Espressif USB devices found (%s): pass --port to pick one"
-                     % (len(esp), ", ".join(p.device for p in esp)))
 
 
 # --- image -----------------------------------------------------------------------------------------
@@ -189,12 +165,8 @@ def explain_failure(port, rc, output):
 
 
 def _deploy_module():
-    try:
-        return importlib.import_module(__package__ + ".deploy")
-    except ModuleNotFoundError as e:
-        if e.name in (__package__ + ".deploy",):
-            return None
-        raise
+    from . import deploy         # lazily: deploy is what flash hands over to, never the other way
+    return deploy
 
 
 def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=None, list_ports=None,

@@ -1,11 +1,11 @@
 """`alabama ota`: update a connected satellite's firmware modules over the air.
 
-Responsible for: building the .mpy set (deploy.build, the same compiler cache `alabama deploy` uses), its
-manifest (format 1: version, .mpy ABI, and the size and sha256 of every file; its own sha256 is the pin),
-serving the set over HTTP from this host (the standard library's http.server, one thread), telling the
-board through the running core's control endpoint (``firmware.update`` {url, sha256}), and waiting until
-the board comes back running the new set (``device.info`` firmware_digest == the pin) or reports a
-rollback. Not responsible for: the board side (firmware/satellite/ota.py downloads and verifies,
+Responsible for: building the .mpy set (fwset.build, the same compiler as `alabama deploy`) with its
+manifest (fwset.set_manifest, format 1: version, .mpy ABI, and the size and sha256 of every file; its own
+sha256 is the pin), serving the set over HTTP from this host (the standard library's http.server, one
+thread), telling the board through the running core's control endpoint (``firmware.update`` {url,
+sha256}), and waiting until the board comes back running the new set (``device.info`` firmware_digest ==
+the pin) or reports a rollback. Not responsible for: the board side (firmware/satellite/ota.py downloads and verifies,
 firmware/otaboot.py swaps and rolls back), MicroPython itself (never updated here: `alabama flash`),
 boot.py/main.py/otaboot (`alabama deploy`). See docs/ota.md.
 """
@@ -14,54 +14,20 @@ import hashlib
 import http.server
 import json
 import pathlib
-import re
 import secrets
 import threading
 import time
 
+from .. import REPO
 from ..errors import AlabamaError, UsageError
-from . import deploy
+from . import fwset
+from .fwset import ARCHS, FIRMWARE
 
-SET_MANIFEST = "_manifest.json"            # inside the set: lib/satellite/_manifest.json
-BUILD = deploy.REPO / "build" / "ota"
-MANIFEST_FORMAT = 1
+BUILD = REPO / "build" / "ota"
 
 
 class OtaError(AlabamaError):
     """The update did not happen; the message says what to do."""
-
-
-def firmware_version(root=deploy.FIRMWARE):
-    src = (pathlib.Path(root) / deploy.PACKAGE / "__init__.py").read_text()
-    m = re.search(r'^VERSION = "([^"]+)"', src, re.M)
-    if not m:
-        raise OtaError("no VERSION = \"...\" in %s/__init__.py" % deploy.PACKAGE)
-    return m.group(1)
-
-
-def mpy_value(march):
-    """sys.implementation._mpy of an interpreter that loads what mpy-cross -march=MARCH emits."""
-    major, sub = deploy.mpy_cross_version()
-    return major | (sub << 8) | (deploy.ARCHS.index(march) << 10)
-
-
-def set_files(staged):
-    """{set path ("satellite/x.mpy"): local file} from deploy.build's {remote path: local file}."""
-    pre = deploy.OWNED_DIR + "/"
-    return {dest[len("lib/"):]: pathlib.Path(src) for dest, src in staged.items()
-            if dest.startswith(pre) and not dest.endswith("/" + SET_MANIFEST)}
-
-
-def set_manifest(staged, march, root=deploy.FIRMWARE):
-    """The manifest bytes of a built set (deterministic: sorted, compact)."""
-    files = set_files(staged)
-    entries = []
-    for path in sorted(files):
-        data = files[path].read_bytes()
-        entries.append({"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-    m = {"format": MANIFEST_FORMAT, "package": deploy.PACKAGE, "version": firmware_version(root), "march": march,
-         "mpy": mpy_value(march), "files": entries}
-    return (json.dumps(m, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
 class FirmwareSet:
@@ -78,12 +44,13 @@ class FirmwareSet:
         return sum(len(b) for b in self.files.values())
 
 
-def build_set(march, root=deploy.FIRMWARE, build_dir=None, out=print):
+def build_set(march, root=FIRMWARE, build_dir=None, out=print):
+    """Build the set of the firmware tree `root` for `march` (fwset.build, cached per tree) with its manifest."""
     root = pathlib.Path(root)
     bdir = pathlib.Path(build_dir) if build_dir else BUILD / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
-    staged = deploy.build(march, root, bdir, out)
-    files = {p: f.read_bytes() for p, f in set_files(staged).items()}
-    return FirmwareSet(files, set_manifest(staged, march, root))
+    staged = fwset.build(march, root, bdir, out)
+    files = {p: f.read_bytes() for p, f in fwset.set_files(staged).items()}
+    return FirmwareSet(files, fwset.set_manifest(staged, march, root))
 
 
 class SetServer:
@@ -153,10 +120,10 @@ class SetServer:
 def march_of(info):
     """The -march a device needs, from device.info's mpy (sys.implementation._mpy)."""
     mpy = info.get("mpy") or 0
-    major, sub, arch = deploy.decode_mpy(mpy)
+    major, sub, arch = fwset.decode_mpy(mpy)
     if arch == "none":
         raise OtaError("the device reports no native .mpy architecture (mpy %r): pass --march" % mpy)
-    tool = deploy.mpy_cross_version()
+    tool = fwset.mpy_cross_version()
     if (major, sub) != tuple(tool):
         raise OtaError("the device loads .mpy v%d.%d but mpy-cross emits v%d.%d: reflash it (`alabama flash`); an "
                        "OTA never updates MicroPython itself" % (major, sub, tool[0], tool[1]))
@@ -174,7 +141,7 @@ def _device_info(data_dir, device, timeout=10.0):
     return json.loads(res["content"][0]["text"])
 
 
-def update(data_dir, device, root=deploy.FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
+def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
            out=print, invoke_timeout=120.0):
     """The whole update of one device through the core running on data_dir; returns the new device.info."""
     from ..core.errors import CoreError
@@ -247,7 +214,7 @@ def register(sub):
                                    "reach a session. MicroPython itself is not updated (alabama flash).")
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
     p.add_argument("--data", default="./alabama-core", help="the running core's state directory (default %(default)s)")
-    p.add_argument("--firmware", metavar="DIR", default=str(deploy.FIRMWARE), help="firmware tree (default: the repository's)")
+    p.add_argument("--firmware", metavar="DIR", default=str(FIRMWARE), help="firmware tree (default: the repository's)")
     p.add_argument("--march", metavar="ARCH", help="mpy-cross -march (default: what the device reports)")
     p.add_argument("--host", metavar="ADDR", help="address the device fetches from (default: this machine's LAN address)")
     p.add_argument("--bind", metavar="ADDR", default="0.0.0.0", help="address the HTTP server listens on "
@@ -258,8 +225,8 @@ def register(sub):
 
 
 def cmd_ota(args):
-    if args.march and args.march not in deploy.ARCHS:
-        raise UsageError("--march is one of %s" % ", ".join(deploy.ARCHS[1:]))
+    if args.march and args.march not in ARCHS:
+        raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
     update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
            port=args.port, timeout=args.timeout)
     return 0

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ..errors import AlabamaError
-from .deploy import resolve_port
+from .mpremote import close_serial, explain, resolve_port
 
 IDLE_FLUSH = 0.3            # seconds: a partial line (a prompt) is written after this much silence
 REOPEN_EVERY = 0.5          # seconds between attempts to reopen a port that went away (USB re-enumeration)
@@ -51,8 +51,7 @@ def repl(port=None, capture=None, list_ports=None, call=None):
     finally:
         signal.signal(signal.SIGINT, old)
     if rc != 0:
-        from .deploy import explain_mpremote
-        raise ReplError(explain_mpremote(port, rc, err))
+        raise ReplError(explain(port, rc, err))
     if err.strip():
         sys.stderr.write(err)
     return rc
@@ -131,16 +130,6 @@ def _open(port, baud):
         raise ReplError("cannot open %s (%s): check --port" % (port, text)) from None
 
 
-def _close(ser):
-    import serial
-    try:
-        ser.rts = False
-        ser.dtr = False
-    except (OSError, serial.SerialException):
-        pass
-    ser.close()
-
-
 def logs(port=None, output=None, duration=None, reset=False, baud=115200, list_ports=None,
          out=None, clock=time.time, stop=None):
     """Copy the board's serial output to `out` (stdout) and `output` (a file), one stamped line each.
@@ -185,7 +174,7 @@ def logs(port=None, output=None, duration=None, reset=False, baud=115200, list_p
                 data = ser.read(4096) if ser is not None else b""
             except (serial.SerialException, OSError):
                 emit("%s # port %s went away, waiting for it" % (stamp(now), port))
-                _close(ser)
+                close_serial(ser)
                 ser = None
                 data = b""
             if ser is None:
@@ -216,7 +205,7 @@ def logs(port=None, output=None, duration=None, reset=False, baud=115200, list_p
             emit("%s %s" % (stamp(item[0]), item[1]))
             count += 1
         if ser is not None:
-            _close(ser)
+            close_serial(ser)
         if fh:
             fh.close()
     return count

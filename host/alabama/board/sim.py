@@ -602,15 +602,18 @@ def cmd_sim(args):
     def _term(signum, frame):
         raise KeyboardInterrupt
 
+    wb = None
+    if args.web is not None:              # made before the board starts: the page replays it from its boot
+        from . import web
+        wb = web.WebBoard(vb, port=args.web, mic_wav=args.mic)
     signal.signal(signal.SIGTERM, _term)
     vb.start()
     print("virtual board %s: REPL on %s (mpremote connect %s), control on 127.0.0.1:%d"
           % (vb.board.id, vb.pty_path, vb.pty_path, vb.ctl_port), flush=True)
     try:
-        if args.web is not None:
+        if wb is not None:
             import asyncio
-            from . import web
-            asyncio.run(web.serve(vb, args.web, mic_wav=args.mic))
+            asyncio.run(web.serve(wb))
         while True:
             time.sleep(0.5)
     except KeyboardInterrupt:

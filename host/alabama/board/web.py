@@ -10,7 +10,11 @@ logic: everything it shows comes from the board's serial log, its files and its 
 How each part reaches the page:
 
 * serial log, LED, timeline: ``VirtualBoard.echo`` (one call per log line, from the pump thread) is
-  chained into ``feed_line``; lines are parsed here and pushed as JSON events.
+  chained into ``feed_line`` when the WebBoard is made, before the board starts (lines that come before
+  the server's loop runs wait in ``_early``), so every page gets the board's history from its first boot
+  line (the last LOG_KEEP lines and TIMELINE_KEEP frames); lines are parsed here and pushed as JSON
+  events. StreamChunks are collapsed here: a stream's first chunk is a row, the rest one ``⋯`` row whose
+  count grows (from one line per chunk, or the firmware's ``tx stream_chunk id N +COUNT``).
 * microphone: while the button is held with the browser mic selected, the browser's PCM (binary
   websocket messages) is appended to a fresh WAV that the simulated HAL reads with ``mic live PATH``
   (a growing file: its end is not the end); a chosen WAV is uploaded (POST /mic), converted to 16 kHz
@@ -37,6 +41,7 @@ import re
 import shutil
 import struct
 import tempfile
+import threading
 import time
 
 from aiohttp import WSMsgType, web
@@ -57,6 +62,7 @@ MIC_LEAD_MS = 100
 MAX_MIC_BYTES = 2 * MIC_RATE * 120
 #: A chosen WAV (POST /mic) larger than this is refused before it is read (two minutes of 48 kHz stereo).
 MAX_UPLOAD_BYTES = 48000 * 4 * 120 + 4096
+#: What a page opened late still gets: the board's last LOG_KEEP serial lines and TIMELINE_KEEP timeline rows.
 LOG_KEEP = 2000
 #: Messages a page may fall behind before it is dropped (a stalled tab must not grow the server's memory).
 OUTBOX_MAX = 4000
@@ -66,7 +72,9 @@ STATE_POLL_S = 1.0
 PHASES = ("IDLE", "LISTENING", "PROCESSING", "SPEAKING", "ERROR")
 
 _LED = re.compile(r"^(?:sat: )?led (\w+)")
-_FRAME = re.compile(r"^(?:sat: )?(tx|rx) (\w+) id (\d+)")
+_FRAME = re.compile(r"^(?:sat: )?(tx|rx) (\w+) id (\d+)(?: seq (\d+)| \+(\d+))?")
+#: Frames after which a stream's id carries no more chunks (a StreamChunk run on it is over).
+_ENDS = ("stream_end", "stream_cancel", "error", "response")
 
 
 class WebError(AlabamaError):
@@ -150,10 +158,12 @@ class PanelSource:
 
 
 class WebBoard:
-    """Serves ``vb`` (a started or about-to-start VirtualBoard) on http://127.0.0.1:PORT/.
+    """Serves ``vb`` (a VirtualBoard, best not started yet) on http://127.0.0.1:PORT/.
 
-    ``await start()`` binds (port 0: a free one; ``url`` says which), ``await stop()`` closes the page's
-    connections and the server (the board itself is the caller's)."""
+    Made before ``vb.start()``, it hears the board from its first line: the constructor chains its echo.
+    Made later, it starts from ``vb.lines()`` (no times for those). ``await start()`` binds (port 0: a free
+    one; ``url`` says which), ``await stop()`` closes the page's connections and the server (the board
+    itself is the caller's)."""
 
     def __init__(self, vb, port=0, panel=None, mic_wav=None):
         self.vb = vb
@@ -192,8 +202,14 @@ class WebBoard:
         self._loop = None
         self._runner = None
         self._tasks = []
-        self._prev_echo = None
-
+        self._runs = {}                   # (dir, id) -> [first row, the "more" row or None] of a StreamChunk run
+        self._run_n = 0
+        self._early = collections.deque(maxlen=LOG_KEEP)   # (line, time) heard before start(): fed at start
+        self._early_lock = threading.Lock()
+        for line in (vb.lines() if vb.running and hasattr(vb, "lines") else ()):
+            self.feed_line(line, self.t0)
+        self._prev_echo = vb.echo
+        vb.echo = self._echo
     # ------------------------------------------------------------------ lifecycle
     @property
     def addresses(self):
@@ -228,9 +244,11 @@ class WebBoard:
         return app
 
     async def start(self):
-        self._loop = asyncio.get_running_loop()
-        self._prev_echo = self.vb.echo
-        self.vb.echo = self._echo
+        with self._early_lock:
+            self._loop = asyncio.get_running_loop()
+            early, self._early = self._early, None
+        for line, t in early:
+            self.feed_line(line, t)
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, HOST, self.port)
@@ -271,10 +289,15 @@ class WebBoard:
         """VirtualBoard.echo: called from its pump thread for every serial log line."""
         if self._prev_echo:
             self._prev_echo(line)
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
+        t = time.monotonic()
+        with self._early_lock:
+            loop = self._loop
+            if loop is None:
+                self._early.append((line, t))
+                return
+        if not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self.feed_line, line, time.monotonic())
+                loop.call_soon_threadsafe(self.feed_line, line, t)
             except RuntimeError:
                 pass                       # the loop is shutting down
 
@@ -291,9 +314,42 @@ class WebBoard:
             return
         m = _FRAME.match(line)
         if m:
-            row = {"t": "frame", "ms": ms, "dir": m.group(1), "op": m.group(2), "id": int(m.group(3))}
+            d, op, id_ = m.group(1), m.group(2), int(m.group(3))
+            if op == "stream_chunk":
+                self._chunk(ms, d, id_, m.group(4), m.group(5))
+                return
+            if op in _ENDS:
+                self._runs.pop(("tx", id_), None)
+                self._runs.pop(("rx", id_), None)
+            row = {"t": "frame", "ms": ms, "dir": d, "op": op, "id": id_}
             self.timeline.append(row)
             self._send(row)
+
+    def _chunk(self, ms, d, id_, seq, more):
+        """A StreamChunk line: the run's first is a row, the rest counted in one "more" row (sent again as it
+        grows: the page replaces it by its ``run`` number). ``more``: the firmware's count of the chunks after
+        the first, logged once before the stream's end (that run is then over)."""
+        run = self._runs.get((d, id_))
+        if run is None and more is None:
+            row = {"t": "frame", "ms": ms, "dir": d, "op": "stream_chunk", "id": id_}
+            if seq is not None:
+                row["detail"] = "seq " + seq
+            self._runs[(d, id_)] = [row, None]
+            self.timeline.append(row)
+            self._send(row)
+            return
+        if run is None:
+            run = [None, None]
+        if run[1] is None:
+            self._run_n += 1
+            run[1] = {"t": "frame", "ms": ms, "dir": d, "op": "stream_chunk", "id": id_, "more": 0, "run": self._run_n}
+            self.timeline.append(run[1])
+        row = run[1]
+        row["more"] += int(more) if more is not None else 1
+        row["to_ms"] = ms
+        if more is not None:
+            self._runs.pop((d, id_), None)
+        self._send(row)
 
     # ------------------------------------------------------------------ to the page
     def _send(self, ev):
@@ -333,7 +389,7 @@ class WebBoard:
 
     def snapshot(self):
         return {"t": "hello", "board": self.vb.board.id, "board_name": self.vb.board.data.get("name", ""),
-                "led": self.led, "log": [{"ms": ms, "line": l} for ms, l in self.log],
+                "keep": {"log": LOG_KEEP, "timeline": TIMELINE_KEEP}, "led": self.led, "log": [{"ms": ms, "line": l} for ms, l in self.log],
                 "timeline": list(self.timeline), "panel": list(self.panel.size) if self.panel.size else None,
                 "panel_v": self._panel_v, "mic": self._mic_info(), "state": self.last_state}
 
@@ -528,9 +584,9 @@ class WebBoard:
                             "seq": self.panel.seq, "phase": self.panel.phase})
 
 
-async def serve(vb, port, echo=print, mic_wav=None):
-    """Run the page for a started VirtualBoard until cancelled (the CLI's --web)."""
-    wb = WebBoard(vb, port=port, mic_wav=mic_wav)
+async def serve(wb, echo=print):
+    """Run the page of a WebBoard (made before its board started: it hears every line) until cancelled (the
+    CLI's --web)."""
     await wb.start()
     echo("web board on %s (loopback only; Ctrl-C stops)" % wb.url)
     try:

@@ -298,8 +298,7 @@ def emit(schema, source_label, options_label, fast=()):
     w("Use pb.encode(msg), pb.decode(Cls, buf), pb.decode_into(msg, buf, start, end). Field names that\n"
       "are Python keywords carry a trailing underscore (from -> from_). Bounds: %s.\n" % options_label)
     w('"""\n')
-    w("try:\n    from micropython import const\nexcept ImportError:  # CPython\n"
-      "    def const(x):\n        return x\n\nfrom . import pb\n\n")
+    w("from micropython import const\n\nfrom . import pb\n\n")   # CPython: alabama.mpcompat
     w("# Worst-case encoded size of each message in bytes, from the bounds (nanopb style).\n")
     for m in sorted(schema.messages, key=lambda m: m.const_name):
         w("%s = const(%d)\n" % (m.const_name, m.max_size))

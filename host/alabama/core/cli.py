@@ -14,7 +14,9 @@ import sys
 from .. import CORE_PORT
 from ..errors import UsageError
 from ..local import lan_address
+from . import BRAINS
 from . import registry as reg
+from ..speech.spotter import DEFAULT_PHRASE as DEFAULT_WAKE_PHRASE
 
 DEFAULT_DATA = "./alabama-core"
 
@@ -31,7 +33,16 @@ def register(sub):
     data(s)
     s.add_argument("--closed", action="store_true", help="closed mode: reject devices not in the registry (§7.3)")
     s.add_argument("--min-wire-version", type=int, default=1, help="lowest Hello.wire_version admitted (§13)")
-    s.add_argument("--brain", default="echo", choices=("echo", "espeak"), help="what answers a voice turn")
+    s.add_argument("--brain", default="echo", choices=BRAINS,
+                   help="what answers a voice turn: echo, espeak, or speech (pocketsphinx + intents; docs/core.md)")
+    s.add_argument("--stt", default="embedded", type=_engine_flag,
+                   help="speech brain's recogniser: embedded (pocketsphinx) or wyoming://HOST:PORT")
+    s.add_argument("--tts", default="embedded", type=_engine_flag,
+                   help="speech brain's voice: embedded (espeak-ng) or wyoming://HOST:PORT")
+    s.add_argument("--wake-phrase", default=DEFAULT_WAKE_PHRASE,
+                   help="wake phrase spotted on ambient captures (\"\": off); default %(default)r")
+    s.add_argument("--wake-threshold", type=float, default=None,
+                   help="pocketsphinx keyphrase threshold (lower: more hits); default 1e-20 (docs/speech.md)")
     s.add_argument("--ping-interval", type=float, default=15.0, help="seconds between core Pings (0: none)")
     s.add_argument("--workers", type=int, default=1, help="worker processes on the one port (each device is served by "
                    "one of them; docs/core.md); default %(default)s")
@@ -102,11 +113,20 @@ def register(sub):
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
+def _engine_flag(value):
+    from ..speech import engines      # imported when the flag is given: the wyoming package loads then
+    return engines.flag_type(value)
+
+
 def _listen(spec):
     host, sep, port = spec.rpartition(":")
     if not sep or not port.isdigit():
         raise UsageError("--listen wants HOST:PORT, e.g. 0.0.0.0:%d (got %r)" % (CORE_PORT, spec))
     return host or "0.0.0.0", int(port)
+
+
+def _speech_kw(args):
+    return {"stt": args.stt, "tts": args.tts, "wake_phrase": args.wake_phrase, "wake_threshold": args.wake_threshold}
 
 
 def cmd_serve(args):
@@ -124,13 +144,13 @@ def cmd_serve(args):
                 host, port, " [closed]" if args.closed else "", args.data, args.workers), flush=True)
         status = workers.serve(args.data, args.workers, host=host, port=port, ready=ready, closed=args.closed,
                                min_wire_version=args.min_wire_version, brain=args.brain,
-                               ping_interval=args.ping_interval, loop=args.loop)
+                               ping_interval=args.ping_interval, loop=args.loop, **_speech_kw(args))
         print("alabama core: shutting down", flush=True)
         return status
 
     async def main():
         srv = CoreServer(args.data, host=host, port=port, closed=args.closed, min_wire_version=args.min_wire_version,
-                         brain=args.brain, ping_interval=args.ping_interval)
+                         brain=args.brain, ping_interval=args.ping_interval, **_speech_kw(args))
         await srv.start()
         print("alabama core: key %s" % srv.public_key_hex)
         print("alabama core: listening on %s:%d%s (data %s)" % (host, srv.port, " [closed]" if args.closed else "",

@@ -49,6 +49,7 @@ class Report:
         self.violations = []
         self.dropped = 0
         self.deferred = []          # one dict per DEFERRED recording completed here (pipeline._spoken_at)
+        self.connection_lost = None  # why the link ended under the session (a cut mid-message), not a violation
 
     @property
     def clean(self):
@@ -92,6 +93,7 @@ class Report:
             "violations": [v.as_dict() for v in self.violations],
             "violations_dropped": self.dropped,
             "deferred": list(self.deferred),
+            "connection_lost": self.connection_lost,
         }
 
     def to_json(self):

@@ -5,23 +5,31 @@ StreamEnd{END_DETECTED} when the energy endpointer hears the end (or on the sate
 StreamEnd), ask the brain for a reply, resample it exactly to the declared SpeakerParams, stream it
 over MediaRenderOpen paced within buffer_ms, await PlaybackDone, then close the capture id with its
 Response; push PipelineState as the turn moves; barge-in, Stop and DEFERRED resume. It talks to the
-wire only through the CoreSession API and the connection's ``flush``/``wait_terminal``.
+wire only through the CoreSession API and a small ``Port`` (session, device_id, flush, wait_terminal,
+spawn), never to a connection's internals. Events come in through ``on_event`` (``on_chunk`` is the
+same for ChunkReceived, the per-frame entry); the driver flushes after handing events in, so only the
+pipeline's own tasks (turns, the paced reply) flush.
 """
 import asyncio
 import hashlib
+import json
 import logging
 import math
 import shutil
 import subprocess
 import time
+import typing
 
 import numpy as np
 
 from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
 
 from ..errors import AlabamaError
+from . import BRAINS
 from . import session as cs
+from . import state as S
 from .deferred import DeferredStore
+from .errors import RequestFailed
 
 log = logging.getLogger("alabama.core.pipeline")
 PS = ops.PipelineState
@@ -42,6 +50,17 @@ ACK_EVERY = 25
 GAP_CHUNKS = 1.5
 #: How long the end of a DEFERRED recording waits for this connection's Ping round (the clock mapping).
 CLOCK_WAIT_S = 3.0
+#: A brain's Invoke of a device tool (a light) waits this long for the ToolResult.
+INVOKE_TIMEOUT_S = 5.0
+#: Ambient audio kept after a wake-phrase hit until the requested capture opens (or the turn runs on the
+#: ambient stream itself): it is the start of the utterance. Bounded: s16le mono 16 kHz.
+AFTER_WAKE_S = 3.0
+#: ... less its first this-many seconds: the spotter fires up to ~150 ms before the phrase's last sound ends,
+#: and that tail would read as speech to the endpointer (an early END_DETECTED) and to the recogniser.
+AFTER_WAKE_SKIP_S = 0.3
+#: After a wake turn's terminal, an ambient device streams again (a new ambient CaptureOpen, or chunks on the
+#: ambient capture it paused or kept) within this long, else R10.4-b ambient_not_resumed.
+AMBIENT_RESUME_S = 5.0
 
 
 # ---------------------------------------------------------------------------------- audio helpers
@@ -108,18 +127,28 @@ class EnergyEndpointer:
 
 # ---------------------------------------------------------------------------------- brains
 class Turn:
-    """What the brain gets: the captured audio (s16le) with its format, or a text input."""
+    """What the brain gets: the captured audio (s16le) with its format, or a text input; ``heard``: the
+    Transcript of a recogniser the pipeline fed while the capture streamed (a hearing brain's), else None;
+    ``tools``/``tool_schemas``: the device tools offered to the assistant (none for a guest) and their
+    input_schema; ``invoke(name, arguments_json)``: an awaitable Invoke on this device (-> ToolResult, raises
+    CoreError/TimeoutError); ``later(delay_s, text)``: say ``text`` on this device after ``delay_s``."""
 
-    def __init__(self, id_, audio=b"", rate=16000, channels=1, text="", device_id=None, trigger=0):
+    def __init__(self, id_, audio=b"", rate=16000, channels=1, text="", device_id=None, trigger=0, heard=None,
+                 tools=(), tool_schemas=None, invoke=None, later=None):
         self.id, self.audio, self.rate, self.channels = id_, audio, rate, channels
         self.text, self.device_id, self.trigger = text, device_id, trigger
+        self.heard, self.tools, self.tool_schemas = heard, tuple(tools), tool_schemas or {}
+        self.invoke, self.later = invoke, later
 
 
 class Reply:
-    """The brain's answer: audio (s16le at rate/channels) and/or text."""
+    """The brain's answer: audio (s16le at rate/channels) and/or text; a hearing brain adds what it
+    understood: ``transcript`` (str), ``intent`` (speech.intents.Intent, None when not understood) and its
+    ``confidence``; the pipeline logs them and puts them in the Response."""
 
-    def __init__(self, audio=b"", rate=16000, channels=1, text=""):
+    def __init__(self, audio=b"", rate=16000, channels=1, text="", transcript=None, intent=None, confidence=None):
         self.audio, self.rate, self.channels, self.text = audio, rate, channels, text
+        self.transcript, self.intent, self.confidence = transcript, intent, confidence
 
 
 class EchoBrain:
@@ -171,21 +200,71 @@ def _parse_wav(wav):
     raise ValueError("WAV without data")
 
 
-def make_brain(name):
+def make_brain(name, stt="embedded", tts="embedded"):
+    """A brain by name. ``speech`` without pocketsphinx (or espeak-ng for its voice) logs one line saying how
+    to install it and answers with the echo brain instead. ``stt``/``tts``: the speech brain's engines."""
     if name in (None, "echo"):
         return EchoBrain()
     if name in ("espeak", "tts"):
         return EspeakBrain()
-    raise ValueError("unknown brain %r (echo, espeak)" % name)
+    if name == "speech":
+        from ..speech import SpeechUnavailable
+        from .hearing import SpeechBrain
+        try:
+            return SpeechBrain(stt=stt, tts=tts)
+        except SpeechUnavailable as e:
+            log.warning("%s", e)
+            return EchoBrain()
+    raise ValueError("unknown brain %r (%s)" % (name, ", ".join(BRAINS)))
+
+
+async def call(port, send, timeout):
+    """One core request on a Port: ``send(session) -> id``, flush, await its terminal; -> the answer's
+    message, RequestFailed(code) on an Error (the server's API and the brains' Invokes)."""
+    id_ = send(port.session)
+    fut = port.wait_terminal(id_)
+    port.flush()
+    ev = await asyncio.wait_for(fut, timeout)
+    if ev.error is not None:
+        raise RequestFailed("the device answered %s with Error %s: %s" % (ev.kind, ops.ErrorCode.Name(ev.error.code),
+                                                                       ev.error.message),
+                            ops.ErrorCode.Name(ev.error.code), ev.error.message)
+    return ev.msg
 
 
 # ---------------------------------------------------------------------------------- the pipeline
-class VoicePipeline:
-    """One per connection. ``on_event`` takes the session's events; turns run as asyncio tasks."""
+class Port(typing.Protocol):
+    """What the pipeline needs of the connection it serves (``connection.Connection`` is one; tests
+    bring their own): nothing else of it is touched."""
 
-    def __init__(self, conn, brain, deferred_store):
-        self.conn = conn
+    #: The CoreSession: the pipeline reaches the wire only through its API.
+    session: cs.CoreSession
+    #: The device's id (DEFERRED keys, logs).
+    device_id: str
+
+    def flush(self) -> None:
+        """Frames queued from the pipeline's own tasks may leave now (the driver flushes after events)."""
+
+    def wait_terminal(self, id_: int) -> "asyncio.Future":
+        """A Future resolved with the TerminalReceived on ``id_`` (NotConnected when the connection ends)."""
+
+    def spawn(self, coro) -> "asyncio.Task":
+        """Run ``coro`` as a task of the connection (cancelled when it ends)."""
+
+
+class VoicePipeline:
+    """One per connection. ``on_event`` takes the session's events; turns run as asyncio tasks.
+
+    Dispatch is one table keyed by event class (``self._handlers``), the pattern of core/state.py and
+    the firmware session's _HANDLERS: the handled events are listed in one place, a lookup is one dict
+    probe (no name built per event), and a renamed event class fails at import, not silently."""
+
+    def __init__(self, conn, brain, deferred_store, wake=None):
+        self.conn = conn                   # the Port
         self.brain = brain
+        self.wake = wake                   # hearing.Wake (server-side wake phrase on ambient captures) or None
+        self.wakes = {}                    # RequestCapture id -> ambient capture id it was sent for
+        self.ambient_activity = 0          # ambient opens + chunks (the R10.4-b resume check reads it)
         # (device_id, correlation_ref) -> {"count", "last_ts", "audio"}; bounded (deferred.py)
         self.deferred = deferred_store if deferred_store is not None else DeferredStore()
         self.captures = {}                 # capture id -> dict(open, audio, endpointer, task)
@@ -194,28 +273,39 @@ class VoicePipeline:
         self.render_id = None
         self.stats = {"elided_pieces": 0}
         self._said_mute = False            # the "replies are not spoken" reason was logged
+        self._handlers = {cs.CaptureOpened: self._on_capture_opened, cs.ChunkReceived: self.on_chunk,
+                          cs.StreamEnded: self._on_stream_ended, cs.StreamCancelled: self._on_stream_cancelled,
+                          cs.StopReceived: self._on_stop, cs.TextInputReceived: self._on_text_input,
+                          cs.TerminalReceived: self._on_terminal, cs.CloseConnection: self._on_close}
 
     @property
     def s(self):
         return self.conn.session
 
     def on_event(self, ev):
-        h = getattr(self, "_on_" + type(ev).__name__, None)
+        """One event of the session; the caller flushes afterwards."""
+        h = self._handlers.get(type(ev))
         if h is not None:
             h(ev)
 
     # -- input ---------------------------------------------------------------------------------
-    def _on_CaptureOpened(self, ev):
+    def _on_capture_opened(self, ev):
         co = ev.open
         if co.trigger != ops.TRIGGER_UNSPECIFIED and self.render_id is not None:
             self._barge_in()
         cap = {"open": co, "audio": bytearray(), "ep": None, "deferred": co.mode == ops.DEFERRED, "key": None,
-               "held": False,
+               "held": False, "hear": None, "spot": None, "woken": False,
                "ambient": co.trigger == ops.TRIGGER_UNSPECIFIED}
         fmt = co.format
         rate = fmt.sample_rate or 16000
         if not cap["ambient"] and co.mode == ops.LIVE and co.trigger != ops.BUTTON:
             cap["ep"] = EnergyEndpointer(rate, fmt.channels or 1)
+        if cap["ambient"]:
+            self.ambient_activity += 1
+            if self.wake is not None and co.kind == ops.AUDIO and co.mode == ops.LIVE:
+                cap["spot"] = self._spotting(ev.id, cap)
+        elif co.kind == ops.AUDIO and not cap["deferred"]:
+            self._listen(cap)
         if cap["deferred"] and not co.correlation_ref:
             # R10.4-d: without the handle the upload cannot resume: a drop would lose or duplicate it.
             self.s.report.add("R10.4-d", "deferred_no_correlation_ref", "DEFERRED CaptureOpen id %d carries no "
@@ -234,14 +324,17 @@ class VoicePipeline:
             cap["replay"] = bool(st.get("done"))   # delivered already: its Response was lost on the way
             self.deferred.hold(key)            # never evicted while this capture is open (or its turn reads it)
             cap["held"] = True
-            if self.s.clock_offset_us is None and self.s.phase == "OPEN":
+            if self.s.clock_offset_us is None and self.s.phase == cs.PHASE_OPEN:
                 self.s.ping()                  # capture_ts maps to wall clock through this connection's round
         self.captures[ev.id] = cap
         if not cap["ambient"]:
             self.s.pipeline_state(PS.LISTENING)
-        self.conn.flush()
+        ambient_id = self.wakes.pop(ev.request_id, None) if ev.request_id else None
+        if ambient_id is not None:
+            self._woken_capture(ev.id, cap, ambient_id)
 
-    def _on_ChunkReceived(self, ev):
+    def on_chunk(self, ev):
+        """A ChunkReceived (what ``on_event`` does with one): the per-frame entry, called directly."""
         cap = self.captures.get(ev.id)
         if cap is None:
             return
@@ -269,16 +362,190 @@ class VoicePipeline:
             self.deferred.append(cap["key"], st, ev.data, ev.capture_ts)
             if st["count"] % ACK_EVERY == 0:
                 self.s.capture_ack(ev.id, st["count"])
-                self.conn.flush()
             return
         if cap["ambient"]:
-            return        # ambient audio: no server-side wakeword in the reference core
+            self.ambient_activity += 1
+            if cap["woken"]:
+                after = cap["after"]
+                if after is not None and len(after) < AFTER_WAKE_S * self._bytes_per_s(cap):
+                    after += ev.data          # the start of the utterance, until its own capture opens
+            elif cap["spot"] is not None:
+                cap["spot"].push(ev.data)     # the spotter runs in a worker thread, in batches
+            return
         cap["audio"] += ev.data
+        if cap["hear"] is not None:
+            cap["hear"].push(ev.data)
         ep = cap["ep"]
         if ep is not None and ep.feed(ev.data):
             cap["ep"] = None
             self.s.end_capture(ev.id)
             self._start_turn(ev.id)
+
+    # -- hearing: a recogniser fed while the capture streams; the wake phrase on ambient streams -------
+    @staticmethod
+    def _bytes_per_s(cap):
+        fmt = cap["open"].format
+        return (fmt.sample_rate or 16000) * (fmt.channels or 1) * 2
+
+    def _tools(self):
+        """The device tools offered to the assistant (none for a guest: docs/core.md, the guest surface)."""
+        sf = self.s.surface
+        if sf is None or sf.guest:
+            return (), {}
+        return tuple(sf.tools), {n: t.input_schema for n, t in sf.tools.items()}
+
+    def _listen(self, cap):
+        """A hearing brain gets the capture's audio as it arrives (16 kHz mono here; other formats are heard
+        whole at the end of the turn, resampled)."""
+        fmt = cap["open"].format
+        if getattr(self.brain, "hearing", None) is None or (fmt.sample_rate or 16000) != 16000 \
+                or (fmt.channels or 1) != 1:
+            return
+        cap["hear"] = self.brain.hearing(self.conn.spawn, self._tools()[0])
+
+    def _drop_hearing(self, cap):
+        for k in ("hear", "spot"):
+            f = cap.get(k)
+            if f is not None:
+                cap[k] = None
+                f.drop()
+
+    def _spotting(self, cid, cap):
+        """A wake-phrase spotter on ambient capture ``cid`` (docs/core.md, "Ambient wake phrase")."""
+        fmt = cap["open"].format
+        if (fmt.sample_rate or 16000) != 16000 or (fmt.channels or 1) != 1:
+            log.warning("%s: ambient capture %d is not 16 kHz mono: no wake phrase on it", self.conn.device_id, cid)
+            return None
+        from .hearing import Feeder
+        wake = self.wake
+        box = {}
+
+        async def prepare():
+            sp = box["sp"] = await asyncio.to_thread(wake.spotter)
+            return lambda data: wake.frames_until_hit(sp, data)
+
+        f = Feeder(self.conn.spawn, prepare, on_result=lambda r: self._on_wake(cid, r[0], r[1]))
+        f.drop = lambda: f.stop(lambda: box["sp"].close() if "sp" in box else None)
+        return f
+
+    def _on_wake(self, cid, hit, rest):
+        """The wake phrase was heard on ambient capture ``cid``: ask for a capture (RequestCapture); the turn
+        runs on the capture that answers it, or on ``cid`` itself when the device declines."""
+        cap = self.captures.get(cid)
+        if cap is None or cap["woken"] or self.s.phase != cs.PHASE_OPEN:
+            return
+        if self.turn_id is not None or self.render_id is not None:
+            log.info("%s: wake phrase on ambient %d while a turn runs: ignored", self.conn.device_id, cid)
+            return
+        log.info("%s: wake phrase %r heard on ambient capture %d at %d ms", self.conn.device_id, hit.phrase, cid,
+                 hit.end_ms)
+        cap["woken"] = True
+        cap["after"] = bytearray(rest)
+        spot = cap["spot"]
+        if spot is not None:              # frames that came while the hit's batch was in the spotter follow it
+            cap["after"] += spot.pending
+            spot.pending.clear()
+        self.s.pipeline_state(PS.LISTENING)
+        try:
+            rid = self.s.request_capture("wake-%d-%d" % (cid, hit.end_ms))
+        except cs.LocalProtocolError as e:
+            log.info("%s: no RequestCapture (%s): the turn runs on ambient capture %d", self.conn.device_id, e, cid)
+            self._turn_on_ambient(cid, cap)
+        else:
+            self.wakes[rid] = cid
+        self.conn.flush()
+
+    def _on_terminal(self, ev):
+        cid = self.wakes.get(ev.id)
+        if cid is None or ev.error is None:
+            return                          # accepted: _on_capture_opened saw its request_id
+        del self.wakes[ev.id]
+        cap = self.captures.get(cid)
+        if cap is None or not cap["ambient"]:
+            self.s.pipeline_state(PS.IDLE)
+            return
+        # Declined (UNAVAILABLE, §10.4): the core's fallback is the ambient stream it already has.
+        log.info("%s: RequestCapture %d declined (%s): the turn runs on ambient capture %d", self.conn.device_id,
+                 ev.id, ops.ErrorCode.Name(ev.error.code), cid)
+        self._turn_on_ambient(cid, cap)
+
+    def _turn_on_ambient(self, cid, cap):
+        """The wake turn on the ambient capture itself: from here it is a WAKEWORD capture (§4.1): endpointed,
+        StreamEnd{END_DETECTED}, answered, Response; the device then opens a fresh ambient capture."""
+        fmt = cap["open"].format
+        after, cap["after"] = bytes(cap.get("after") or b""), None
+        cap["ambient"] = cap["woken"] = False
+        cap["wake"] = cid
+        f, cap["spot"] = cap["spot"], None
+        if f is not None:
+            f.drop()
+        cap["ep"] = EnergyEndpointer(fmt.sample_rate or 16000, fmt.channels or 1)
+        self._listen(cap)
+        self._prime(cid, cap, after)
+
+    def _woken_capture(self, cid, cap, ambient_id):
+        """The capture answering a wake RequestCapture: it starts with the ambient audio after the phrase."""
+        cap["wake"] = ambient_id
+        amb = self.captures.get(ambient_id)
+        after = b""
+        if amb is not None:
+            after, amb["after"] = bytes(amb.get("after") or b""), None
+        self._prime(cid, cap, after)
+
+    def _prime(self, cid, cap, pcm):
+        """Start capture ``cid`` with the ambient audio heard after the wake phrase (less its first
+        AFTER_WAKE_SKIP_S): recogniser and endpointer hear it as the utterance's beginning."""
+        pcm = pcm[int(AFTER_WAKE_SKIP_S * self._bytes_per_s(cap)) & ~1:]
+        if not pcm:
+            return
+        cap["audio"] += pcm
+        if cap["hear"] is not None:
+            cap["hear"].push(pcm)
+        ep = cap["ep"]
+        if ep is not None:
+            step = int(self._bytes_per_s(cap) * 0.02) & ~1
+            for i in range(0, len(pcm), step):
+                if ep.feed(pcm[i:i + step]):
+                    cap["ep"] = None
+                    self.s.end_capture(cid)
+                    self._start_turn(cid)
+                    return
+
+    def _wake_done(self, cap):
+        """A wake turn ended (its terminal is out): resume spotting on a kept ambient capture, and check that
+        the device streams ambient again (R10.4-b: "resumes the ambient capture on the requested capture's
+        close")."""
+        amb = self.captures.get(cap.get("wake"))
+        if amb is not None and amb["ambient"]:
+            amb["woken"], amb["after"] = False, None
+        if self.s.phase == cs.PHASE_OPEN:
+            self.conn.spawn(self._check_resumed(self.ambient_activity))
+
+    async def _check_resumed(self, mark):
+        await asyncio.sleep(AMBIENT_RESUME_S)
+        if self.s.phase == cs.PHASE_OPEN and self.ambient_activity == mark:
+            self.s.report.add("R10.4-b", "ambient_not_resumed", "the wake turn ended %.1f s ago and the device has "
+                              "not streamed ambient audio since (no new ambient CaptureOpen, no chunk on a kept "
+                              "one)" % AMBIENT_RESUME_S, op="capture_open")
+
+    async def _invoke(self, name, arguments):
+        return await call(self.conn, lambda s: s.invoke(name, arguments), INVOKE_TIMEOUT_S)
+
+    def _later(self, delay_s, text):
+        self.conn.spawn(self._say_later(delay_s, text))
+
+    async def _say_later(self, delay_s, text):
+        """A timer: say ``text`` after ``delay_s`` (a render outside any capture; skipped while a turn runs)."""
+        await asyncio.sleep(delay_s)
+        if self.s.phase != cs.PHASE_OPEN or self.turn_id is not None or self.render_id is not None:
+            log.info("%s: timer due while busy: %r not said", self.conn.device_id, text)
+            return
+        tts = getattr(self.brain, "tts", None)
+        log.info("%s: timer: %s", self.conn.device_id, text)
+        if tts is not None:
+            pcm = await asyncio.to_thread(tts.synthesize, text)
+            await self._speak(Reply(audio=pcm, text=text))
+            self.s.pipeline_state(PS.IDLE)
             self.conn.flush()
 
     @staticmethod
@@ -294,7 +561,7 @@ class VoicePipeline:
         if st is None:
             return
         t0 = time.monotonic()
-        while self.s.clock_offset_us is None and time.monotonic() - t0 < CLOCK_WAIT_S and self.s.phase == "OPEN":
+        while self.s.clock_offset_us is None and time.monotonic() - t0 < CLOCK_WAIT_S and self.s.phase == cs.PHASE_OPEN:
             await asyncio.sleep(0.01)
         off = self.s.clock_offset_us
         first = st.get("first_ts")
@@ -315,9 +582,9 @@ class VoicePipeline:
                      ".%03d UTC" % (rec["spoken_at_us"] // 1000 % 1000), off, self.s.rtt_us)
         return rec
 
-    def _on_StreamEnded(self, ev):
+    def _on_stream_ended(self, ev):
         cap = self.captures.get(ev.id)
-        if cap is None or ev.kind != "CaptureOpen":
+        if cap is None or ev.kind != S.CAPTURE:
             return
         if cap["key"] is not None:
             self.s.capture_ack(ev.id, self.deferred[cap["key"]]["count"])
@@ -329,33 +596,44 @@ class VoicePipeline:
                 self.captures.pop(ev.id, None)
                 self._release(cap)
                 self.s.pipeline_state(PS.IDLE)
-                self.conn.flush()
                 return
-        if self.turn_id != ev.id and not cap["ambient"]:
+        if cap["ambient"]:
+            # The device ended its ambient stream (e.g. superseded by a requested capture, §10.4): the id's
+            # terminal is an empty Response; the device opens a fresh ambient capture when it resumes.
+            self._drop_hearing(cap)
+            self.captures.pop(ev.id, None)
+            if self.s.pending_terminal(ev.id):
+                self.s.respond(ev.id)
+            self._release(cap)
+        elif self.turn_id != ev.id:
             self._start_turn(ev.id)       # the turn releases the DEFERRED entry once it is done with it
         else:
             self._release(cap)
-        self.conn.flush()
 
-    def _on_StreamCancelled(self, ev):
+    def _on_stream_cancelled(self, ev):
         if ev.id in self.captures:
-            self._release(self.captures.pop(ev.id))
+            cap = self.captures.pop(ev.id)
+            self._drop_hearing(cap)
+            self._release(cap)
+            if cap["ambient"] and cap["woken"]:
+                return                     # superseded by the wake turn's requested capture (§10.4): it goes on
             if self.turn_id == ev.id and self.turn_task is not None:
                 self.turn_task.cancel()
             self.s.pipeline_state(PS.IDLE)
-            self.conn.flush()
 
-    def _on_StopReceived(self, ev):
+    def _on_stop(self, ev):
         self.stop_turn(ops.STOPPED)
 
-    def _on_TextInputReceived(self, ev):
+    def _on_text_input(self, ev):
         if ev.id:
-            self._spawn(self._text_turn(ev.id, ev.msg.text))
+            self.conn.spawn(self._text_turn(ev.id, ev.msg.text))
 
-    def _on_CloseConnection(self, ev):
+    def _on_close(self, ev):
         for t in (self.turn_task,):
             if t is not None:
                 t.cancel()
+        for cap in self.captures.values():
+            self._drop_hearing(cap)
         self.release_all()
 
     def _release(self, cap):
@@ -382,7 +660,8 @@ class VoicePipeline:
         self.turn_id = None
 
     def stop_turn(self, reason=ops.STOPPED):
-        """Stop (§4.4): cancel the in-flight activation; StreamCancel every open stream of the turn."""
+        """Stop (§4.4): cancel the in-flight activation; StreamCancel every open stream of the turn.
+        The caller flushes (the driver after a StopReceived, ``CoreServer.stop_turn`` otherwise)."""
         if self.turn_task is not None:
             self.turn_task.cancel()
         if self.render_id is not None and self.render_id in self.s.slots:
@@ -394,25 +673,18 @@ class VoicePipeline:
             slot = self.s.slots.get(cid)
             if slot is None:
                 continue
-            if slot.state == "OPEN":
+            if slot.state == S.OPEN:
                 self.s.cancel_stream(cid, reason)   # the cancel is the id's terminal
             elif self.s.pending_terminal(cid):
                 self.s.respond(cid)                 # mic already closed: the turn ends here
             self._release(self.captures.pop(cid))
         self.turn_id = None
         self.s.pipeline_state(PS.IDLE)
-        self.conn.flush()
 
     def _start_turn(self, cid):
         self.turn_id = cid
         self.s.pipeline_state(PS.PROCESSING)
-        self.turn_task = self._spawn(self._voice_turn(cid))
-
-    def _spawn(self, coro):
-        t = asyncio.ensure_future(coro)
-        self.conn.tasks.add(t)
-        t.add_done_callback(self.conn.tasks.discard)
-        return t
+        self.turn_task = self.conn.spawn(self._voice_turn(cid))
 
     async def _voice_turn(self, cid):
         cap = self.captures.get(cid)
@@ -422,13 +694,20 @@ class VoicePipeline:
             if cap["key"]:
                 spoken = await self._spoken_at(cap)      # the whole recording is in: when was it spoken?
             audio = bytes(self.deferred[cap["key"]]["audio"]) if cap["key"] else bytes(cap["audio"])
+            heard = None
+            if cap.get("hear") is not None:
+                heard = await cap["hear"].finish()       # the recogniser was fed as the audio arrived
+                cap["hear"] = None
+            tools, schemas = self._tools()
             turn = Turn(cid, audio, co.format.sample_rate or 16000, co.format.channels or 1,
-                        device_id=self.conn.device_id, trigger=co.trigger)
+                        device_id=self.conn.device_id, trigger=co.trigger, heard=heard, tools=tools,
+                        tool_schemas=schemas, invoke=self._invoke, later=self._later)
             reply = await self.brain.reply(turn)
+            self._heard(reply)
             await self._speak(reply)
             if self.s.pending_terminal(cid):
                 content = [content_pb2.ContentBlock(text=reply.text)] if reply.text and not self._can_speak() else []
-                self.s.respond(cid, content)
+                self.s.respond(cid, self._understood(reply) + content)
                 if spoken is not None:
                     self.s.report.deferred.append(spoken)     # answered: delivered once
             if cap["key"]:
@@ -438,23 +717,52 @@ class VoicePipeline:
             raise
         except Exception as e:  # noqa: BLE001 — a failing brain ends the exchange with an Error, loudly
             log.exception("turn %d failed", cid)
-            if self.s.phase == "OPEN" and self.s.pending_terminal(cid):
+            if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(cid):
                 self.s.fail(cid, ops.INTERNAL_ERROR, "the core failed: %s" % e)
                 self.s.pipeline_state(PS.ERROR, ops.INTERNAL_ERROR)
                 self.s.pipeline_state(PS.IDLE)
         finally:
             if cap is not None:
+                self._drop_hearing(cap)
                 self._release(cap)
+                if cap.get("wake") is not None:
+                    self._wake_done(cap)
             self.captures.pop(cid, None)
             if self.turn_id == cid:
                 self.turn_id = None
             self.conn.flush()
 
     async def _text_turn(self, tid, text):
-        reply = await self.brain.reply(Turn(tid, text=text or " ", device_id=self.conn.device_id))
-        if self.s.phase == "OPEN" and self.s.pending_terminal(tid):
-            self.s.respond(tid, [content_pb2.ContentBlock(text=reply.text)])
+        tools, schemas = self._tools()
+        reply = await self.brain.reply(Turn(tid, text=text or " ", device_id=self.conn.device_id, tools=tools,
+                                            tool_schemas=schemas, invoke=self._invoke, later=self._later))
+        self._heard(reply)
+        if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(tid):
+            self.s.respond(tid, self._understood(reply)[1:] + [content_pb2.ContentBlock(text=reply.text)])
             self.conn.flush()
+
+    def _heard(self, reply):
+        if reply.transcript is None:
+            return
+        intent = reply.intent
+        log.info('%s: heard: "%s" intent %s %s (confidence %.2f)', self.conn.device_id, reply.transcript,
+                 intent.name if intent else "none", json.dumps(intent.slots if intent else {}, sort_keys=True),
+                 reply.confidence or 0.0)
+
+    @staticmethod
+    def _understood(reply):
+        """What a hearing brain understood, as the Response's content (spec §10.8: Response.content is
+        ContentBlocks; text may be JSON for structured content): the transcript as plain text, then
+        {"transcript", "intent", "slots", "confidence", "reply"} as JSON. Empty for other brains."""
+        if reply.transcript is None:
+            return []
+        from .hearing import MAX_TRANSCRIPT_CHARS
+        text = reply.transcript[:MAX_TRANSCRIPT_CHARS]
+        intent = reply.intent
+        meta = {"transcript": text, "intent": intent.name if intent else None,
+                "slots": intent.slots if intent else {}, "confidence": round(reply.confidence or 0.0, 3),
+                "reply": reply.text}
+        return [content_pb2.ContentBlock(text=text), content_pb2.ContentBlock(text=json.dumps(meta, sort_keys=True))]
 
     def _can_speak(self):
         why = self.s.surface.speaker_problem()

@@ -25,6 +25,12 @@ from .surface import Surface, cap_name
 log = logging.getLogger("alabama.core.session")
 flog = logging.getLogger("alabama.core.frames")
 
+#: The session's phases (``CoreSession.phase``): HELLO until the Hello is answered, OPEN once accepted,
+#: CLOSED for good (refused, failed or ended). Drivers and the pipeline compare against these names.
+PHASE_HELLO = "HELLO"
+PHASE_OPEN = "OPEN"
+PHASE_CLOSED = "CLOSED"
+
 #: The core's own wire version (Accepted.wire_version, VersionMismatch.server_version).
 SERVER_WIRE_VERSION = 1
 UINT32_MAX = 0xFFFFFFFF
@@ -120,7 +126,7 @@ class CoreSession:
         self.decoder = wire.FrameDecoder(max(max_frame_bytes, wire.DEFAULT_MAX_FRAME_BYTES))
         self.surface = None
         self.admission = None
-        self.phase = "HELLO"            # HELLO -> OPEN -> CLOSED
+        self.phase = PHASE_HELLO         # PHASE_HELLO -> PHASE_OPEN -> PHASE_CLOSED
         self.close_reason = None
         self.slots = {}                 # id -> state.Slot (live ids)
         self.retired = collections.OrderedDict()  # id -> why ("done", "cancelled:sat", "refused", ...)
@@ -148,13 +154,13 @@ class CoreSession:
         if self.on_frame_in:
             for fn in self.on_frame_in:
                 fn(data)
-        if self.phase == "CLOSED":
-            return self._take()
-        if self.phase == "OPEN" and not self._slow_framing and not self.decoder.buffered() \
+        if self.phase == PHASE_CLOSED:
+            return self.take_events()
+        if self.phase == PHASE_OPEN and not self._slow_framing and not self.decoder.buffered() \
                 and not flog.isEnabledFor(logging.DEBUG):
             data = self._fast_frames(data if type(data) is bytes else bytes(data))
-            if data is None or self.phase == "CLOSED":
-                return self._take()
+            if data is None or self.phase == PHASE_CLOSED:
+                return self.take_events()
         try:
             self.decoder.feed(data)
             for ev in self.decoder:
@@ -163,7 +169,7 @@ class CoreSession:
                     self._oversize(ev)
                 else:
                     self._frame(ev.header, ev.tail)
-                if self.phase == "CLOSED":
+                if self.phase == PHASE_CLOSED:
                     break
         except wire.FrameError as e:
             if e.code == wire.FRAME_TOO_LARGE:
@@ -174,46 +180,36 @@ class CoreSession:
             else:
                 self._violate("R6-a", "framing", "%s: %s" % (e.code, e.message))
             self.close("framing error %s" % e.code)
-        return self._take()
+        return self.take_events()
 
     def _fast_frames(self, data):
         """The per-frame fast path (performance only; behaviour identical to the decoder + pb2 path).
 
-        Consumes the complete, well-formed frames at the front of ``data`` whose prefix varints are
-        short (total_len <= 2 bytes, header_len 1 byte) and within the limit; a canonical StreamChunk
-        Envelope (``id``, ``stream_chunk{seq, capture_ts}``, nothing else) is read without pb2, any
-        other Envelope goes through ``_frame``. Returns the unconsumed rest (b"" / a memoryview) for
-        the frame decoder, which handles partial frames, long varints, oversize frames and errors
-        exactly as before; None when everything was consumed."""
+        Consumes the complete, well-formed frames within the limit at the front of ``data``
+        (``wire.split_frame``); a canonical StreamChunk Envelope (``id``, ``stream_chunk{seq,
+        capture_ts}``, nothing else: ``wire.parse_chunk_header``) is read without pb2, any other
+        Envelope goes through ``_frame``. Returns the unconsumed rest (a memoryview) for the frame
+        decoder, which handles partial frames, bad varints, oversize frames and errors exactly as
+        before; None when everything was consumed."""
         n = len(data)
         pos = 0
         limit = self.decoder.limit
         report = self.report
         slots = self.slots
+        split, parse = wire.split_frame, wire.parse_chunk_header
         while pos < n:
-            b = data[pos]
-            if b < 0x80:
-                total, p = b, pos + 1
-            elif pos + 1 < n and data[pos + 1] < 0x80:
-                total, p = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
-            else:
+            f = split(data, pos, n, limit)
+            if f is None:
                 break
-            end = p + total
-            if total == 0 or total > limit or end > n:   # total_len 0: the decoder reports it
-                break
-            hl = data[p]
-            if hl >= 0x80 or hl > total - 1:
-                break
-            hend = p + 1 + hl
-            header = data[p + 1:hend]
-            tail = data[hend:end]
-            pos = end
-            c = _parse_chunk(header)
+            hstart, hend, pos = f
+            header = data[hstart:hend]
+            tail = data[hend:pos]
+            c = parse(header)
             if c is None:
                 self._frame(header, tail)
             else:
                 report.frames_in += 1
-                report.bytes_in += hl + len(tail)
+                report.bytes_in += hend - hstart + len(tail)
                 self._frame_index += 1
                 id_, seq, ts = c
                 slot = slots.get(id_)
@@ -223,7 +219,7 @@ class CoreSession:
                     self._events.append(ChunkReceived(id_, seq, tail, ts, _CAPTURE))
                     continue
                 self._chunk(id_, seq, ts, tail)
-            if self.phase == "CLOSED":
+            if self.phase == PHASE_CLOSED:
                 return None
         if pos >= n:
             return None
@@ -232,7 +228,7 @@ class CoreSession:
     def receive_frame(self, header, tail=b""):
         """One decoded frame (Envelope bytes + raw tail). Returns the events it caused."""
         self._frame(header, tail)
-        return self._take()
+        return self.take_events()
 
     def _frame(self, header, tail):
         self.report.frames_in += 1
@@ -250,10 +246,10 @@ class CoreSession:
     def receive_envelope(self, env, tail=b""):
         """One decoded Envelope (+ tail). Returns the events it caused."""
         self._envelope(env, tail)
-        return self._take()
+        return self.take_events()
 
     def _envelope(self, env, tail):
-        if self.phase == "CLOSED":
+        if self.phase == PHASE_CLOSED:
             return
         op = env.WhichOneof("op")
         if flog.isEnabledFor(logging.DEBUG):
@@ -265,7 +261,7 @@ class CoreSession:
         if tail and op != "stream_chunk":
             self._violate("R6-a", "tail_on_non_chunk", "a %s frame carries a %d-byte raw tail; only StreamChunk "
                           "frames do" % (op, len(tail)), env.id, op)
-        if self.phase == "HELLO" and op != "hello":
+        if self.phase == PHASE_HELLO and op != "hello":
             self._violate("R6.1-a", "hello_first", "%s before the Hello; the Hello is the first frame" % op, env.id, op)
             return
         try:
@@ -274,7 +270,7 @@ class CoreSession:
                               env.id, op)
                 self._error(env.id, _E.INVALID_REQUEST, "%s is a core-to-satellite operation" % op)
             else:
-                getattr(self, "_on_" + op)(env, getattr(env, op), tail)
+                _OPS[op](self, env, getattr(env, op), tail)
         except LocalProtocolError as e:
             if e.code != "FRAME_TOO_LARGE":
                 raise
@@ -287,7 +283,7 @@ class CoreSession:
 
     # ---------------------------------------------------------------------------- Tier 0
     def _on_hello(self, env, hello, tail):
-        if self.phase != "HELLO":
+        if self.phase != PHASE_HELLO:
             self._violate("R6.1-a", "hello_twice", "a second Hello on the session", env.id, "hello")
             self._error(env.id, _E.INVALID_REQUEST, "the session already has a Hello")
             return
@@ -330,7 +326,7 @@ class CoreSession:
         acc.max_concurrent_streams = self.max_concurrent_streams
         acc.wire_version = SERVER_WIRE_VERSION
         self._queue(resp, control=True)
-        self.phase = "OPEN"
+        self.phase = PHASE_OPEN
         self.decoder.set_limit(self.max_frame_bytes)
         if adm.send_paired:
             self.send_paired()
@@ -437,7 +433,7 @@ class CoreSession:
         if self._err_count[id_] < MAX_ERRORS_PER_ID:
             self._err_count[id_] += 1
             self._error(id_, _E.STREAM_CLOSED, "stream %d already ended; no chunks after StreamEnd" % id_,
-                        terminal=False)
+                        )
         self._check_stray()
 
     def _on_stream_end(self, env, end, tail):
@@ -494,7 +490,7 @@ class CoreSession:
             self._violate("R10.3-c", "too_many_streams", "%s id %d would be stream %d; Accepted.max_concurrent_streams "
                           "is %d" % (op, env.id, open_now + 1, self.max_concurrent_streams), env.id, op)
             self._error(env.id, _E.TOO_MANY_STREAMS, "at most %d open streams toward the core"
-                        % self.max_concurrent_streams, terminal=False)
+                        % self.max_concurrent_streams)
             self._remember(env.id, "refused")
             return None
         slot = S.Slot(env.id, kind, self.clock(), reliable=reliable, meta=meta)
@@ -522,7 +518,7 @@ class CoreSession:
         if uo.total_bytes > MAX_UPLOAD_BYTES:
             if self._check_sat_id(env.id, "upload_open"):
                 self._error(env.id, _E.RESOURCE_EXHAUSTED, "upload of %d bytes is over this core's %d-byte budget"
-                            % (uo.total_bytes, MAX_UPLOAD_BYTES), terminal=False)
+                            % (uo.total_bytes, MAX_UPLOAD_BYTES))
                 self._remember(env.id, "refused")
             return
         self._open_sat_stream(env, "upload_open", S.UPLOAD, True,
@@ -675,12 +671,12 @@ class CoreSession:
             self._violate("R10.10-d", "frame_after_close", "%s on id %d after its stream closed" % (op, id_), id_, op)
             if answer and self._err_count[id_] < MAX_ERRORS_PER_ID:
                 self._err_count[id_] += 1
-                self._error(id_, _E.STREAM_CLOSED, "stream %d is closed" % id_, terminal=False)
+                self._error(id_, _E.STREAM_CLOSED, "stream %d is closed" % id_)
         else:
             self._violate("R10.10-d", "unknown_stream", "%s on id %d, which was never opened" % (op, id_), id_, op)
             if answer and id_ and self._err_count[id_] < MAX_ERRORS_PER_ID:
                 self._err_count[id_] += 1
-                self._error(id_, _E.UNKNOWN_STREAM, "no stream %d was opened" % id_, terminal=False)
+                self._error(id_, _E.UNKNOWN_STREAM, "no stream %d was opened" % id_)
         self._check_stray()
 
     def _stray_frame(self, id_, op, detail, rule, code):
@@ -688,7 +684,7 @@ class CoreSession:
         self._violate(rule, "stray_frame", detail, id_, op)
         if self._err_count[id_] < MAX_ERRORS_PER_ID:
             self._err_count[id_] += 1
-            self._error(id_, code, detail, terminal=False)
+            self._error(id_, code, detail)
         self._check_stray()
 
     def _check_stray(self):
@@ -710,7 +706,7 @@ class CoreSession:
                       % (op, ev.total_len, self.max_frame_bytes), env.id, op)
         if env.id:
             self._error(env.id, _E.FRAME_TOO_LARGE, "frame of %d bytes over this core's max_frame_bytes %d"
-                        % (ev.total_len, self.max_frame_bytes), terminal=False)
+                        % (ev.total_len, self.max_frame_bytes))
 
     # ================================================================ output (the core's API)
     def mint_id(self):
@@ -725,7 +721,7 @@ class CoreSession:
                 return i
 
     def _require_open(self):
-        if self.phase != "OPEN":
+        if self.phase != PHASE_OPEN:
             raise LocalProtocolError("the session is not open (phase %s)" % self.phase, "NOT_OPEN")
 
     def _require_cap(self, kind, what):
@@ -855,7 +851,7 @@ class CoreSession:
     def fail(self, id_, code, message=""):
         """The failure terminal (Error) on a satellite request: exactly once (R10.8-a)."""
         slot = self._core_slot(id_, S.TERMINAL)
-        self._error(id_, code, message, terminal=False)
+        self._error(id_, code, message)
         slot.apply(S.CORE, S.TERMINAL, self.clock())
         self._retire(slot, "done")
 
@@ -1027,7 +1023,7 @@ class CoreSession:
 
     def pipeline_state(self, phase, error_code=0):
         """PipelineState notification (id 0) when the phase changes (§10.4.1)."""
-        if self.phase != "OPEN" or (phase, error_code) == self._pipeline_phase:
+        if self.phase != PHASE_OPEN or (phase, error_code) == self._pipeline_phase:
             return
         self._pipeline_phase = (phase, error_code)
         env = envelope_pb2.Envelope()
@@ -1042,9 +1038,9 @@ class CoreSession:
         self._queue(env, control=True)
 
     def close(self, reason):
-        if self.phase == "CLOSED":
+        if self.phase == PHASE_CLOSED:
             return
-        self.phase = "CLOSED"
+        self.phase = PHASE_CLOSED
         self.close_reason = reason
         self.report.close_reason = reason
         self._emit(CloseConnection(reason=reason))
@@ -1063,7 +1059,7 @@ class CoreSession:
                 slot.meta["overdue"] = True
                 self._violate("R10.8-a", "no_terminal", "%s id %d has had no terminal for %.1fs"
                               % (slot.kind, slot.id, now - since), slot.id, slot.kind)
-        return self._take()
+        return self.take_events()
 
     # ---------------------------------------------------------------------------- queue
     def _queue(self, env, tail=b"", control=True):
@@ -1072,7 +1068,7 @@ class CoreSession:
             _no_upload(env, op)
         header = env.SerializeToString()
         total = wire.frame_total_len(len(header), len(tail))
-        if self.phase == "HELLO" or self.surface is None or op == "hello_response":
+        if self.phase == PHASE_HELLO or self.surface is None or op == "hello_response":
             wire.check_handshake(total)
         else:
             try:
@@ -1121,13 +1117,45 @@ class CoreSession:
             out.append(f)
 
     def has_output(self):
+        """True while frames wait for the writer."""
         return bool(self._control or self._bulk)
 
+    def queued(self):
+        """Frames waiting for the writer, control and bulk."""
+        return len(self._control) + len(self._bulk)
+
     def bulk_pending(self):
+        """Bulk frames (stream chunks, stream ends) waiting for the writer."""
         return len(self._bulk)
 
+    def shed_if_backlog(self, max_frames):
+        """The slow-reader rule (R10.1-b): a peer that leaves more than ``max_frames`` frames unread is
+        disconnected, others unaffected. Over the limit (and not closed already) the queue is dropped,
+        the report says so and the session closes; returns True, and the driver drops the connection."""
+        n = len(self._control) + len(self._bulk)
+        if n <= max_frames or self.phase == PHASE_CLOSED:
+            return False
+        self.report.add("R10.1-b", "slow_reader", "%d frames queued unread: disconnecting" % n)
+        self._control.clear()
+        self._bulk.clear()
+        self.close("slow reader")
+        return True
+
+    def held(self):
+        """What the session holds right now, by kind (counts): live ids, unconsumed uploads, queued frames."""
+        return {"streams": len(self.slots), "uploads": len(self._uploads),
+                "queued_frames": len(self._control) + len(self._bulk)}
+
+    def release(self):
+        """The connection is gone: drop everything the session holds (streams, unconsumed uploads, queued
+        frames; an upload never outlives its connection, §10.4). Events still pending stay readable."""
+        self.slots.clear()
+        self._uploads.clear()
+        self._control.clear()
+        self._bulk.clear()
+
     # ---------------------------------------------------------------------------- misc
-    def _error(self, id_, code, message, terminal=True):
+    def _error(self, id_, code, message):
         env = envelope_pb2.Envelope(id=id_)
         env.error.code = code
         env.error.message = message[:256]
@@ -1162,7 +1190,9 @@ class CoreSession:
     def _emit(self, ev):
         self._events.append(ev)
 
-    def _take(self):
+    def take_events(self):
+        """The events caused since the last call (``receive_*`` and ``tick`` return them already; a driver
+        that acts on the session otherwise, e.g. ``close``, collects them here)."""
         out, self._events = self._events, []
         return out
 
@@ -1170,6 +1200,14 @@ class CoreSession:
         self.device_id = device_id
         self.report.device_id = device_id
         self.report.pattern = pattern
+
+
+#: CoreSession._envelope: the handler of each op a satellite may send, by Envelope oneof name (every other arm
+#: is in CORE_ONLY_OPS). One table, like state.py's and the firmware session's _HANDLERS.
+_OPS = {op: getattr(CoreSession, "_on_" + op) for op in (
+    "hello", "error", "ping", "ping_response", "stream_chunk", "stream_end", "stream_cancel", "capture_open",
+    "upload_open", "text_input", "event", "stop", "presence", "playback_done", "tool_result", "response",
+    "setting_state")}
 
 
 #: Outgoing ops that can carry a MediaBlock, or are an upload: checked by ``_no_upload`` (R10.4-c).
@@ -1191,65 +1229,6 @@ def _no_upload(env, op):
 
 
 _OPEN, _CAPTURE = S.OPEN, S.CAPTURE
-
-
-def _parse_chunk(h):
-    """(id, seq, capture_ts) when ``h`` is exactly a canonical ``Envelope{id, stream_chunk{seq,
-    capture_ts}}`` (fields in that order, each at most once, nothing else, id/seq below 2**32); None
-    for anything else (the caller then decodes it with pb2, so every other shape keeps protobuf's
-    own semantics). Varints are read inline: this runs once per audio frame."""
-    n = len(h)
-    pos = 0
-    id_ = 0
-    if n and h[0] == 0x08:                      # id (uint32)
-        pos = 1
-        shift = 0
-        while True:
-            if pos >= n or shift > 28:
-                return None
-            c = h[pos]
-            pos += 1
-            id_ |= (c & 0x7F) << shift
-            if c < 0x80:
-                break
-            shift += 7
-        if id_ > UINT32_MAX:
-            return None
-    if pos + 2 > n or h[pos] != 0x42 or h[pos + 1] >= 0x80 or pos + 2 + h[pos + 1] != n:
-        return None                             # stream_chunk (field 8, one-byte length) ends the header
-    pos += 2
-    seq = ts = 0
-    if pos < n and h[pos] == 0x08:              # seq (uint32)
-        pos += 1
-        shift = 0
-        while True:
-            if pos >= n or shift > 28:
-                return None
-            c = h[pos]
-            pos += 1
-            seq |= (c & 0x7F) << shift
-            if c < 0x80:
-                break
-            shift += 7
-        if seq > UINT32_MAX:
-            return None
-    if pos < n and h[pos] == 0x10:              # capture_ts (uint64)
-        pos += 1
-        shift = 0
-        while True:
-            if pos >= n or shift > 63:
-                return None
-            c = h[pos]
-            pos += 1
-            ts |= (c & 0x7F) << shift
-            if c < 0x80:
-                break
-            shift += 7
-        if ts > 0xFFFFFFFFFFFFFFFF:
-            return None
-    if pos != n:
-        return None
-    return id_, seq, ts
 
 
 def _ename(code):

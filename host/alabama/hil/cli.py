@@ -44,7 +44,7 @@ def register(sub):
 
 def pytest_argv(args):
     if args.board != "sim" and not args.board_type:
-        raise UsageError("a real board needs --board-type NAME (see `alabama boards list`)")
+        raise UsageError("a real board needs --board-type NAME (see `alabama board list`)")
     if args.timeout < 0:
         raise UsageError("--timeout %d: give the seconds a scenario may take, or 0 for no limit" % args.timeout)
     if args.board != "sim" and not args.bind and not args.list:

@@ -15,41 +15,6 @@ from .transport import NoiseConnection
 READ_CHUNK = 65536
 
 
-def receive_plaintext(conn, data):
-    """``conn.receive(data)`` then ``conn.read_plaintext()``, with a fast path for the steady state.
-
-    Once the handshake is done and nothing is buffered, the complete length-prefixed transport
-    messages at the front of ``data`` are decrypted straight from it (no staging buffer, one
-    ``CipherState.decrypt_with_ad`` each, so nonce, length and authentication rules are exactly the
-    binding's); an incomplete last message goes to ``conn.receive`` as usual. Any failure fails the
-    connection for good, exactly as ``conn.receive`` does. Performance only: results are identical."""
-    if not conn.handshake_done or conn.closed or conn._in or conn._plain:
-        conn.receive(data)
-        return conn.read_plaintext()
-    dec = conn._recv.decrypt_with_ad
-    n = len(data)
-    if n >= 2 and ((data[0] << 8) | data[1]) + 2 == n:   # exactly one message: the usual read of a satellite
-        try:
-            return dec(b"", data[2:])
-        except NoiseError as e:
-            conn._fail(e)
-    pos = 0
-    out = []
-    try:
-        while pos + 2 <= n:
-            end = pos + 2 + ((data[pos] << 8) | data[pos + 1])
-            if end > n:
-                break
-            out.append(dec(b"", data[pos + 2:end]))
-            pos = end
-    except NoiseError as e:
-        conn._fail(e)
-    if pos < n:
-        conn.receive(data[pos:])
-        out.append(conn.read_plaintext())
-    return out[0] if len(out) == 1 else b"".join(out)
-
-
 class NoiseStream:
     """An established Noise connection over asyncio streams."""
 
@@ -85,7 +50,7 @@ class NoiseStream:
                 self.conn.receive_eof()
                 return b""
             try:
-                out = receive_plaintext(self.conn, data)
+                out = self.conn.decrypt_stream(data)
             except NoiseError:
                 self.writer.close()
                 raise

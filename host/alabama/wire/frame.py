@@ -1,5 +1,8 @@
 """Alabama frame codec for the host (spec §6, §6.1): frames bytes and splits a plaintext stream into
-frames; it never decodes the Envelope (opaque bytes here) and never does I/O.
+frames; it never does I/O and treats the Envelope as opaque bytes, with one exception: the per-frame
+fast path of the core (``split_frame`` + ``parse_chunk_header``) reads a canonical StreamChunk header
+without protobuf, and gives up (None) on any other shape so protobuf decides. All varints here are
+read by ``read_varint``.
 
 A frame is ``varint total_len | varint header_len | Envelope | raw tail``, total_len counting
 everything after its own varint. This is the CPython twin of ``firmware/satellite/wire/frame.py``
@@ -136,22 +139,82 @@ class FrameEncoder:
 
 # --------------------------------------------------------------------------------------- reading
 
-def _read_varint(buf, pos: int, end: int, what: str):
-    """(value, next_pos), or (None, pos_needed) when the varint is incomplete."""
-    v = 0
-    for i in range(VARINT_MAX_BYTES):
-        p = pos + i
-        if p >= end:
-            return None, p + 1
-        c = buf[p]
-        if i == VARINT_MAX_BYTES - 1:
-            if c > 0x0F:
-                raise FrameError(VARINT_TOO_LONG, "%s varint over 5 bytes / 32 bits" % what)
-            return v | (c << 28), p + 1
-        v |= (c & 0x7F) << (7 * i)
+def read_varint(buf, pos: int, end: int, what: str = "varint", bits: int = 32):
+    """The one varint reader: (value, next_pos) of the unsigned varint at ``buf[pos:end]``, or
+    (None, pos_needed) when it is incomplete. One that does not fit ``bits`` bits (5 bytes for 32, 10
+    for 64) raises FrameError VARINT_TOO_LONG. Runs on every frame: one loop, no allocation."""
+    v = shift = 0
+    top = bits - 7
+    while pos < end:
+        c = buf[pos]
+        pos += 1
+        if shift >= top and c >> (bits - shift):
+            raise FrameError(VARINT_TOO_LONG, "%s varint over %d bytes / %d bits" % (what, (bits + 6) // 7, bits))
+        v |= (c & 0x7F) << shift
         if c < 0x80:
-            return v, p + 1
-    raise AssertionError("unreachable")  # pragma: no cover
+            return v, pos
+        shift += 7
+    return None, pos + 1
+
+
+def split_frame(buf, pos: int, end: int, limit: int):
+    """(header_start, header_end, frame_end) of the complete, well-formed frame at ``buf[pos:end]``
+    with 0 < total_len <= ``limit``; None whenever the FrameDecoder must decide instead (incomplete,
+    total_len 0, over the limit, a malformed prefix). The core's per-frame fast path: no copy."""
+    try:
+        total, p = read_varint(buf, pos, end, "total_len")
+        if total is None or total == 0 or total > limit:
+            return None
+        fend = p + total
+        if fend > end:
+            return None
+        hl = buf[p]
+        if hl < 0x80:                   # the usual one-byte header_len, without the call
+            h = p + 1
+        else:
+            hl, h = read_varint(buf, p, fend, "header_len")
+    except FrameError:
+        return None
+    if hl is None or hl > fend - h:
+        return None
+    return h, h + hl, fend
+
+
+def parse_chunk_header(h):
+    """(id, seq, capture_ts) when ``h`` is exactly a canonical ``Envelope{id, stream_chunk{seq,
+    capture_ts}}`` (fields in that order, each at most once, nothing else, id/seq below 2**32); None
+    for anything else (the caller then decodes it with pb2, so every other shape keeps protobuf's
+    own semantics). Runs once per audio frame of the core."""
+    n = len(h)
+    pos = 0
+    id_ = seq = ts = 0
+    try:
+        if n > 1 and h[0] == 0x08:                  # id (uint32)
+            id_ = h[1]
+            if id_ < 0x80:                          # the usual one-byte id, without the call
+                pos = 2
+            else:
+                id_, pos = read_varint(h, 1, n)
+                if id_ is None:
+                    return None
+        elif n and h[0] == 0x08:
+            return None
+        if pos + 2 > n or h[pos] != 0x42 or h[pos + 1] >= 0x80 or pos + 2 + h[pos + 1] != n:
+            return None                             # stream_chunk (field 8, one-byte length) ends the header
+        pos += 2
+        if pos < n and h[pos] == 0x08:              # seq (uint32)
+            seq, pos = read_varint(h, pos + 1, n)
+            if seq is None:
+                return None
+        if pos < n and h[pos] == 0x10:              # capture_ts (uint64)
+            ts, pos = read_varint(h, pos + 1, n, "capture_ts", 64)
+            if ts is None:
+                return None
+    except FrameError:
+        return None
+    if pos != n:
+        return None
+    return id_, seq, ts
 
 
 class FrameDecoder:
@@ -196,7 +259,7 @@ class FrameDecoder:
 
     def _parse(self, buf, start: int, end: int):
         """(event, bytes_used) or (None, bytes_needed_from_start)."""
-        total, p = _read_varint(buf, start, end, "total_len")
+        total, p = read_varint(buf, start, end, "total_len")
         if total is None:
             return None, p - start
         plen = p - start
@@ -207,7 +270,7 @@ class FrameDecoder:
             raise FrameError(HEADER_LEN_OVER_TOTAL, "total_len 0 leaves no room for header_len")
         body = p
         # The header_len varint must lie within total_len.
-        hl, p = _read_varint(buf, body, min(end, body + total), "header_len")
+        hl, p = read_varint(buf, body, min(end, body + total), "header_len")
         if hl is None:
             if p > body + total:
                 raise FrameError(HEADER_LEN_OVER_TOTAL, "header_len varint runs past total_len")

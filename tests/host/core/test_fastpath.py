@@ -1,10 +1,10 @@
 """The core's per-frame fast paths give exactly what the general paths give.
 
-* ``session._parse_chunk`` (StreamChunk header without pb2) against upb on canonical, mutated and
+* ``wire.parse_chunk_header`` (StreamChunk header without pb2) against upb on canonical, mutated and
   random headers;
 * ``CoreSession.receive_data`` with the fast framing path against the same session with it off
   (decoder + pb2 for every frame), over random frame mixes split at random points;
-* ``noise.aio.receive_plaintext`` against ``NoiseConnection.receive`` + ``read_plaintext`` over
+* ``NoiseConnection.decrypt_stream`` against ``NoiseConnection.receive`` + ``read_plaintext`` over
   random splits, and on tampered / truncated input (same error code, connection failed for good).
 """
 import os
@@ -14,13 +14,13 @@ from hypothesis import given, settings, strategies as st
 from google.protobuf.message import DecodeError
 
 from alabama.core import session as cs
-from alabama.core.session import Admission, CoreSession, _parse_chunk
+from alabama.core.session import Admission, CoreSession
 from alabama.core.testsat import capture_open, env, frame, hello
-from alabama.noise import aio as noise_aio
 from alabama.noise.state import NoiseError, public_key
 from alabama.noise.transport import NoiseConnection
 from alabama.v1 import envelope_pb2, operations_pb2 as ops
 from alabama.wire import frame as wire
+from alabama.wire.frame import parse_chunk_header as _parse_chunk
 
 
 def chunk_header(id_, seq, ts=0):
@@ -80,6 +80,17 @@ def test_parse_chunk_random_bytes(h):
     got = _parse_chunk(h)
     if got is not None:
         assert got == upb(h)
+
+
+def test_read_varint_bounds_at_32_and_64_bits():
+    assert wire.read_varint(b"\xff\xff\xff\xff\x0f", 0, 5) == (0xFFFFFFFF, 5)
+    assert wire.read_varint(b"\xff\xff\xff\xff", 0, 4) == (None, 5)             # incomplete: one more byte
+    with pytest.raises(wire.FrameError) as ei:
+        wire.read_varint(b"\xff\xff\xff\xff\x10", 0, 5, "total_len")
+    assert ei.value.code == wire.VARINT_TOO_LONG and "total_len varint over 5 bytes / 32 bits" in str(ei.value)
+    assert wire.read_varint(b"\xff" * 9 + b"\x01", 0, 10, bits=64) == (2 ** 64 - 1, 10)
+    with pytest.raises(wire.FrameError):
+        wire.read_varint(b"\xff" * 9 + b"\x02", 0, 10, bits=64)
 
 
 def test_parse_chunk_refuses_what_pb2_must_decide():
@@ -201,7 +212,7 @@ def pair():
 @given(st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=20),
        st.lists(st.integers(1, 6000), max_size=10))
 @settings(max_examples=100, deadline=None)
-def test_receive_plaintext_equals_receive(msgs, cuts):
+def test_decrypt_stream_equals_receive(msgs, cuts):
     i, r = pair()
     wire_bytes = b"".join(i.encrypt(m) for m in msgs)
     pieces, pos = [], 0
@@ -210,13 +221,13 @@ def test_receive_plaintext_equals_receive(msgs, cuts):
             pieces.append(wire_bytes[pos:c])
             pos = c
     pieces.append(wire_bytes[pos:])
-    got = b"".join(noise_aio.receive_plaintext(r, p) for p in pieces)
+    got = b"".join(r.decrypt_stream(p) for p in pieces)
     assert got == b"".join(msgs)
-    assert not r._in and r._recv.n == sum(1 for m in msgs if m)
+    assert not r._in and r.received_messages == sum(1 for m in msgs if m)
 
 
 @pytest.mark.parametrize("where", [2, 20, -1])
-def test_receive_plaintext_tampered_fails_like_receive(where):
+def test_decrypt_stream_tampered_fails_like_receive(where):
     results = []
     for fn in ("fast", "general"):
         i, r = pair()
@@ -224,7 +235,7 @@ def test_receive_plaintext_tampered_fails_like_receive(where):
         data[where] ^= 1
         try:
             if fn == "fast":
-                noise_aio.receive_plaintext(r, bytes(data))
+                r.decrypt_stream(bytes(data))
             else:
                 r.receive(bytes(data))
             results.append(("ok", r.read_plaintext()))

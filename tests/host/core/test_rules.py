@@ -228,7 +228,7 @@ def test_r10_1_b_liveness_allows_one_max_size_frame_of_queueing(tmp_path, run):
 
 # ------------------------------------------------------------------------------ R10.1-c
 class StalledConn:
-    """The pipeline's view of a connection whose peer reads nothing: frames only pile up in the session."""
+    """The pipeline's Port onto a connection whose peer reads nothing: frames only pile up in the session."""
 
     def __init__(self, session):
         self.session = session
@@ -243,6 +243,11 @@ class StalledConn:
         fut = asyncio.get_running_loop().create_future()
         self.waiters[id_] = fut
         return fut
+
+    def spawn(self, coro):
+        t = asyncio.ensure_future(coro)
+        self.tasks.add(t)
+        return t
 
 
 def test_r10_1_c_render_pieces_elided_under_backpressure_never_reliable_or_control(run):

@@ -2,18 +2,21 @@
 // from the board (log, led, frame, panel, speaker, state, mic, button, error) and binary speaker PCM; it
 // sends {"cmd": ...} and, while the button is held with this browser's microphone chosen, binary
 // microphone PCM (s16le mono 16 kHz). window.alabama exposes what the page saw (for tests and curious
-// users): ledHistory, speakerSamples, micSamples, panelLoads, panelSeq (the framebuffer seq shown), errors.
+// users): ledHistory (every phase heard), ledShown ([phase, ms] as the ring showed them), speakerSamples,
+// micSamples, panelLoads, panelSeq (the framebuffer seq shown), panelScale, errors.
 "use strict";
 
 const MIC_RATE = 16000;
-const LOG_KEEP = 2000;
-const ROWS_KEEP = 2000;
-const CHUNK_ROWS = 2;           // a run of StreamChunks shows its first two, then one "⋯" row
+let LOG_KEEP = 2000;            // the server says how much history it keeps (hello.keep)
+let ROWS_KEEP = 2000;
+// A phase the board passes through faster than an eye can see (PROCESSING lasts ~1 ms with the echo brain)
+// is held this long on the ring; the phases after it follow in order, and the timeline keeps the real times.
+const PHASE_MIN_MS = 700;
 const NAMES = {"tx": "Sat → Core", "rx": "Core → Sat"};
 
 const $ = (id) => document.getElementById(id);
-const seen = window.alabama = {ledHistory: [], speakerSamples: 0, micSamples: 0, panelLoads: 0, panelSeq: 0,
-                                errors: []};
+const seen = window.alabama = {ledHistory: [], ledShown: [], speakerSamples: 0, micSamples: 0, panelLoads: 0,
+                                panelSeq: 0, panelScale: 0, errors: []};
 
 let ws = null;
 let pressed = false;
@@ -34,10 +37,23 @@ let lp = 0, rsT = 0, rsLast = 0;
   }
 })();
 
+let ledQueue = [], ledUntil = 0, ledTimer = null;
 function setLed(phase) {
+  if (phase && seen.ledHistory[seen.ledHistory.length - 1] !== phase) seen.ledHistory.push(phase);
+  ledQueue.push(phase);
+  showLed();
+}
+
+function showLed() {
+  const now = performance.now();
+  if (ledTimer || !ledQueue.length) return;
+  if (now < ledUntil) { ledTimer = setTimeout(() => { ledTimer = null; showLed(); }, ledUntil - now); return; }
+  const phase = ledQueue.shift();
   $("ring").dataset.phase = phase || "NONE";
   $("phase").textContent = phase || "–";
-  if (phase && seen.ledHistory[seen.ledHistory.length - 1] !== phase) seen.ledHistory.push(phase);
+  if (phase) seen.ledShown.push([phase, Math.round(now)]);
+  ledUntil = now + (phase === "PROCESSING" ? PHASE_MIN_MS : 0);
+  showLed();
 }
 
 // ------------------------------------------------------------------------------------- log and timeline
@@ -52,23 +68,21 @@ function addLog(ms, line) {
 function fmtMs(ms) { return (ms / 1000).toFixed(3).padStart(8, " ") + "s"; }
 function opName(op) { return op.split("_").map((p) => p.charAt(0).toUpperCase() + p.slice(1)).join(""); }
 
-let run = null;                 // {dir, id, count, row} of the StreamChunk run being collapsed
+// StreamChunk runs are collapsed by the server (its first chunk a row, the rest one row it counts, sent
+// again with the same `run` number as it grows), as in the spec's §4 examples.
+let runRows = new Map();
 let lastRow = null;             // the newest frame row (a PipelineState row gets the phase the LED shows)
 function addFrame(f) {
   const body = $("timeline").tBodies[0];
   const box = body.parentNode.parentNode;
   const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
-  if (f.op === "stream_chunk" && run && run.dir === f.dir && run.id === f.id) {
-    run.count += 1;
-    if (run.count > CHUNK_ROWS) {
-      if (!run.row) run.row = row(body, "run " + f.dir, ["", "⋯", "", ""]);
-      run.row.cells[3].textContent = (run.count - CHUNK_ROWS) + " more StreamChunk on id " + f.id +
-        " (to " + fmtMs(f.ms).trim() + ")";
-      if (atEnd) box.scrollTop = box.scrollHeight;
-      return;
-    }
-  } else {
-    run = f.op === "stream_chunk" ? {dir: f.dir, id: f.id, count: 1, row: null} : null;
+  if (f.more != null) {
+    let tr = runRows.get(f.run);
+    if (!tr || !tr.isConnected) { tr = row(body, "run " + f.dir, ["", "⋯", "", ""]); runRows.set(f.run, tr); }
+    tr.cells[3].textContent = "(" + f.more + " more StreamChunk frame" + (f.more === 1 ? "" : "s") + " on id " + f.id +
+      ", to " + fmtMs(f.to_ms != null ? f.to_ms : f.ms).trim() + ")";
+    if (atEnd) box.scrollTop = box.scrollHeight;
+    return;
   }
   lastRow = row(body, f.dir, [fmtMs(f.ms), NAMES[f.dir] || f.dir, opName(f.op),
                               "{id " + f.id + (f.detail ? ", " + f.detail : "") + "}"]);
@@ -88,14 +102,31 @@ function row(body, cls, cells) {
 
 // ------------------------------------------------------------------------------------- panel
 let panelWant = 0, panelBusy = false;
+// The framebuffer is drawn at a whole scale (1x, 2x, ...: the largest the column allows), never a fraction:
+// a fractional scale drops or doubles pixel columns of the 8-pixel glyphs ("quick" read "quıck").
+let panelSize = null;
 function showPanel(size, v) {
   if (!size) return;
   $("panel-box").hidden = false;
   $("no-panel").hidden = true;
-  $("panel").width = size[0];
-  $("panel-size").textContent = size[0] + " × " + size[1];
+  panelSize = size;
+  scalePanel();
   if (v) { panelWant = Math.max(panelWant, v); loadPanel(); }
 }
+
+function scalePanel() {
+  if (!panelSize) return;
+  const box = $("panel-box"), cs = getComputedStyle(box);
+  const room = $("device").clientWidth - 2 * 10 - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) -
+               parseFloat(cs.borderLeftWidth) - parseFloat(cs.borderRightWidth);
+  const k = Math.max(1, Math.floor(room / panelSize[0]));
+  const img = $("panel");
+  img.style.width = (k * panelSize[0]) + "px";
+  img.style.height = (k * panelSize[1]) + "px";
+  seen.panelScale = k;
+  $("panel-size").textContent = panelSize[0] + " × " + panelSize[1] + (k > 1 ? " at " + k + "×" : "");
+}
+window.addEventListener("resize", scalePanel);
 
 // Pictures are fetched one at a time, the newest wanted next: a fast painter never queues stale ones.
 async function loadPanel() {
@@ -251,11 +282,18 @@ function setState(st) {
 function onEvent(ev) {
   switch (ev.t) {
     case "hello":
-      $("board-name").textContent = "— " + ev.board + (ev.board_name ? " (" + ev.board_name + ")" : "");
+      $("board-name").textContent = ev.board + (ev.board_name ? " (" + ev.board_name + ")" : "");
+      $("board-name").title = $("board-name").textContent;
       document.title = "Alabama virtual board " + ev.board;
+      if (ev.keep) {
+        LOG_KEEP = ev.keep.log;
+        ROWS_KEEP = ev.keep.timeline;
+        $("log-keep").textContent = "(the board's last " + LOG_KEEP + " lines, from its boot)";
+        $("timeline-keep").textContent = "(as the board sent and received them: the last " + ROWS_KEEP + ")";
+      }
       $("log").textContent = "";
       $("timeline").tBodies[0].textContent = "";
-      run = null;
+      runRows = new Map();
       lastRow = null;
       ev.log.forEach((l) => addLog(l.ms, l.line));
       ev.timeline.forEach(addFrame);

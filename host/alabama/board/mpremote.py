@@ -1,0 +1,198 @@
+"""Talking to a board over its serial port: the real ``mpremote`` command line, and the code run on the board.
+
+Responsible for: finding the port (resolve_port: as given, or the one Espressif USB device), running
+``mpremote connect PORT ...`` with its output line by line and a failure turned into one line saying what to
+do (run_mpremote, explain), the friendly-REPL soft reset that runs main.py (soft_reset), the probe of what a
+board holds (probe), and the MicroPython scripts sent to a board: real files in onboard/ (tested on the unix
+port), each sent as its text followed by one call ``run(...)`` with the arguments as Python literals (script).
+Not responsible for: which files a board should hold (fwset.py) or what to copy (deploy.py).
+mpremote's Python API is declared unstable: every round trip is its command line.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+from ..errors import AlabamaError
+from . import fwset
+
+ESPRESSIF_VID = 0x303A      # USB vendor id of the ESP32-S3's native USB (USB-Serial/JTAG, TinyUSB CDC)
+ONBOARD = pathlib.Path(__file__).resolve().parent / "onboard"
+PROBE_MARK = "ALABAMA-PROBE "
+MPREMOTE_TIMEOUT = 300          # seconds for one mpremote run (a first deploy over a slow UART)
+RESET_WAIT = 5.0                # seconds to wait for "soft reboot" after Ctrl-D
+
+
+class MpremoteError(AlabamaError):
+    """The board cannot be reached or did not do what was asked; the message is one line saying what to do."""
+
+
+def script(name, *args):
+    """The code that runs onboard/<name>.py on a board: its text, then `run(*args)` (args: Python literals)."""
+    text = (ONBOARD / (name + ".py")).read_text()
+    return "%s\nrun(%s)\n" % (text.rstrip("\n"), ", ".join(repr(a) for a in args))
+
+
+def _list_ports():
+    from serial.tools import list_ports
+    return list(list_ports.comports())
+
+
+def detect_port(list_ports=None):
+    """The one Espressif USB serial device (VID 0x303A); none or several is an MpremoteError saying what to do."""
+    ports = (list_ports or _list_ports)()
+    esp = [p for p in ports if getattr(p, "vid", None) == ESPRESSIF_VID]
+    if len(esp) == 1:
+        return esp[0].device
+    if not esp:
+        others = [p.device for p in ports if getattr(p, "vid", None) is not None]
+        hint = (" (other USB serial ports: %s; a board behind a USB-UART bridge needs --port)"
+                % ", ".join(others)) if others else ""
+        raise MpremoteError("no Espressif USB device found%s: plug the board's USB port in (hold BOOT while "
+                            "plugging if it does not appear) or pass --port" % hint)
+    raise MpremoteError("%d Espressif USB devices found (%s): pass --port to pick one"
+                        % (len(esp), ", ".join(p.device for p in esp)))
+
+
+def resolve_port(port=None, list_ports=None):
+    """The port to use: as given (checked to exist), or the one Espressif USB device (detect_port)."""
+    if port is None:
+        return detect_port(list_ports)
+    port = str(port)
+    if "://" in port or port.upper().startswith("COM"):
+        return port
+    if not os.path.exists(port):
+        raise MpremoteError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
+    return port
+
+
+def last_line(text):
+    lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def explain(port, rc, output):
+    """One line for a failed mpremote run."""
+    low = output.lower()
+    if "failed to access" in low or "could not exclusively lock" in low or "resource busy" in low:
+        return ("serial port %s is busy: close the program holding it (a REPL, `alabama logs`, a serial "
+                "monitor, another mpremote) and run again" % port)
+    if "permission denied" in low:
+        return ("no permission to open %s: add yourself to the dialout group (Linux: `sudo usermod -aG dialout "
+                "$USER`, then log in again)" % port)
+    if "could not enter raw repl" in low or "timeout waiting for" in low:
+        return ("the board on %s does not answer MicroPython's raw REPL: press RESET and run again; if it "
+                "still fails, reflash it with `alabama flash`" % port)
+    if "enospc" in low or "errno 28" in low:
+        return ("the board's filesystem on %s is full: remove files you added (`mpremote fs rm`) or reflash "
+                "with `alabama flash` (erases everything, keys included)" % port)
+    if "no module named" in low and ("hashlib" in low or "json" in low):
+        return "the MicroPython on %s lacks hashlib/json: flash the official image with `alabama flash`" % port
+    return "mpremote failed on %s (exit %d): %s" % (port, rc, last_line(output) or "no output")
+
+
+def run_mpremote(port, args, on_line=None, timeout=MPREMOTE_TIMEOUT):
+    """Run `mpremote connect PORT ARGS...`; returns its stdout. on_line(line) sees each line as it comes.
+
+    A failure is an MpremoteError with one line saying what to do.
+    """
+    cmd = [sys.executable, "-m", "mpremote", "connect", port] + list(args)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    lines = []
+    deadline = time.monotonic() + timeout
+    try:
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            lines.append(line)
+            if on_line:
+                on_line(line)
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(cmd, timeout)
+        rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise MpremoteError("mpremote did not finish within %d s on %s: press RESET on the board and run again"
+                            % (timeout, port)) from None
+    finally:
+        proc.stdout.close()
+    text = "\n".join(lines)
+    if rc != 0:
+        raise MpremoteError(explain(port, rc, text))
+    return text
+
+
+def probe_code():
+    """The code probe() runs on the board (onboard/probe.py with deploy's paths)."""
+    return script("probe", fwset.owned_top(), fwset.OWNED_DIR, PROBE_MARK)
+
+
+def parse_probe(text):
+    """The probe's report from the board's output, or None when it printed none."""
+    for line in text.splitlines():
+        if line.startswith(PROBE_MARK):
+            try:
+                return json.loads(line[len(PROBE_MARK):])
+            except ValueError:
+                return None
+    return None
+
+
+def probe(port, runner=run_mpremote):
+    """What the board holds: {'mpy': int, 'files': {path: sha256}, 'machine': str, 'cwd': str, 'frozen': str,
+    'frozen_digest': str}.
+
+    The first mpremote command soft-resets the board (mpremote's default), which stops a running
+    main.py and leaves a clean interpreter in the raw REPL (main.py does not run there).
+    """
+    text = runner(port, ["exec", probe_code()])
+    info = parse_probe(text)
+    if info is None:
+        raise MpremoteError("the board on %s did not report its files (got %r): is it running MicroPython? "
+                            "reflash with `alabama flash`" % (port, last_line(text)[:80]))
+    return info
+
+
+def close_serial(ser):
+    """Close a pyserial port with RTS and DTR deasserted first (on an auto-reset circuit or the S3's
+    USB-Serial/JTAG they drive the chip's reset and boot pins)."""
+    import serial
+    try:
+        ser.rts = False
+        ser.dtr = False
+    except (OSError, serial.SerialException):
+        pass
+    ser.close()
+
+
+def soft_reset(port, wait=RESET_WAIT, out=print):
+    """Ctrl-C then Ctrl-D at the friendly REPL: MicroPython soft-reboots and runs boot.py and main.py.
+
+    (mpremote's own soft-reset happens in the raw REPL, where main.py is not run.) Returns True when
+    the board said "soft reboot".
+    """
+    import serial
+    try:
+        ser = serial.Serial(port, 115200, timeout=0.1, exclusive=True)
+    except (serial.SerialException, OSError) as e:
+        raise MpremoteError(explain(port, 1, str(e))) from None
+    try:
+        ser.write(b"\r\x03\x02")     # interrupt anything, leave the raw REPL if still in it
+        time.sleep(0.1)
+        ser.reset_input_buffer()
+        ser.write(b"\x04")
+        seen = b""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and b"soft reboot" not in seen:
+            seen = (seen + ser.read(256))[-256:]
+        ok = b"soft reboot" in seen
+    finally:
+        close_serial(ser)
+    if ok:
+        out("soft reset: the board restarts with the new firmware (`alabama logs` to watch it)")
+    else:
+        out("warning: the board did not confirm the soft reset: press RESET to start the new firmware")
+    return ok

@@ -1,0 +1,74 @@
+"""Intent layer: the grammar the recogniser listens for and the (name, slots) read from a transcript.
+
+Responsible for the closed set of commands the reference brain knows (the time, a timer, a light
+on/off that names a tool the board declares, stop) as one table from which both the JSGF grammar
+and the parser are derived, and for the free-form fallback. Pure functions: no audio, no decoder,
+no session; what the core does with an intent (an Invoke, a reply) is not decided here.
+"""
+import re
+from typing import NamedTuple
+
+TIME = "time"
+TIMER = "timer"
+LIGHT = "light"
+STOP = "stop"
+FREE = "free_form"
+
+# spoken numbers the timer grammar accepts -> minutes
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+           "nine": 9, "ten": 10, "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40, "sixty": 60}
+# a declared tool is a light when one of its name's parts is one of these
+LIGHT_WORDS = ("light", "lights", "led", "lamp")
+
+
+class Intent(NamedTuple):
+    name: str
+    slots: dict
+
+
+def light_tool(tool_names):
+    """The first declared tool whose name (split on . _ -) has a light word, or None."""
+    for name in tool_names:
+        if any(part in LIGHT_WORDS for part in re.split(r"[._\-]", name.lower())):
+            return name
+    return None
+
+
+def grammar(tool_names=()):
+    """The JSGF grammar for pocketsphinx: one public rule, an alternative per intent.
+
+    The light rule is present only when the board declares a light tool (else the recogniser
+    cannot hear a command the core could not carry out)."""
+    nums = " | ".join(NUMBERS)
+    rules = ["<time> = what time is it | what is the time | tell me the time;",
+             "<timer> = set a timer for <num> (minute | minutes);",
+             "<num> = %s;" % nums,
+             "<stop> = stop | cancel;"]
+    alts = ["<time>", "<timer>", "<stop>"]
+    if light_tool(tool_names):
+        rules.append("<light> = turn [the] light (on | off) | turn (on | off) the light;")
+        alts.append("<light>")
+    return "#JSGF V1.0;\ngrammar alabama;\npublic <command> = %s;\n%s\n" % (" | ".join(alts), "\n".join(rules))
+
+
+_TIMER = re.compile(r"^set a timer for (\w+) minutes?$")
+_LIGHT = re.compile(r"^turn (?:the )?light (on|off)$|^turn (on|off) the light$")
+
+
+def parse(text, tool_names=()):
+    """Intent of a transcript: exact command forms only (what the grammar produces), else FREE.
+
+    FREE carries the text in slots["text"]; a light command with no declared light tool is FREE."""
+    t = " ".join(text.lower().split())
+    if t in ("what time is it", "what is the time", "tell me the time"):
+        return Intent(TIME, {})
+    if t in ("stop", "cancel"):
+        return Intent(STOP, {})
+    m = _TIMER.match(t)
+    if m and m.group(1) in NUMBERS:
+        return Intent(TIMER, {"minutes": NUMBERS[m.group(1)]})
+    m = _LIGHT.match(t)
+    tool = light_tool(tool_names)
+    if m and tool:
+        return Intent(LIGHT, {"tool": tool, "on": (m.group(1) or m.group(2)) == "on"})
+    return Intent(FREE, {"text": t})

@@ -1,0 +1,36 @@
+"""Fixtures shared by the host tests.
+
+* ``core``: the reference core (CoreServer on 127.0.0.1, a port the OS picks, so parallel workers never
+  collide) on its own event-loop thread (vb_support.CoreThread), its state under the test's tmp_path/core.
+* the marker ``needs_micropython`` (``pytestmark = pytest.mark.needs_micropython``): the test skips where
+  there is no micropython unix port; mpharness.micropython_cmd() is the one place that looks for it.
+"""
+import pytest
+
+from mpharness import micropython_cmd
+from vb_support import CoreThread
+
+
+def _micropython_missing():
+    try:
+        micropython_cmd()
+    except Exception:           # the finder's "no micropython command" error, whichever class it raises
+        return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any(item.get_closest_marker("needs_micropython") for item in items) or not _micropython_missing():
+        return
+    skip = pytest.mark.skip(reason="no micropython unix port")
+    for item in items:
+        if item.get_closest_marker("needs_micropython"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def core(tmp_path):
+    """A reference core on its own thread, data in tmp_path/core; .port, .key, .call(coro), .run(fn)."""
+    c = CoreThread(tmp_path / "core").start()
+    yield c
+    c.close()

@@ -1,0 +1,34 @@
+"""Shared fixtures for the speech layer: one model set and one recogniser per test session (loading
+the acoustic model costs ~0.5 s), and espeak-ng/sox skips with the package to install."""
+import shutil
+
+import pytest
+
+pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
+if not (shutil.which("espeak-ng") and shutil.which("sox")):
+    pytest.skip("speech tests synthesize utterances: apt-get install espeak-ng sox", allow_module_level=True)
+
+from alabama.speech import audio, recognizer  # noqa: E402
+
+TOOLS = ("device.info", "light.set", "device.set_volume")
+
+
+@pytest.fixture(scope="session")
+def models():
+    return recognizer.SpeechModels(tool_names=TOOLS)
+
+
+@pytest.fixture(scope="session")
+def rec(models):
+    return recognizer.Recognizer(models)
+
+
+@pytest.fixture(scope="session")
+def utterance():
+    cache = {}
+
+    def get(text):
+        if text not in cache:
+            cache[text] = audio.synth(text)
+        return cache[text]
+    return get

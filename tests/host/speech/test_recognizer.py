@@ -1,0 +1,65 @@
+"""recognizer: espeak-ng utterances decoded by pocketsphinx, streaming as a board sends them."""
+import sys
+
+import pytest
+
+from alabama import speech
+from alabama.speech import audio, intents, recognizer
+
+COMMANDS = [("what time is it", ("time", {})),
+            ("set a timer for five minutes", ("timer", {"minutes": 5})),
+            ("turn the light on", ("light", {"tool": "light.set", "on": True})),
+            ("stop", ("stop", {}))]
+
+
+@pytest.mark.parametrize("text,want", COMMANDS)
+def test_grammar_commands(rec, models, utterance, text, want):
+    t = rec.transcribe(utterance(text), chunk=640)
+    assert t.mode == "grammar"
+    assert tuple(intents.parse(t.text, models.tool_names)) == want, t
+    assert t.confidence >= recognizer.LOW_CONFIDENCE
+    assert [w.word for w in t.words][:1] == [text.split()[0]]
+
+
+@pytest.mark.parametrize("pcm", [audio.silence(1.0), audio.noise(1.0)], ids=["silence", "noise"])
+def test_silence_and_noise_are_low_confidence(rec, pcm):
+    t = rec.transcribe(pcm, chunk=640)
+    assert t.confidence < recognizer.LOW_CONFIDENCE
+    assert t.text == "" and t.mode == "none"
+
+
+def test_empty_and_odd_chunks(rec, utterance):
+    rec.start()
+    assert rec.finish().text == ""
+    pcm = utterance("stop")
+    assert rec.transcribe(pcm, chunk=333).text == rec.transcribe(pcm, chunk=640).text == "stop"
+
+
+def test_buffer_is_bounded(models, utterance):
+    r = recognizer.Recognizer(models, max_seconds=0.5)
+    t = r.transcribe(utterance("what time is it"), chunk=640)
+    assert t.truncated and len(r._buf) <= r.max_bytes
+
+
+def test_differential_board_framing(rec, utterance):
+    """The bench's check: transcript(source) == transcript(source re-framed 20 ms at a time)."""
+    pcm = utterance("turn the light on")
+    assert rec.transcribe(pcm).text == rec.transcribe(b"".join(audio.frames(pcm)), chunk=640).text
+
+
+@pytest.mark.parametrize("mutant", sorted(audio.MUTANTS))
+def test_mutants_change_the_transcript(rec, utterance, mutant):
+    pcm = utterance("turn the light on")
+    good = rec.transcribe(pcm, chunk=640)
+    bad = rec.transcribe(audio.MUTANTS[mutant](pcm), chunk=640)
+    assert bad.text != good.text, (mutant, bad)
+
+
+def test_loader_one_line_when_pocketsphinx_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pocketsphinx", None)       # import blocked
+    with pytest.raises(speech.SpeechUnavailable) as e:
+        speech.load()
+    msg = str(e.value)
+    assert "\n" not in msg and "pip install pocketsphinx" in msg
+    with pytest.raises(speech.SpeechUnavailable):
+        recognizer.SpeechModels()
