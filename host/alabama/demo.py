@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import wave
 
+from .board import logwords as lw
 from .errors import AlabamaError
 
 UTTERANCE = "What time is it?"     # a command the speech brain knows (alabama.speech.intents)
@@ -120,7 +120,7 @@ def synth_utterance(seconds=1.6, rate=16000):
 
 def make_utterance(path, text=UTTERANCE):
     """Write a 16 kHz mono WAV: espeak-ng's voice when installed, else a synthesized signal."""
-    from alabama.core.pipeline import resample, _parse_wav
+    from alabama import audio
     exe = shutil.which("espeak-ng") or shutil.which("espeak")
     source = "synthesized signal (install espeak-ng for a spoken utterance)"
     pcm = None
@@ -129,19 +129,15 @@ def make_utterance(path, text=UTTERANCE):
             from .speech.audio import SPEED, VOICE    # the voice and pace pocketsphinx hears best (docs/speech.md)
             raw = subprocess.run([exe, "-v", VOICE, "-s", str(SPEED), "--stdout", text], capture_output=True,
                                  timeout=30, check=True).stdout
-            rate, ch, data = _parse_wav(raw)
-            pcm = resample(data, rate, ch, 16000, 1)
+            rate, ch, data = audio.parse(raw)
+            pcm = audio.resample(data, rate, ch, 16000, 1)
             source = "espeak-ng: %r" % text
         except (subprocess.SubprocessError, OSError, ValueError):
             pcm = None
     if pcm is None:
         s = synth_utterance()
         pcm = struct.pack("<%dh" % len(s), *s)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(pcm)
+    audio.write(path, pcm, 16000)
     return len(pcm) / 32000.0, source
 
 
@@ -181,7 +177,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         vb.start()
         echo("board     : %s under micropython (heap %s), REPL on %s" % (vb.board.id, vb.heap_limit, vb.pty_path))
         await loop.run_in_executor(None, vb.wait_log, r"accepted", 30)
-        echo("session   : %s" % vb.wait_log(r"handshake done \((\w+)\)", 1).group(0))
+        echo("session   : %s" % vb.wait_log(lw.HANDSHAKE_DONE, 1).group(0))
         vb.set_mic(utt)
         tap.rows.clear()
         tap.t0 = time.monotonic()

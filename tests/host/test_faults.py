@@ -13,9 +13,9 @@ import shutil
 import pytest
 
 from alabama.hil import faults, mutants
-from alabama.hil.bench import Bench
+from alabama.hil.bench import sim_bench
 from alabama.hil.corehost import DOWN, UP, Relay, Rule, _Tracker
-from alabama.hil.targets import SimTarget, default_firmware
+from alabama.hil.targets import default_firmware
 from alabama.hil.timeline import CORE_TO_SAT, SAT_TO_CORE, Timeline
 from alabama.v1 import operations_pb2 as ops
 
@@ -125,11 +125,7 @@ def test_max_attempts_matches_the_shortest_backoff_schedule():
 
 # ------------------------------------------------------------------------------------------ the campaign
 def _bench(tmp, firmware=None):
-    target = SimTarget("sim", firmware=firmware, workdir=tmp)
-    target.setup()
-    bench = Bench(target, pathlib.Path(tmp) / "bench", log=lambda *a: None)
-    target.begin_scenario(pathlib.Path(tmp) / "board", t0=bench.tl.t0)
-    return bench
+    return sim_bench(tmp, firmware=firmware, log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")

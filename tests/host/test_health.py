@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from alabama.board import logwords as lw
 from alabama.cli import main as alabama
 
 from vb_support import board, device_id
@@ -21,7 +22,7 @@ def test_r8_2_e_health_event_at_boot_validates_against_its_schema(core, tmp_path
     """A guest (no pairing token): its device.health Event at boot is validated by the core against the declared
     metadata_schema (a violation would be in the report) and is what `devices --health` shows for it."""
     with board(tmp_path, core) as vb:
-        vb.wait_log(r"event device\.health \(boot\)", 30)
+        vb.wait_log(lw.HEALTH_BOOT, 30)
         dev = device_id(vb)
         conn = core.run(lambda: core.core.connections[dev])
         ev = None
@@ -44,7 +45,7 @@ def test_r8_2_e_health_event_at_boot_validates_against_its_schema(core, tmp_path
 def test_device_info_health_fields_and_devices_health_table(core, tmp_path, capsys):
     token, _ = core.run(core.core.mint_token, 600)
     with board(tmp_path, core, token=token) as vb:
-        vb.wait_log(r"paired: core key", 30)
+        vb.wait_log(lw.PAIRED, 30)
         dev = device_id(vb)
         vb.command("rssi -81")                         # the sim HAL's Wi-Fi signal moves
         info = json.loads(core.call(core.core.invoke(dev, "device.info", "{}")).content[0].text)
@@ -61,7 +62,7 @@ def test_device_info_health_fields_and_devices_health_table(core, tmp_path, caps
         # a reconnect is counted
         m = vb.mark()
         core.call(core.core.connections[dev].session.close("test: drop the session") or _noop())
-        vb.wait_log(r"accepted", 30, m)
+        vb.wait_log(lw.ACCEPTED, 30, m)
         info = json.loads(core.call(core.core.invoke(dev, "device.info", "{}")).content[0].text)
         assert info["reconnect_count"] == 1
     assert core.violations() == []

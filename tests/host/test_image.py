@@ -12,6 +12,7 @@ import tarfile
 
 import pytest
 
+from alabama.board import logwords as lw
 from alabama import cli
 from alabama.board import boards, deploy, fwset, image
 
@@ -317,7 +318,7 @@ def test_a_frozen_image_offers_no_ota_and_alabama_ota_says_flash_an_image(tmp_pa
         vb = board(tmp_path, core, token=token)
         vb.start()
         try:
-            vb.wait_log(r"accepted", 30)
+            vb.wait_log(lw.ACCEPTED, 30)
             dev = device_id(vb)
             info = json.loads(core.call(core.core.invoke(dev, "device.info", "{}")).content[0].text)
             assert info["image"] == "frozen" and info["firmware_digest"] == fwset.firmware_digest()

@@ -10,6 +10,7 @@ import pytest
 
 from alabama.board import fwset, ota, sim
 from alabama.core.errors import RequestFailed
+from alabama.board import logwords as lw
 
 from vb_support import board, device_id
 
@@ -37,7 +38,7 @@ def paired_board(tmp_path, core, env=None):
     token, _ = core.run(core.core.mint_token, 600)
     vb = board(tmp_path, core, token=token, env=env)
     vb.start()
-    vb.wait_log(r"paired: core key", 30)
+    vb.wait_log(lw.PAIRED, 30)
     return vb
 
 
@@ -119,7 +120,7 @@ def test_ota_wrong_digest_is_refused_and_nothing_changes(core, tmp_path):
                 core.call(core.core.invoke(dev, "firmware.update", json.dumps(
                     {"url": srv.url("127.0.0.1"), "sha256": "0" * 64})))
             assert e.value.code == "INVALID_REQUEST" and "pinned" in e.value.error_message
-        vb.wait_log(r"update refused \(DIGEST_MISMATCH\)", 5)
+        vb.wait_log(lw.ota_refused("DIGEST_MISMATCH"), 5)
         assert lib_digest(vb.flash) == before and not (vb.flash / "ota" / "stage").exists()
         i = info(core, dev)
         assert i["firmware"] == RUNNING and i["ota"]["state"] == "ok"
@@ -146,7 +147,7 @@ def test_ota_download_cut_leaves_the_old_firmware_booting(core, tmp_path):
         assert lib_digest(vb.flash) == before
         m = vb.mark()
         vb.reset()
-        vb.wait_log(r"accepted", 30, m)
+        vb.wait_log(lw.ACCEPTED, 30, m)
         i = info(core, dev)
         assert i["firmware"] == RUNNING and i["ota"]["state"] == "ok"
     finally:

@@ -7,7 +7,7 @@ The stock firmware enters listening mode by itself when it holds no record (runt
 import pytest
 
 from alabama import cli
-from alabama.board import sim
+from alabama.board import logwords as lw, sim
 from alabama.core import registry as reg
 from alabama.provision import record
 
@@ -27,21 +27,20 @@ def test_r7_3_b_r7_3_e_sound_provisioning_token_paired_then_ik(core, tmp_path, c
                         env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
     vb.start()
     try:
-        vb.wait_log(r"provision: listening mode", 30)
-        vb.wait_log(r"provision: transmission heard", 20)
-        vb.wait_log(r"provision: record stored: core 127\.0\.0\.1:%d, no core key \(XX\), pairing token"
-                    % core.port, 30)
+        vb.wait_log(lw.LISTENING, 30)
+        vb.wait_log(lw.HEARD, 20)
+        vb.wait_log(lw.record_stored("127.0.0.1", core.port) + r"no core key \(XX\), pairing token", 30)
         assert (flash / "data" / "provision.bin").exists()
-        vb.wait_log(r"connecting to 127\.0\.0\.1:%d with Noise XX" % core.port, 20)
-        vb.wait_log(r"accepted", 20)
-        vb.wait_log(r"paired: core key", 20)                         # token path: Paired on the session
+        vb.wait_log(lw.connecting("127.0.0.1", core.port, "XX"), 20)
+        vb.wait_log(lw.ACCEPTED, 20)
+        vb.wait_log(lw.PAIRED, 20)                         # token path: Paired on the session
         assert (flash / "data" / "core.pub").read_bytes() == core.key    # R7.3-e: pinned on Paired
         rec = record.decode((flash / "data" / "provision.bin").read_bytes())
         assert rec.core_host == "127.0.0.1" and rec.core_port == core.port and rec.pairing_token == ""
         m = vb.mark()
         vb.reset()                                                   # reconnect: IK with the pinned key
-        vb.wait_log(r"connecting to .* with Noise IK", 30, m)
-        vb.wait_log(r"accepted", 20, m)
+        vb.wait_log(lw.connecting(), 30, m)
+        vb.wait_log(lw.ACCEPTED, 20, m)
         assert not any("provision:" in ln for ln in vb.lines()[m:])  # a stored record: no listening
         assert not any("paired" in ln for ln in vb.lines()[m:])
     finally:
@@ -61,16 +60,16 @@ def test_button_gesture_enters_listening_mode_and_a_new_record_reconnects(core, 
     vb = sim.VirtualBoard(flash, speaker=tmp_path / "speaker.wav")
     vb.start()
     try:
-        vb.wait_log(r"accepted", 30)
+        vb.wait_log(lw.ACCEPTED, 30)
         m = vb.mark()
         for _ in range(5):
             vb.press()
             vb.release()
-        vb.wait_log(r"provision: button gesture: leaving the core for listening mode", 10, m)
-        vb.wait_log(r"provision: listening mode", 10, m)
+        vb.wait_log(lw.GESTURE_TO_LISTENING, 10, m)
+        vb.wait_log(lw.LISTENING, 10, m)
         m = vb.mark()
         sim.provision(flash, "127.0.0.1", core.port, core_key=core.key, token="again")   # as serial would
-        vb.wait_log(r"new provisioning record: connecting again", 15, m)
-        vb.wait_log(r"accepted", 30, m)
+        vb.wait_log(lw.NEW_RECORD, 15, m)
+        vb.wait_log(lw.ACCEPTED, 30, m)
     finally:
         vb.stop()

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from alabama import cli
-from alabama.board import sim
+from alabama.board import logwords as lw, sim
 from alabama.provision import record, serial
 from alabama.v1 import provisioning_pb2
 
@@ -62,7 +62,7 @@ def test_r7_3_b_serial_provisioning_of_the_virtual_board_ends_paired_over_ik(cor
                           env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
     vb.start()
     try:
-        vb.wait_log(r"no provisioning record", 30)
+        vb.wait_log(lw.NO_RECORD, 30)
         m = vb.mark()
         rc = cli.main(["provision", "serial", "--port", vb.pty_path, "--data", str(core.data_dir),
                        "--host", "127.0.0.1", "--core-port", str(core.port), "--ttl", "120"])
@@ -70,9 +70,9 @@ def test_r7_3_b_serial_provisioning_of_the_virtual_board_ends_paired_over_ik(cor
         assert rc == 0, out
         assert "wrote data/provision.bin (" in out and ", pinned the core key" in out
         assert "soft reset:" in out
-        vb.wait_log(r"connecting to 127\.0\.0\.1:%d with Noise IK" % core.port, 30, m)
-        vb.wait_log(r"accepted", 20, m)
-        vb.wait_log(r"paired: core key", 20, m)
+        vb.wait_log(lw.connecting("127.0.0.1", core.port), 30, m)
+        vb.wait_log(lw.ACCEPTED, 20, m)
+        vb.wait_log(lw.PAIRED, 20, m)
         assert (flash / "data" / "core.pub").read_bytes() == core.key
         rec = record.decode((flash / "data" / "provision.bin").read_bytes())
         assert rec.core_host == "127.0.0.1" and rec.core_port == core.port and rec.core_key == core.key

@@ -29,6 +29,7 @@ import wave
 import numpy as np
 import pytest
 
+from alabama.board import logwords as lw
 from alabama.board import panel as panel_mod
 from alabama.board import web
 from alabama.hil import report
@@ -397,7 +398,7 @@ def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
     try:
         vb.start()
         core.call(wb.start())
-        vb.wait_log(r"accepted", 60)
+        vb.wait_log(lw.ACCEPTED, 60)
         did = vs.device_id(vb)
         br = Browser(chromium_exe, ["--use-file-for-fake-audio-capture=%s" % tone])
         pg = br.page(wb.url)
@@ -414,7 +415,7 @@ def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
                 30, what="LED IDLE after SPEAKING")
         hist = pg.evaluate("window.alabama.ledHistory")
         assert hist.index("LISTENING") < hist.index("SPEAKING") < len(hist) - 1 - hist[::-1].index("IDLE"), hist
-        played = int(vb.wait_log(r"playback done \d+ frames (\d+)", 10, m).group(1))
+        played = int(vb.wait_log(lw.playback_done(), 10, m).group("frames"))
         wait_js(pg, "window.alabama.speakerSamples === %d" % played, 10, what="%d speaker samples" % played)
         with wave.open(vb.speaker) as wv:
             echo = wv.readframes(wv.getnframes())

@@ -5,8 +5,8 @@ import math
 import pathlib
 import struct
 import threading
-import wave
 
+from alabama import audio
 from alabama.board import sim
 from alabama.core.server import CoreServer
 
@@ -64,12 +64,7 @@ class CoreThread:
 
 
 def write_wav(path, samples, rate=16000):
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(struct.pack("<%dh" % len(samples), *samples))
-    return path
+    return audio.write(path, struct.pack("<%dh" % len(samples), *samples), rate)
 
 
 def tone(seconds, rate=16000, freq=440.0, amp=9000):
@@ -77,9 +72,9 @@ def tone(seconds, rate=16000, freq=440.0, amp=9000):
 
 
 def wav_frames(path):
-    with wave.open(str(path), "rb") as w:
-        assert w.getnchannels() == 1 and w.getsampwidth() == 2
-        return w.getnframes()
+    h = audio.info(path)
+    assert h.nchannels == 1 and h.sampwidth == 2
+    return h.nframes
 
 
 def board(tmp, core, key=None, token="", duplex=None, env=None, board_name="sim"):

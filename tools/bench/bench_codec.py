@@ -279,7 +279,6 @@ def run_micropython(mp, root):
 
 
 def main_cpython():
-    import pathlib
     from google.protobuf.internal import api_implementation
     root = pathlib_root()
     sys.path[:0] = [str(root / "firmware"), str(root / "host")]
@@ -287,11 +286,14 @@ def main_cpython():
     mpcompat.install()
     rows = {}
     vs = None
-    mp = pathlib.Path(sys.executable).parent / "micropython"
-    if mp.exists():
-        rows, vs = run_micropython(mp, root)
+    from alabama.errors import AlabamaError
+    from alabama.local import find_micropython
+    try:
+        mp = find_micropython()
+    except AlabamaError:
+        print("(no micropython next to %s nor on PATH: firmware rows skipped)" % sys.executable)
     else:
-        print("(no micropython next to %s: firmware rows skipped)" % sys.executable)
+        rows, vs = run_micropython(mp, root)
     mp_rows = rows.get("now", {})
     then = rows.get("then", {})
     upb = bench_upb()

@@ -26,42 +26,26 @@ sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from alabama.hil import deferred as HD  # noqa: E402
-from alabama.hil.bench import Bench  # noqa: E402
-from alabama.hil.targets import SimTarget  # noqa: E402
+from alabama.hil.bench import sim_bench  # noqa: E402
 
 DOC = ROOT / "docs" / "deferred.md"
 BEGIN, END = "<!-- deferred-table:begin -->", "<!-- deferred-table:end -->"
 
-ALLOC_SNIPPET = """
-import sys
-sys.path.insert(0, %(fw)r); sys.path.insert(0, %(tf)r)
-import test_deferred as T
-import rt_harness as H
-from mpsupport import mem_alloc_delta
-from satellite import deferred as D
-from satellite.wire import alabama_v1 as pb
-rt, sat, core, sink, hal = H.make()
-d = D.Deferred(rt, T.store(T.fresh_dir()))
-cid = sat.s.open_capture(pb.Trigger.BUTTON, pb.CaptureMode.DEFERRED, rt.mic_format(), "r-1").id
-buf = d.rec_buf
-t = (1 << 40) + 3600 * 1000000
-D.put_ts(buf, 0, t // (1 << 28), t %% (1 << 28))
-T._send_many(d, sat, cid, buf, len(buf), 5)
-print("ALLOC", mem_alloc_delta(T._send_many, d, sat, cid, buf, len(buf), 200), 200)
-"""
+#: The micropython side of the allocation measure (run with an empty store directory).
+MP_ALLOC = pathlib.Path(__file__).resolve().parent / "mp_alloc.py"
 
 
 def alloc_per_chunk():
     """{build: bytes per chunk} over 200 chunks, on the venv's 64-bit and build/mp32's 32-bit micropython."""
     from mpharness import MP32, MP32_HEAP, micropython32_cmd, run_micropython
-    snippet = ALLOC_SNIPPET % {"fw": str(ROOT / "firmware"), "tf": str(ROOT / "tests" / "firmware")}
     out = {}
     for name, cmd, heap in (("micropython 64-bit", None, None), ("micropython 32-bit (build/mp32)",
                                                                   micropython32_cmd(), MP32_HEAP)):
         if name.endswith("(build/mp32)") and cmd is None:
             out[name] = "not built (%s)" % MP32
             continue
-        p = run_micropython(["-c", snippet], micropython=cmd, heap=heap)
+        with tempfile.TemporaryDirectory(prefix="alabama-deferred-alloc-") as store:
+            p = run_micropython([str(MP_ALLOC), store], micropython=cmd, heap=heap)
         line = [ln for ln in p.stdout.decode().splitlines() if ln.startswith("ALLOC")]
         if not line:
             out[name] = "failed: %s" % (p.stderr.decode() or p.stdout.decode())[-300:]
@@ -106,10 +90,7 @@ def main():
     a = ap.parse_args()
     logging.getLogger("alabama.core").setLevel(logging.ERROR)
     work = pathlib.Path(tempfile.mkdtemp(prefix="alabama-deferred-"))
-    target = SimTarget("sim", workdir=work)
-    target.setup()
-    bench = Bench(target, work / "bench", log=print)
-    target.begin_scenario(work / "board", t0=bench.tl.t0)
+    bench = sim_bench(work)
     t0 = time.monotonic()
     ok = True
     try:

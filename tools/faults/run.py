@@ -24,8 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "host"))
 
 from alabama.hil import faults  # noqa: E402
-from alabama.hil.bench import Bench  # noqa: E402
-from alabama.hil.targets import SimTarget  # noqa: E402
+from alabama.hil.bench import sim_bench  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- fault-table:begin -->", "<!-- fault-table:end -->"
@@ -35,10 +34,7 @@ def run_campaign(plan, seed, firmware=None, workdir=None, log=print, env=None, s
     """Run ``plan`` on one fresh board + core; returns (results, seconds)."""
     rng = random.Random(seed)
     work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="alabama-faults-"))
-    target = SimTarget("sim", firmware=firmware, workdir=work)
-    target.setup()
-    bench = Bench(target, work / "bench", log=log)
-    target.begin_scenario(work / "board", t0=bench.tl.t0)
+    bench = sim_bench(work, firmware=firmware, log=log)
     fb = faults.FaultBench(bench, rng=rng, env=env)
     results = []
     t0 = time.monotonic()

@@ -40,8 +40,8 @@ CORE_HANG_S = 2.0
 
 
 def mp_cmd():
-    exe = pathlib.Path(sys.executable).parent / "micropython"
-    return str(exe) if exe.exists() else "micropython"
+    from alabama.local import find_micropython
+    return find_micropython(SystemExit)
 
 
 def mp_env():

@@ -39,6 +39,7 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "firmware"))
+sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 sys.path.insert(0, str(ROOT / "host"))
 from alabama import mpcompat  # noqa: E402
@@ -76,7 +77,8 @@ while True:
 
 
 def micropython():
-    return str(pathlib.Path(sys.executable).parent / "micropython")
+    from alabama.local import find_micropython
+    return find_micropython(SystemExit)
 
 
 def point_rng(seed, snr, r, t):
@@ -93,10 +95,17 @@ def make_trial(seed, snr, r, t):
 
 
 def stream_of(payload):
-    """The byte stream ggwave sends (length code, payload, parity): the dual tests' own builder."""
-    sys.path.insert(0, str(ROOT / "tests" / "firmware"))
-    from test_ggwave_rx import encode_bytes
-    return bytes(encode_bytes(payload))
+    """The byte stream ggwave sends: the length and its 2 RS parity bytes, the payload, its RS parity
+    (firmware/satellite/provision/rs.py encodes; tests/firmware/test_ggwave_rx.py checks this layout)."""
+    from satellite.provision import rs
+    n, ecc = len(payload), rs.ecc_len(len(payload))
+    buf = bytearray(3 + n + ecc)
+    buf[0] = n
+    code = rs.RS()
+    code.encode(buf, 0, 1, 2)
+    buf[3:3 + n] = payload
+    code.encode(buf, 3, n, ecc)
+    return bytes(buf)
 
 
 def decode_cpython(x16):

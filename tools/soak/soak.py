@@ -21,7 +21,8 @@ import sys
 import tempfile
 import threading
 import time
-import wave
+
+from alabama.board import logwords as lw
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -113,11 +114,8 @@ def utterance_wav(path, ms=400, rate=16000, seed=7):
         env = 0.55 + 0.45 * math.sin(2 * math.pi * 4.0 * t) ** 2
         x = int(5000 * v * env + rnd.gauss(0, 200))
         out += max(-32768, min(32767, x)).to_bytes(2, "little", signed=True)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(bytes(out))
+    from alabama import audio
+    audio.write(path, bytes(out), rate)
     return pathlib.Path(path)
 
 
@@ -296,8 +294,8 @@ class Soak:
         self.vb = sim.VirtualBoard(flash, board="sim", firmware=self.firmware, heap=self.heap,
                                    micropython=self.micropython, speaker=self.workdir / "speaker.wav", env=env)
         self.vb.start()
-        self.vb.wait_log(r"sat: accepted", 30)
-        self.vb.wait_log(r"^sat: idle$|sat: accepted", 5)
+        self.vb.wait_log(lw.SAT_ACCEPTED, 30)
+        self.vb.wait_log(lw.IDLE + "|" + lw.SAT_ACCEPTED, 5)
 
     def teardown(self):
         for part in (self.vb, self.relay, self.core):
@@ -317,7 +315,7 @@ class Soak:
         m = vb.mark()
         t0 = time.monotonic()
         vb.press()
-        o = vb.wait_log(r"sat: capture (\d+) opened \(button\)", 5, m)
+        o = vb.wait_log(lw.CAPTURE_OPENED_BUTTON, 5, m)
         cid = int(o.group(1))
         if cut_in == "capture":
             time.sleep(cut_delay)
@@ -327,12 +325,12 @@ class Soak:
         time.sleep(hold_s)
         vb.release()
         if cut_in == "render":
-            vb.wait_log(r"sat: render (\d+) opened", self.timeout, m)
+            vb.wait_log(lw.RENDER_OPENED, self.timeout, m)
             time.sleep(cut_delay)
             n = self.relay.cut()
             return True, {"cid": cid, "links_cut": n, "t": time.monotonic() - t0}
-        done = vb.wait_log(r"sat: playback done (\d+) frames (\d+)", self.timeout, m)
-        vb.wait_log(r"sat: capture %d done: Response" % cid, self.timeout, m)
+        done = vb.wait_log(lw.playback_done(), self.timeout, m)
+        vb.wait_log(lw.capture_response(cid), self.timeout, m)
         return True, {"cid": cid, "render": int(done.group(1)), "frames": int(done.group(2)),
                       "t": time.monotonic() - t0}
 
@@ -349,8 +347,8 @@ class Soak:
         del p[:-GESTURE_PRESSES]
 
     def _wait_reconnected(self, m, timeout=20.0):
-        self.vb.wait_log(r"sat: connection lost|sat: connection failed", timeout, m)
-        self.vb.wait_log(r"sat: accepted", timeout, m)
+        self.vb.wait_log(lw.LINK_DOWN, timeout, m)
+        self.vb.wait_log(lw.SAT_ACCEPTED, timeout, m)
 
     def _wait_idle(self, timeout=10.0):
         deadline = time.monotonic() + timeout
@@ -459,7 +457,7 @@ class Soak:
             "failures": self.failures, "warmup": self.warmup, "seed": self.seed,
             "cut_every": self.cut_every, "cuts": self.cuts, "n_cuts": len(self.cuts),
             "relay_connects": self.relay.connects() if self.relay else None,
-            "board_accepts": len(re.findall(r"sat: accepted", log_text)),
+            "board_accepts": len(re.findall(lw.SAT_ACCEPTED, log_text)),
             "board_boots": self.vb.boots,
             "internal_errors": len(re.findall(r"INTERNAL ERROR|MemoryError", log_text)),
             "heap_free_at_start": heap0,

@@ -37,13 +37,12 @@ import termios
 import threading
 import time
 
-from .. import local
+from .. import CORE_PORT, REPO, local
 from . import rawrepl
 from ..errors import AlabamaError
+from ..provision import record as rc
+from ..provision.record import DATA_DIR
 
-#: Where the firmware's key store lives inside the flash directory (a board's /data).
-DATA_SUBDIR = "data"
-REPO = pathlib.Path(__file__).resolve().parents[3]
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n"
 
 
@@ -69,12 +68,8 @@ def find_micropython():
     return micropython32() or local.find_micropython(SimError)
 
 
-def micropython32():
-    """The 32-bit unix port (tools/mp32/build.sh), or None when it has not been built."""
-    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or REPO / "build" / "mp32" / "micropython")
-    if not p.is_absolute():
-        p = REPO / p
-    return str(p) if os.access(str(p), os.X_OK) else None
+#: The 32-bit unix port (tools/mp32/build.sh), or None when it has not been built.
+micropython32 = local.micropython32
 
 
 _PROBED = {}
@@ -143,16 +138,12 @@ def free_port():
 
 def provision(flash_dir, core_host, core_port, core_key=None, token="", token_expires=0, fresh_identity=False):
     """Write a provisioning record into the flash dir's key store (what ggwave/QR/serial would deliver)."""
-    from alabama.provision import record as rc
-    from alabama.v1 import provisioning_pb2
-    d = pathlib.Path(flash_dir) / DATA_SUBDIR
+    d = pathlib.Path(flash_dir) / DATA_DIR
     d.mkdir(parents=True, exist_ok=True)
-    rec = provisioning_pb2.ProvisioningRecord(core_host=core_host, core_port=int(core_port),
-                                              core_key=bytes(core_key or b""), pairing_token=token or "",
-                                              token_expires=int(token_expires or 0))
-    (d / "provision.bin").write_bytes(rc.encode(rec))
+    rec = rc.build(core_host, core_port, core_key, token, token_expires)
+    (d / rc.RECORD).write_bytes(rc.encode(rec))
     if fresh_identity:
-        for name in ("device.key", "core.pub", "settings.json"):
+        for name in (rc.DEVICE_KEY, rc.CORE_KEY, rc.SETTINGS):
             try:
                 (d / name).unlink()
             except FileNotFoundError:
@@ -163,7 +154,7 @@ def provision(flash_dir, core_host, core_port, core_key=None, token="", token_ex
 def device_public_key(flash_dir):
     """The board's public key (None before its first start, when the firmware generates it)."""
     from alabama.noise.state import public_key
-    p = pathlib.Path(flash_dir) / DATA_SUBDIR / "device.key"
+    p = pathlib.Path(flash_dir) / DATA_DIR / rc.DEVICE_KEY
     return public_key(p.read_bytes()) if p.exists() else None
 
 
@@ -221,7 +212,7 @@ class VirtualBoard:
     # ------------------------------------------------------------------------------ lifecycle
     def start(self):
         self.flash.mkdir(parents=True, exist_ok=True)
-        (self.flash / DATA_SUBDIR).mkdir(exist_ok=True)
+        (self.flash / DATA_DIR).mkdir(exist_ok=True)
         if self.compiled:
             self.install()
         else:
@@ -598,12 +589,12 @@ def cmd_sim(args):
     if args.core:
         host, _, port = args.core.rpartition(":")
         if not host or not port.isdigit():
-            raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:7355")
+            raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
         key = bytes.fromhex(args.core_key) if args.core_key else None
         if key is not None and len(key) != 32:
             raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`)")
         provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
-    elif not (pathlib.Path(args.dir) / DATA_SUBDIR / "provision.bin").exists():
+    elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     vb = VirtualBoard(args.dir, board=args.board, mic=args.mic, speaker=args.speaker, ctl_port=args.ctl_port,
                       duplex=args.duplex, echo=lambda line: print(line, flush=True), heap=args.heap,

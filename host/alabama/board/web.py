@@ -43,10 +43,10 @@ import struct
 import tempfile
 import threading
 import time
-import wave
 
 from aiohttp import WSMsgType, web
 
+from .. import audio
 from ..errors import AlabamaError
 
 log = logging.getLogger("alabama.board.web")
@@ -81,35 +81,23 @@ class WebError(AlabamaError):
     pass
 
 
-def wav_header(rate, nbytes=0xFFFFFFFF - 36):
-    """A 16-bit mono PCM WAV header; the default size marks a stream still being written."""
-    return (b"RIFF" + struct.pack("<I", min(36 + nbytes, 0xFFFFFFFF)) + b"WAVEfmt " +
-            struct.pack("<IHHIIHH", 16, 1, 1, rate, 2 * rate, 2, 16) + b"data" + struct.pack("<I", nbytes))
+#: A 16-bit mono PCM WAV header (alabama.audio owns the format).
+wav_header = audio.stream_header
 
 
 def to_mic_wav(data, dest):
     """A chosen WAV (any PCM 8/16-bit, mono/stereo, any rate) written as the mic's 16 kHz mono s16 WAV.
     Returns its duration in seconds. Raises WebError saying what is wrong."""
-    from alabama.core.pipeline import resample
     try:
-        with wave.open(io.BytesIO(data), "rb") as w:
-            ch, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
-            pcm = w.readframes(w.getnframes())
-    except (wave.Error, EOFError, struct.error) as e:
-        raise WebError("not a PCM WAV file (%s): choose a .wav (16-bit PCM)" % e) from None
-    if width == 1:                                                      # unsigned 8-bit -> s16
-        import numpy as np
-        pcm = ((np.frombuffer(pcm, np.uint8).astype("<i2") - 128) << 8).astype("<i2").tobytes()
-    elif width != 2:
+        rate, ch, width, pcm = audio.read(data)
+    except audio.WavError as e:
+        raise WebError("%s: choose a .wav (16-bit PCM)" % e) from None
+    if width not in (1, 2):
         raise WebError("the WAV has %d-byte samples: the mic takes 8- or 16-bit PCM" % width)
     if not 1 <= ch <= 2 or not 4000 <= rate <= 192000:
         raise WebError("the WAV is %d channels at %d Hz: the mic takes mono or stereo, 4-192 kHz" % (ch, rate))
-    out = resample(pcm, rate, ch, MIC_RATE, 1)
-    with wave.open(str(dest), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(MIC_RATE)
-        w.writeframes(out)
+    out = audio.resample(audio.to_s16(pcm, width), rate, ch, MIC_RATE, 1)
+    audio.write(dest, out, MIC_RATE)
     return len(out) / (2.0 * MIC_RATE)
 
 

@@ -9,10 +9,10 @@ import struct
 import subprocess
 import sys
 
+from .. import REPO
 from ..errors import AlabamaError
 from ..local import find_micropython
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
 SCRIPT = pathlib.Path(__file__).resolve().parent / "codec_echo.py"
 REFUSED = b"\xff\xff\xff\xff"
 

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 
+from .. import CORE_PORT
 from ..errors import UsageError
 from ..local import lan_address
 from . import BRAINS
@@ -28,7 +29,7 @@ def register(sub):
         q.add_argument("--data", default=DEFAULT_DATA, help="state directory (key, registry, reports); default %(default)s")
 
     s = csub.add_parser("serve", help="run the core (Ctrl-C stops it)")
-    s.add_argument("--listen", default="0.0.0.0:7355", help="HOST:PORT to listen on (default %(default)s)")
+    s.add_argument("--listen", default="0.0.0.0:%d" % CORE_PORT, help="HOST:PORT to listen on (default %(default)s)")
     data(s)
     s.add_argument("--closed", action="store_true", help="closed mode: reject devices not in the registry (§7.3)")
     s.add_argument("--min-wire-version", type=int, default=1, help="lowest Hello.wire_version admitted (§13)")
@@ -57,7 +58,7 @@ def register(sub):
     data(t)
     t.add_argument("--ttl", type=int, default=600, help="seconds the token stays valid (default %(default)s)")
     t.add_argument("--host", default=None, help="core address the record carries (default: this machine's LAN address)")
-    t.add_argument("--port", type=int, default=7355)
+    t.add_argument("--port", type=int, default=CORE_PORT)
     t.add_argument("--no-key", action="store_true", help="leave the core key out of the record (XX + token path)")
     t.add_argument("--wifi-ssid", default="")
     t.add_argument("--wifi-passphrase", default="")
@@ -120,7 +121,7 @@ def _engine_flag(value):
 def _listen(spec):
     host, sep, port = spec.rpartition(":")
     if not sep or not port.isdigit():
-        raise UsageError("--listen wants HOST:PORT, e.g. 0.0.0.0:7355 (got %r)" % spec)
+        raise UsageError("--listen wants HOST:PORT, e.g. 0.0.0.0:%d (got %r)" % (CORE_PORT, spec))
     return host or "0.0.0.0", int(port)
 
 
@@ -173,15 +174,11 @@ def cmd_key(args):
 
 
 def cmd_token(args):
-    from alabama.v1 import provisioning_pb2
     from ..provision import record
     r = reg.Registry(args.data)
     token, expires = r.mint_token(args.ttl)
-    rec = provisioning_pb2.ProvisioningRecord(core_host=args.host or lan_address(), core_port=args.port,
-                                              pairing_token=token, token_expires=int(expires),
-                                              wifi_ssid=args.wifi_ssid, wifi_passphrase=args.wifi_passphrase)
-    if not args.no_key:
-        rec.core_key = reg.server_public_key(args.data)
+    rec = record.build(args.host or lan_address(), args.port, None if args.no_key else reg.server_public_key(args.data),
+                       token, expires, args.wifi_ssid, args.wifi_passphrase)
     print(token)
     try:
         data = record.encode(rec)

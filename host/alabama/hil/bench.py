@@ -11,7 +11,7 @@ import pathlib
 import shutil
 import time
 
-from alabama.v1 import provisioning_pb2
+from alabama.provision import record as record_codec
 
 from . import measures
 from .corehost import BenchError, CoreHost
@@ -80,16 +80,12 @@ class Bench:
         host, rport = self.core.address if self.core else (self.bind, 0)
         if self.target.connect_host:
             host = self.target.connect_host
-        rec = provisioning_pb2.ProvisioningRecord(core_host=host, core_port=port or rport)
-        if key is not None:
-            rec.core_key = key
-        elif core_key:
-            rec.core_key = self.core.public_key
+        if key is None and core_key:
+            key = self.core.public_key
+        tok, expires = None, 0
         if token:
             tok, expires = token if isinstance(token, tuple) else (token, time.time() + 300)
-            rec.pairing_token = tok
-            rec.token_expires = int(expires)
-        return rec
+        return record_codec.build(host, port or rport, key, tok, expires)
 
     def provision(self, path="ik", **kw):
         """Provision the board for an admission path (spec §7.3), from a clean identity:
@@ -278,3 +274,21 @@ class Bench:
 def _what(dir_, op, id_):
     s = {SAT_TO_CORE: "Sat \u2192 Core ", CORE_TO_SAT: "Core \u2192 Sat ", NOTE: "note "}.get(dir_, "")
     return "%s%s%s" % (s, op or "any frame", "" if id_ is None else " on id %d" % id_)
+
+
+def open_scenario(target, workdir, board_dir, **kw):
+    """A Bench for one scenario on a target that is set up: the bench's files in ``workdir``, the board's in
+    ``board_dir``, both on the bench's timeline clock. ``kw`` goes to Bench (bind, relay_port, log)."""
+    bench = Bench(target, workdir, **kw)
+    target.begin_scenario(board_dir, t0=bench.tl.t0)
+    return bench
+
+
+def sim_bench(workdir, firmware=None, log=print):
+    """A Bench on a fresh simulated board in ``workdir`` (bench/ and board/ under it), scenario begun: the
+    set-up the fault and deferred campaigns share, tools and tests alike. Close it with ``bench.close()``."""
+    from .targets import SimTarget
+    work = pathlib.Path(workdir)
+    target = SimTarget("sim", firmware=firmware, workdir=work)
+    target.setup()
+    return open_scenario(target, work / "bench", work / "board", log=log)

@@ -19,19 +19,18 @@ import time
 
 import numpy as np
 
+from alabama.board import logwords as lw
 from alabama.core.pipeline import Reply
 
 from . import steps
 from .corehost import DOWN, UP, Rule
 from .faults import CAMPAIGN_ENV
 
-#: The board's log lines (firmware/satellite/deferred.py).
-RE_START = re.compile(r"deferred: recording (\S+) \(core out of reach\): first chunk at (\d+) us on the device "
-                      r"clock, local RTC (-?\d+) us")
-RE_QUEUED = re.compile(r"deferred: recording (\S+) queued: (\d+) chunks \((\d+) stored, (\d+) recordings, "
-                       r"(\d+) bytes, (\d+) dropped\)")
-RE_DROPPED = re.compile(r"deferred: ring full \(.*\): oldest recording (\S+) dropped, (\d+) chunks \((\d+) dropped")
-RE_DELIVERED = re.compile(r"deferred: (\S+) delivered \((\d+) chunks\)")
+#: The board's log lines (firmware/satellite/deferred.py; worded in board/logwords.py).
+RE_START = re.compile(lw.DEFERRED_START)
+RE_QUEUED = re.compile(lw.DEFERRED_QUEUED)
+RE_DROPPED = re.compile(lw.DEFERRED_DROPPED)
+RE_DELIVERED = re.compile(lw.DEFERRED_DELIVERED)
 TS_BYTES = 8
 #: The clock-mapping bound the issue sets (capture_ts mapped to wall clock, on the virtual board).
 CLOCK_BOUND_US = 20_000
@@ -93,7 +92,7 @@ class DeferredBench:
         hil.provision("ik", preconfigure=True)
         self.did = hil.boot()
         # the board's own Ping round has run once (this boot's clock offset: what a reset's rebase needs)
-        self._wait_log(re.compile(r"sat: clock offset"), 0, 15)
+        self._wait_log(re.compile(lw.CLOCK_OFFSET), 0, 15)
         return self.did
 
     def _flash(self):

@@ -25,6 +25,7 @@ import statistics
 import threading
 import time
 
+from alabama.board import logwords as lw
 from alabama.core import registry as reg
 from alabama.core.errors import NotConnected
 
@@ -52,7 +53,7 @@ RELEASE_WAIT_S = 4.0
 
 
 #: The board's log line when a received transport message fails (runtime.run: the NoiseError's class).
-BOARD_AEAD_FAILED = re.compile(r"connection failed \((?:Noise|Transport)Error\)")
+BOARD_AEAD_FAILED = re.compile(lw.AEAD_FAILED)
 
 
 class FaultSpec:

@@ -17,8 +17,10 @@ import time
 
 import pytest
 
+from alabama import REPO
+
 from . import report as report_mod
-from .bench import Bench
+from .bench import open_scenario
 from .targets import make_target
 
 _RUN_KEY = pytest.StashKey()
@@ -63,7 +65,7 @@ def pytest_configure(config):
 
 
 def _git_describe(fw):
-    root = pathlib.Path(fw) if fw else pathlib.Path(__file__).resolve().parents[3] / "firmware"
+    root = pathlib.Path(fw) if fw else REPO / "firmware"
     try:
         r = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
                            capture_output=True, timeout=10, text=True)
@@ -115,8 +117,7 @@ def hil(request, hil_target):
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
     work = base / run["run_id"] / "scenarios" / safe
     bind = cfg.getoption("--hil-bind") or "127.0.0.1"
-    bench = Bench(hil_target, work, bind=bind, relay_port=cfg.getoption("--hil-port"))
-    hil_target.begin_scenario(work / "board", t0=bench.tl.t0)
+    bench = open_scenario(hil_target, work, work / "board", bind=bind, relay_port=cfg.getoption("--hil-port"))
     bench.long_runs = cfg.getoption("--hil-long-runs")
     _LIVE.append(bench)
     try:

@@ -15,10 +15,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-import wave
 import xml.etree.ElementTree as ET
 
 import numpy as np
+
+from alabama import audio
 
 from .timeline import collapse
 
@@ -59,22 +60,13 @@ waves [{title, path}], serial_log (text), notes []} ]"""
 def read_wav(path):
     """(mono float samples in [-1, 1], rate) of a PCM WAV (8/16/32-bit); ([], 16000) when unreadable."""
     try:
-        with wave.open(str(path), "rb") as w:
-            rate, ch, width, n = w.getframerate(), w.getnchannels(), w.getsampwidth(), w.getnframes()
-            raw = w.readframes(n)
-    except (OSError, EOFError, wave.Error):
+        rate, ch, width, raw = audio.read(path)
+    except (OSError, audio.WavError):
         return np.zeros(0), 16000
-    dtype = {1: np.uint8, 2: "<i2", 4: "<i4"}.get(width)
-    if dtype is None:
+    try:
+        return audio.to_float(raw, width, ch), rate
+    except audio.WavError:
         return np.zeros(0), rate
-    x = np.frombuffer(raw[: len(raw) - len(raw) % (width * ch)], dtype=dtype).astype(np.float64)
-    if width == 1:
-        x = (x - 128.0) / 128.0
-    else:
-        x /= float(1 << (8 * width - 1))
-    if ch > 1:
-        x = x.reshape(-1, ch).mean(axis=1)
-    return x, rate
 
 
 def wave_svg(samples, rate, width=720, height=96, color="#2563eb"):

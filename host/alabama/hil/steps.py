@@ -6,10 +6,10 @@ listing it guards. Brains run on the core's thread; steps run on the test's thre
 decides pass or fail beyond the expectations it waits for.
 """
 import asyncio
-import wave
 
 import numpy as np
 
+from alabama import audio
 from alabama.core.pipeline import Reply
 from alabama.v1 import content_pb2
 
@@ -20,12 +20,7 @@ RATE = 16000
 
 # ------------------------------------------------------------------------------------------ audio
 def write_wav(path, samples, rate=RATE):
-    x = np.clip(np.asarray(samples), -32768, 32767).astype("<i2")
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(x.tobytes())
+    audio.write(path, np.asarray(samples), rate)
     return str(path)
 
 
@@ -146,8 +141,8 @@ def ptt_exchange(hil, wav, hold_s=None, timeout=30.0):
     hil.target.press()
     co = hil.expect(SAT_TO_CORE, "capture_open", after=m, timeout=5, what="the CaptureOpen of a button press")
     if hold_s is None:
-        with wave.open(wav) as w:
-            hold_s = w.getnframes() / w.getframerate()
+        h = audio.info(wav)
+        hold_s = h.nframes / h.framerate
     import time
     time.sleep(hold_s)
     hil.note("bench: button released")

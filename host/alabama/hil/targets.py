@@ -22,20 +22,13 @@ import sys
 import threading
 import time
 
+from alabama import REPO
 from alabama.provision import record as record_codec
 
 from .corehost import BenchError
 
-KEYSTORE_RECORD = "provision.bin"
-KEYSTORE_DEVICE_KEY = "device.key"
-KEYSTORE_CORE_KEY = "core.pub"
-KEYSTORE_SETTINGS = "settings.json"
-#: The key store directory under the flash root (firmware/satellite/app.py DATA_DIR).
-DATA_DIR = "data"
 #: Serial log lines the bench reads the free heap from (the runtime logs gc.mem_free()).
 HEAP_RE = re.compile(r"(?:mem_free|heap(?:_free)?|free heap)\D{0,3}(\d{3,})", re.I)
-
-REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def default_firmware():
@@ -154,7 +147,7 @@ class SimTarget(Target):
         self.flash = pathlib.Path(workdir) / "flash"
         if self.flash.exists():
             shutil.rmtree(self.flash)
-        (self.flash / DATA_DIR).mkdir(parents=True)
+        (self.flash / record_codec.DATA_DIR).mkdir(parents=True)
         self.speaker_path = str(pathlib.Path(workdir) / "speaker.wav")
         self.mic_path = None
         self._logs = []
@@ -163,30 +156,30 @@ class SimTarget(Target):
         self.t0 = time.monotonic() if t0 is None else t0
 
     def _data_dir(self):
-        return self.flash / DATA_DIR
+        return self.flash / record_codec.DATA_DIR
 
     def provision(self, rec, fresh_identity=True):
         """Write the record where the firmware reads it (flash/data); with ``fresh_identity`` also a new
         device key, so the bench knows the public key before the board connects."""
         from alabama.noise.state import public_key
         d = self._data_dir()
-        for name in (KEYSTORE_RECORD, KEYSTORE_CORE_KEY):
+        for name in (record_codec.RECORD, record_codec.CORE_KEY):
             try:
                 os.remove(d / name)
             except OSError:
                 pass
-        if fresh_identity or not (d / KEYSTORE_DEVICE_KEY).exists():
-            (d / KEYSTORE_DEVICE_KEY).write_bytes(os.urandom(32))
-        (d / KEYSTORE_RECORD).write_bytes(record_codec.encode(rec))
+        if fresh_identity or not (d / record_codec.DEVICE_KEY).exists():
+            (d / record_codec.DEVICE_KEY).write_bytes(os.urandom(32))
+        (d / record_codec.RECORD).write_bytes(record_codec.encode(rec))
         self.rec = rec
-        return public_key((d / KEYSTORE_DEVICE_KEY).read_bytes())
+        return public_key((d / record_codec.DEVICE_KEY).read_bytes())
 
     def pinned_core_key(self):
-        p = self._data_dir() / KEYSTORE_CORE_KEY
+        p = self._data_dir() / record_codec.CORE_KEY
         return p.read_bytes() if p.exists() else None
 
     def stored_record(self):
-        p = self._data_dir() / KEYSTORE_RECORD
+        p = self._data_dir() / record_codec.RECORD
         return record_codec.decode(p.read_bytes()) if p.exists() else None
 
     def start(self):
@@ -261,11 +254,10 @@ class SimTarget(Target):
         return done_row.t - t_cancel
 
     def played_frames(self):
-        import wave
+        from alabama import audio
         try:
-            with wave.open(self.speaker_path, "rb") as w:
-                return w.getnframes()
-        except (OSError, EOFError, wave.Error):
+            return audio.info(self.speaker_path).nframes
+        except (OSError, audio.WavError):
             return None
 
     def waves(self):

@@ -8,11 +8,11 @@ import datetime
 import sys
 import time
 
+from .. import CORE_PORT
 from ..errors import UsageError
 from ..local import lan_address
 from . import record
 
-DEFAULT_CORE_PORT = 7355
 DEFAULT_TTL_S = 600
 
 
@@ -63,7 +63,7 @@ def _record_options(p, port_flag):
                    help="the core's address (with --data default: this machine's LAN address)")
     ports = ("--port", "--core-port") if port_flag else ("--core-port",)
     g.add_argument(*ports, dest="core_port", type=int, metavar="P",
-                   help="the core's TCP port (with --data default %d)" % DEFAULT_CORE_PORT)
+                   help="the core's TCP port (with --data default %d)" % CORE_PORT)
     g.add_argument("--wifi-ssid", metavar="S", help="Wi-Fi network for the board")
     g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase")
 
@@ -74,7 +74,6 @@ def _when(ts):
 
 def build_record(args, out=print, now=time.time):
     """(record bytes, ProvisioningRecord) from the command line; prints what it minted or found."""
-    from alabama.v1 import provisioning_pb2
     if args.record is not None:
         if args.ttl is not None:
             raise UsageError("--ttl mints a token: use it with --data, not --record")
@@ -87,9 +86,7 @@ def build_record(args, out=print, now=time.time):
         from ..core import registry as reg
         ttl = DEFAULT_TTL_S if args.ttl is None else args.ttl
         token, expires = reg.Registry(args.data).mint_token(ttl)
-        rec = provisioning_pb2.ProvisioningRecord(core_host=lan_address(), core_port=DEFAULT_CORE_PORT,
-                                                  core_key=reg.server_public_key(args.data),
-                                                  pairing_token=token, token_expires=int(expires))
+        rec = record.build(lan_address(), CORE_PORT, reg.server_public_key(args.data), token, expires)
         out("token %s expires %s (in %d s)" % (token, _when(expires), ttl))
     if args.core_host is not None:
         rec.core_host = args.core_host

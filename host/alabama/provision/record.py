@@ -20,11 +20,33 @@ MIN_RECORD_BYTES = 1 + CRC_BYTES
 #: Field bounds (proto/alabama/v1/alabama.options).
 BOUNDS = {"core_host": 64, "core_key": 32, "pairing_token": 64, "wifi_ssid": 32, "wifi_passphrase": 64}
 
+#: The board's key store, mirrored for the host tools that write a flash directory or read one back (the
+#: virtual board, the HIL targets, serial provisioning). The owners are firmware/satellite/app.py (DATA_DIR,
+#: under the board's working directory) and firmware/satellite/keystore.py (the file names);
+#: tests/host/test_one_owner.py compares this mirror with them.
+DATA_DIR = "data"
+DEVICE_KEY = "device.key"        # 32-byte X25519 private key
+CORE_KEY = "core.pub"            # 32-byte pinned core static public key
+RECORD = "provision.bin"         # this codec's bytes
+SETTINGS = "settings.json"
+
 
 class RecordError(AlabamaError):
     def __init__(self, code, msg):
         super().__init__(msg)
         self.code = code
+
+
+def build(core_host, core_port, core_key=None, pairing_token=None, token_expires=0, wifi_ssid=None,
+          wifi_passphrase=None):
+    """The one place a ProvisioningRecord is put together (the CLIs, the virtual board and the HIL bench).
+
+    None and empty both mean "absent" (proto3: an empty field is not on the wire), so callers pass what they
+    have without testing it first. Nothing is checked here: ``encode`` does that, naming the field."""
+    return provisioning_pb2.ProvisioningRecord(
+        core_host=core_host, core_port=int(core_port), core_key=bytes(core_key or b""),
+        pairing_token=pairing_token or "", token_expires=int(token_expires or 0), wifi_ssid=wifi_ssid or "",
+        wifi_passphrase=wifi_passphrase or "")
 
 
 def _field_sizes(rec):

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import wave
 
 from ..errors import AlabamaError, UsageError
 from . import record
@@ -84,13 +83,8 @@ def wav_bytes(data, rate=SAMPLE_RATE, volume=DEFAULT_VOLUME, lead_s=0.25, tail_s
     import numpy as np
     x = to_rate(waveform(data, volume), rate)
     pcm = np.concatenate([np.zeros(int(lead_s * rate)), x, np.zeros(int(tail_s * rate))])
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(to_s16(pcm).tobytes())
-    return out.getvalue()
+    from alabama import audio
+    return audio.write(io.BytesIO(), to_s16(pcm).tobytes(), rate).getvalue()
 
 
 def duration_s(n):
