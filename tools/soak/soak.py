@@ -22,9 +22,9 @@ import tempfile
 import threading
 import time
 
+from alabama import REPO
 from alabama.board import logwords as lw
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
 #: Where a cut lands, in the order they rotate: while the button is held (the capture streams), while the
 #: reply plays (the render streams), and between exchanges (nothing open).

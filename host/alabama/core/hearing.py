@@ -211,7 +211,8 @@ class SpeechBrain:
 
     # -- the answer -----------------------------------------------------------------------------------
     async def reply(self, turn):
-        from .pipeline import Reply, resample
+        from ..audio import resample
+        from .pipeline import Reply
         tools = tuple(turn.tools)
         if turn.text:
             heard = Transcript(" ".join(turn.text.split()), 1.0, (), "text")

@@ -14,16 +14,15 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import shutil
 import subprocess
 import time
 import typing
 
-import numpy as np
-
 from alabama.v1 import operations_pb2 as ops, surface_pb2, content_pb2
 
+from .. import audio
+from ..audio import resample, rms
 from ..errors import AlabamaError
 from . import BRAINS
 from . import session as cs
@@ -64,33 +63,6 @@ AMBIENT_RESUME_S = 5.0
 
 
 # ---------------------------------------------------------------------------------- audio helpers
-def resample(pcm, src_rate, src_channels, dst_rate, dst_channels):
-    """s16le PCM converted exactly to (dst_rate, dst_channels): linear interpolation, channel mix/dup."""
-    x = np.frombuffer(pcm, dtype="<i2")
-    if src_channels > 1:
-        x = x[: len(x) - len(x) % src_channels].reshape(-1, src_channels).astype(np.float64).mean(axis=1)
-    else:
-        x = x.astype(np.float64)
-    n_in = len(x)
-    if n_in and src_rate != dst_rate:
-        n_out = int(round(n_in * dst_rate / src_rate))
-        pos = np.arange(n_out) * (src_rate / dst_rate)
-        x = np.interp(pos, np.arange(n_in), x)
-    y = np.clip(np.round(x), -32768, 32767).astype("<i2")
-    if dst_channels > 1:
-        y = np.repeat(y, dst_channels)
-    return y.tobytes()
-
-
-def rms(pcm):
-    """RMS of s16le samples: one exact float64 dot product (runs per chunk: no temporaries beyond one)."""
-    n = len(pcm) // 2
-    if not n:
-        return 0.0
-    x = np.frombuffer(pcm, dtype="<i2", count=n).astype(np.float64)
-    return math.sqrt(x.dot(x) / n)
-
-
 class EnergyEndpointer:
     """Ends an utterance after ``silence_ms`` of quiet following speech, or at ``max_ms``, or after
     ``no_speech_ms`` without any speech. Speech = frame RMS above max(floor, ratio x noise estimate)."""
@@ -179,25 +151,8 @@ class EspeakBrain:
         proc = await asyncio.create_subprocess_exec(self.exe, "-v", self.voice, "--stdout", text,
                                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         wav, _ = await proc.communicate()
-        rate, channels, data = _parse_wav(wav)
+        rate, channels, data = audio.parse(wav)
         return Reply(audio=data, rate=rate, channels=channels, text=text)
-
-
-def _parse_wav(wav):
-    """(rate, channels, s16le data) of a PCM WAV (espeak writes a streaming header: sizes may be 0)."""
-    if wav[:4] != b"RIFF" or wav[8:12] != b"WAVE":
-        raise ValueError("not a WAV")
-    pos, rate, channels = 12, 22050, 1
-    while pos + 8 <= len(wav):
-        cid, size = wav[pos:pos + 4], int.from_bytes(wav[pos + 4:pos + 8], "little")
-        if cid == b"fmt ":
-            channels = int.from_bytes(wav[pos + 10:pos + 12], "little")
-            rate = int.from_bytes(wav[pos + 12:pos + 16], "little")
-        if cid == b"data":
-            end = len(wav) if size in (0, 0xFFFFFFFF) else pos + 8 + size
-            return rate, channels, wav[pos + 8:end]
-        pos += 8 + size
-    raise ValueError("WAV without data")
 
 
 def make_brain(name, stt="embedded", tts="embedded"):

@@ -31,6 +31,7 @@ import weakref
 
 from alabama.v1 import surface_pb2
 
+from .. import CORE_PORT
 from ..noise import aio as noise_aio
 from ..noise.state import NoiseError, public_key
 from . import admission
@@ -45,7 +46,7 @@ from .pipeline import call, make_brain
 
 log = logging.getLogger("alabama.core.server")
 
-DEFAULT_PORT = 7355
+DEFAULT_PORT = CORE_PORT         # the one value lives in alabama/__init__.py (the CLIs read it without importing the core)
 #: The Noise handshake and the Hello must each arrive within this many seconds of connecting.
 HANDSHAKE_TIMEOUT_S = 10.0
 HELLO_TIMEOUT_S = 10.0

@@ -11,11 +11,12 @@ Not responsible for building the record (cli/record) or for the mpremote plumbin
 import binascii
 
 from ..board import mpremote
+from . import record
 from ..errors import AlabamaError
 
 MARK = "ALABAMA-PROVISIONED "
-RECORD_PATH = "data/provision.bin"
-PIN_PATH = "data/core.pub"
+RECORD_PATH = record.DATA_DIR + "/" + record.RECORD      # the key store's names: one host mirror (record.py)
+PIN_PATH = record.DATA_DIR + "/" + record.CORE_KEY
 
 
 class SerialProvisionError(AlabamaError):
