@@ -57,6 +57,7 @@ class Feeder:
 
     def __init__(self, spawn, prepare, on_result=None, final=None):
         self.pending = bytearray()
+        self.inflight = 0                      # bytes of the batch in a thread now
         self._wake = asyncio.Event()
         self._closing = False
         self._busy = None                      # the executor future of the call in a thread
@@ -66,6 +67,10 @@ class Feeder:
     def push(self, data):
         self.pending += data
         self._wake.set()
+
+    def backlog(self):
+        """Bytes pushed but not yet fed (waiting, or in the batch being fed now)."""
+        return len(self.pending) + self.inflight
 
     async def _call(self, fn, *args):
         self._busy = asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -79,7 +84,9 @@ class Feeder:
             while self.pending:
                 data = bytes(self.pending)
                 self.pending.clear()
+                self.inflight = len(data)
                 r = await self._call(feed, data)
+                self.inflight = 0
                 if r is not None and self._on_result is not None:
                     self._on_result(r)
             if self._closing:
