@@ -145,8 +145,8 @@ class SpotterPool:
     """Spotters for every ambient stream of one core, in ``processes`` worker processes."""
 
     def __init__(self, phrase, threshold, processes=None, batch_s=BATCH_S, max_backlog_s=MAX_BACKLOG_S,
-                 max_restarts=MAX_RESTARTS):
-        self.phrase, self.threshold = phrase, threshold
+                 max_restarts=MAX_RESTARTS, ds=1):
+        self.phrase, self.threshold, self.ds = phrase, threshold, ds
         self.processes = processes or default_processes()
         self.batch_bytes = int(batch_s * BYTES_PER_SECOND) & ~1
         self.max_backlog_bytes = int(max_backlog_s * BYTES_PER_SECOND) & ~1
@@ -260,8 +260,8 @@ class PoolStream:
         self._inflight.clear()
         self._inflight_bytes = 0
         self._ignore_upto = self._seq
-        self.worker.send(OPEN, self.sid, 0, json.dumps({"phrase": self.pool.phrase,
-                                                        "threshold": self.pool.threshold}).encode())
+        self.worker.send(OPEN, self.sid, 0, json.dumps({"phrase": self.pool.phrase, "threshold": self.pool.threshold,
+                                                        "ds": self.pool.ds}).encode())
 
     def _turn_off(self, why):
         if not self.off:
@@ -311,7 +311,7 @@ def worker_main(inp=None, out=None):
                 old.close()
             try:
                 cfg = json.loads(payload)
-                spots[sid] = spotter.Spotter(cfg["phrase"], cfg["threshold"])
+                spots[sid] = spotter.Spotter(cfg["phrase"], cfg["threshold"], ds=cfg.get("ds", 1))
             except Exception as e:  # noqa: BLE001 — said back to the core, which turns that stream's spotting off
                 msg = ("%s: %s" % (type(e).__name__, e)).encode()
                 out.write(HDR.pack(ERROR, sid, 0, len(msg)) + msg)
