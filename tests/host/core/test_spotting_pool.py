@@ -2,6 +2,7 @@
 a worker that dies is restarted and its streams spot again; one that keeps dying turns its streams' spotting off
 (said, never a hang); dropping a stream and closing the pool never wait on a worker."""
 import asyncio
+import contextlib
 import shutil
 
 import pytest
@@ -37,11 +38,31 @@ async def _stream_until_hit(stream, pcm, hits, timeout=20.0):
     return pushed
 
 
+@contextlib.asynccontextmanager
+async def one_worker():
+    """A Wake with one spotting process; closed at the end, and its processes then gone."""
+    wake = Wake(PHRASE, processes=1)
+    workers = wake.pool.workers
+    try:
+        yield wake
+    finally:
+        workers = wake.pool.workers or workers
+        await asyncio.wait_for(wake.close(), 5)
+        assert all(w.proc is None or w.proc.returncode is not None for w in workers)
+
+
+async def _until(cond, tries=500):
+    for _ in range(tries):
+        if cond():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
 def test_hit_found_with_the_audio_after_it(run, phrase_pcm):
     async def main():
-        wake = Wake(PHRASE, processes=1)
         hits = []
-        try:
+        async with one_worker() as wake:
             s = wake.feeder(None, hits.append)
             pushed = await _stream_until_hit(s, phrase_pcm, hits)
             assert hits, "no hit from the worker process"
@@ -51,77 +72,53 @@ def test_hit_found_with_the_audio_after_it(run, phrase_pcm):
             assert (hit.frame + 1) * FRAME_BYTES + len(rest) + len(s.pending) == pushed
             assert 1000 <= hit.end_ms <= 1000 * len(phrase_pcm) // 32000 + 200
             s.drop()
-        finally:
-            await wake.close()
-        assert all(w.proc.returncode is not None for w in wake.pool.workers or ())
     run(main())
 
 
 def test_dead_worker_is_restarted_and_spots_again(run, phrase_pcm):
     async def main():
-        wake = Wake(PHRASE, processes=1)
         hits = []
-        try:
+        async with one_worker() as wake:
             s = wake.feeder(None, hits.append)
-            await _stream_until_hit(s, audio.silence(0.2), [None])    # the worker is up and answering
+            await _stream_until_hit(s, audio.silence(0.2), [None])
             w = wake.pool.workers[0]
-            for _ in range(500):
-                if w.proc is not None and not s.backlog():
-                    break
-                await asyncio.sleep(0.02)
+            await _until(lambda: w.proc is not None and not s.backlog())     # up and answering
             first = w.proc
             first.kill()
-            for _ in range(500):                 # audio sent to the dead worker is lost: wait for the new one
-                if w.restarts == 1 and w.proc is not None and w.proc is not first:
-                    break
-                await asyncio.sleep(0.01)
+            # audio sent to the dead worker is lost: wait for the new one
+            await _until(lambda: w.restarts == 1 and w.proc is not None and w.proc is not first)
             await _stream_until_hit(s, phrase_pcm, hits)
             assert hits, "no hit after the worker was restarted"
             assert w.proc is not first and w.restarts == 1 and not s.off
-        finally:
-            await wake.close()
     run(main())
 
 
 def test_worker_that_keeps_dying_turns_spotting_off(run, caplog):
     async def main():
-        wake = Wake(PHRASE, processes=1)
-        wake.pool.max_restarts = 0
-        try:
+        async with one_worker() as wake:
+            wake.pool.max_restarts = 0
             s = wake.feeder(None, lambda r: None)
             s.push(audio.silence(0.2))
             w = wake.pool.workers[0]
-            for _ in range(500):
-                if w.proc is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await _until(lambda: w.proc is not None)
             w.proc.kill()
-            for _ in range(500):
-                if s.off:
-                    break
-                await asyncio.sleep(0.01)
-            assert s.off and w.dead
+            await _until(lambda: s.off)
+            assert w.dead
             s.push(audio.silence(1.0))           # ignored: nothing grows
             assert s.backlog() == 0
             later = wake.feeder(None, lambda r: None)   # a new ambient stream: off at once, not hung
             assert later.off
             s.drop()
-        finally:
-            await asyncio.wait_for(wake.close(), 5)
     run(main())
     assert "spotting off" in caplog.text
 
 
 def test_backlog_is_bounded_when_the_worker_is_behind(run):
     async def main():
-        wake = Wake(PHRASE, processes=1)
-        try:
+        async with one_worker() as wake:
             s = wake.feeder(None, lambda r: None)
             w = wake.pool.workers[0]
-            for _ in range(500):
-                if w.proc is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await _until(lambda: w.proc is not None)
             w.proc.send_signal(19)               # SIGSTOP: a worker that stops answering
             try:
                 for _ in range(500):             # 10 s of audio pushed at once
@@ -131,6 +128,4 @@ def test_backlog_is_bounded_when_the_worker_is_behind(run):
             finally:
                 w.proc.send_signal(18)           # SIGCONT
             s.drop()
-        finally:
-            await asyncio.wait_for(wake.close(), 5)
     run(main())
