@@ -32,6 +32,19 @@ The last line names the largest N with p99 <= --budget-ms.
 --mode ambient (default): an ambient CaptureOpen (no trigger) streamed continuously (spec §10.4).
 --mode wakeword: a LIVE WAKEWORD capture, so the energy endpointer runs on every chunk (the tone
 never stops and the endpointer's limits are lifted, so the turn lasts the whole run).
+--wake-phrase "hey alabama": the core spots that phrase on every ambient capture (CoreServer(wake_phrase=...),
+as ``alabama core serve --wake-phrase`` does) and the satellites stream looped espeak-ng speech (sentences
+without the phrase, each satellite at its own offset into the loop) instead of a tone, so every spotter
+does real work; each core configuration then runs its ladder with spotting off and on (``--spotting``),
+one after the other in one run. With spotting on an N also needs the spotters to keep up (their backlog,
+sampled every 0.2 s, stays under 1 s, else ``SPOT-BEHIND``) and prints ``hits`` (wake hits on the
+speech, which has no wake phrase: false hits; the bench only counts them and starts no turn, so every stream
+keeps spotting) and ``spot ms``
+(largest backlog seen). ``ΔCPU/strm`` at the end: the core's extra CPU per stream with spotting on, as a
+real-time ratio (xRT).
+
+    .venv/bin/python tools/bench/bench_core.py --wake-phrase "hey alabama" --workers 1 --n 10 20 30 40
+
 BENCH_CORE_PROFILE=PATH cProfiles the core process into PATH.
 """
 import argparse
@@ -49,6 +62,22 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "host"))
 
 TS_BYTES = 8
+TS_SAMPLES = 64     # speech: the stamp's 64 bits in the lowest bit of a frame's first 64 samples (inaudible)
+
+
+def lsb_stamp(piece, ns):
+    """``piece`` (s16le) with ``ns`` written into the lowest bit of its first TS_SAMPLES samples."""
+    import numpy as np
+    a = np.frombuffer(piece, "<i2").copy()
+    bits = np.unpackbits(np.frombuffer(ns.to_bytes(TS_BYTES, "little"), np.uint8)).astype("<i2")
+    a[:TS_SAMPLES] = (a[:TS_SAMPLES] & ~1) | bits
+    return a.tobytes()
+
+
+def lsb_read(data):
+    import numpy as np
+    bits = np.frombuffer(data, np.uint8, 2 * TS_SAMPLES)[::2] & 1
+    return int.from_bytes(np.packbits(bits).tobytes(), "little")
 
 
 def runq_wait_s():
@@ -60,7 +89,73 @@ def runq_wait_s():
 
 
 # ----------------------------------------------------------------------------------- core child
-def core_child(data_dir, out_path, workers=1, loop="asyncio"):
+SENTENCES = ("the weather today is mild with a light breeze from the west",
+             "the meeting moved to thursday afternoon at three o'clock",
+             "our garden needs water after such a long and sunny week",
+             "can you read me the news headlines from this morning",
+             "a quick brown fox jumps over the lazy dog",
+             "the children are playing football in the park")   # no false "hey alabama" hit at 1e-20 (checked)
+SPOT_BEHIND_MS = 1000.0
+SPOT_DS = int(os.environ.get("BENCH_SPOT_DS", "1"))   # --spot-ds: the spotters' frame downsampling
+
+
+def speech_loop(path, phrase):
+    """Write the looped speech the satellites stream with spotting (16 kHz s16le mono) to ``path``; returns
+    (seconds, false hits of one Spotter over the loop played 3 times)."""
+    from alabama.speech import audio, spotter
+    pcm = b"".join(audio.synth(t, pad=(0.1, 0.1)) for t in SENTENCES)
+    pathlib.Path(path).write_bytes(pcm)
+    sp, hits = spotter.Spotter(phrase), 0
+    for _ in range(3):
+        hits += sum(sp.feed(f) is not None for f in audio.frames(pcm))
+    sp.close()
+    return len(pcm) / 32000, hits
+
+
+def _watch_spotting(state):
+    """Count wake hits (and only count them: no turn starts, so every stream keeps spotting for the whole run)
+    and sample the spotters' backlog (bytes pushed but not yet spotted) every 0.2 s."""
+    from alabama.core import hearing, pipeline, spotting
+    feeders = state["feeders"] = []
+    state["hits"], state["spot_max"] = 0, 0
+
+    def registered(cls):
+        init = cls.__init__
+
+        def feeder_init(self, *a, **kw):
+            init(self, *a, **kw)
+            feeders.append(self)
+        cls.__init__ = feeder_init
+    registered(hearing.Feeder)
+    registered(spotting.PoolStream)
+
+    def wake(self, *a):
+        state["hits"] += 1
+    pipeline.VoicePipeline._on_wake = wake
+
+    async def sample():
+        while True:
+            await asyncio.sleep(0.2)
+            backlog = max((f.backlog() for f in feeders if not getattr(f, "closed", False)
+                           and not (getattr(f, "task", None) and f.task.done())), default=0)
+            state["spot_max"] = max(state["spot_max"], backlog)
+    return sample
+
+
+def spot_cpu_s(srv):
+    """CPU seconds of the core's spotting processes (core/spotting.py) so far: they are not in os.times()."""
+    pool = getattr(getattr(srv, "wake", None), "pool", None)
+    total = 0.0
+    for w in getattr(pool, "workers", ()):
+        try:
+            f = open("/proc/%d/stat" % w.proc.pid).read().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except (AttributeError, OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def core_child(data_dir, out_path, workers=1, loop="asyncio", stamp="head", wake_phrase=""):
     from alabama.core import pipeline
     from alabama.core.workers import run_loop
     from alabama.core.server import CoreServer
@@ -72,33 +167,51 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio"):
     def observed(self, ev):
         orig(self, ev)
         d = ev.data
-        if len(d) >= TS_BYTES:
+        if stamp == "lsb":
+            if len(d) >= 2 * TS_SAMPLES:
+                delays.append(mono() - lsb_read(d))
+        elif len(d) >= TS_BYTES:
             delays.append(mono() - int.from_bytes(d[:TS_BYTES], "little"))
     pipeline.VoicePipeline.on_chunk = observed
     # a tone that never stops: keep the endpointer from ending the turn inside the run
     pipeline.EnergyEndpointer.__init__.__defaults__ = (1, 400.0, 3.0, 600, 10 ** 9, 10 ** 9)
 
     kw = dict(ping_interval=0, control=False, save_reports=False, max_concurrent_streams=8, hello_timeout=120,
-              handshake_timeout=120)
+              handshake_timeout=120, wake_phrase=wake_phrase or None)
+    if wake_phrase and SPOT_DS != 1:
+        from alabama.core.hearing import Wake
+        kw["wake_phrase"] = Wake(wake_phrase, ds=SPOT_DS)
     state = {}
+    sample = _watch_spotting(state) if wake_phrase else None
 
     def reset():
         delays.clear()
         state["cpu0"], state["wait0"] = os.times(), runq_wait_s()
+        state["hits"] = state["spot_max"] = 0
+        state["spot0"] = spot_cpu_s(state.get("srv"))
+        state["skipped0"] = sum(getattr(f, "skipped", 0) for f in state.get("feeders", ()))
+        if sample is not None and "sampler" not in state:
+            state["sampler"] = asyncio.get_running_loop().create_task(sample())
 
     def finish(srv, path):
         t = os.times()
         c0 = state["cpu0"]
         cpu = (t.user + t.system) - (c0.user + c0.system)
         violations = sum(len(r.violations) for r in srv.reports)
+        spot_cpu = spot_cpu_s(srv) - state["spot0"]
+        cpu += spot_cpu                                  # the spotting processes are the core's too
+        skipped = sum(getattr(f, "skipped", 0) for f in state.get("feeders", ())) - state.get("skipped0", 0)
         pathlib.Path(path).write_text(json.dumps({"delays_ns": delays, "cpu_s": cpu, "violations": violations,
                                                   "runq_wait_s": runq_wait_s() - state["wait0"],
-                                                  "sessions": len(srv.connections)}))
+                                                  "sessions": len(srv.connections), "hits": state.get("hits", 0),
+                                                  "spot_max_bytes": state.get("spot_max", 0),
+                                                  "spot_cpu_s": spot_cpu, "skipped_bytes": skipped}))
 
     if workers > 1:   # alabama core serve --workers N: N worker processes on one port (workers.py)
         from alabama.core import workers as wk
 
         def on_start(srv, i):
+            state["srv"] = srv
             reset()
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, reset)
         wk.serve(data_dir, workers, host="127.0.0.1", port=0, loop=loop,
@@ -112,6 +225,7 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio"):
         print(srv.port, srv.public_key_hex, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        state["srv"] = srv
         reset()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, reset)
@@ -127,7 +241,7 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio"):
 
 
 # ----------------------------------------------------------------------------------- simulator child
-def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.0):
+def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.0, audio_path="-"):
     """Satellites lo..hi-1 of n_total. Prints "ready", reads the start instant (monotonic s) from
     stdin, streams, prints one JSON line of results."""
     import select
@@ -175,8 +289,14 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
         h = e.SerializeToString()
         hl = varint(len(h))
         prefixes.append(varint(len(hl) + len(h) + step) + hl + h)
-    pcm = tone(1000)
-    pieces = [pcm[p + TS_BYTES:p + step] for p in range(0, len(pcm) - step + 1, step)]
+    speech = audio_path != "-"
+    pcm = pathlib.Path(audio_path).read_bytes() if speech else tone(1000)
+    skip = 0 if speech else TS_BYTES           # speech: whole frames, the stamp goes in their lowest bits
+    pieces = [pcm[p + skip:p + step] for p in range(0, len(pcm) - step + 1, step)]
+    # speech: each satellite at its own place in the loop (spotters not in lock step); the tone: all the same
+    offsets = [0 if audio_path == "-" else (i * 7919) % len(pieces) for i in range(lo, hi)]
+    if speech:
+        lsb_stamp(pieces[0], 0)                # imports numpy now, not at the first due frame
     ep = select.epoll()
     fds = {}
     for sock, conn, _ in sats:
@@ -202,15 +322,18 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
     for seq in range(n_frames):
         base = t0 + seq * period
         prefix = prefixes[seq]
-        piece = pieces[seq % len(pieces)]
         for j in range(m):
+            piece = pieces[(seq + offsets[j]) % len(pieces)]
             due = base + phases[j]
             now = mono()
             while now < due:
                 sleep(due - now + grid_s)       # grid_s > 0: wake once for every frame due in the next grid_s
                 now = mono()
             lags.append(now - due)
-            msg = encs[j](prefix + mono_ns().to_bytes(TS_BYTES, "little") + piece)
+            if speech:
+                msg = encs[j](prefix + lsb_stamp(piece, mono_ns()))
+            else:
+                msg = encs[j](prefix + mono_ns().to_bytes(TS_BYTES, "little") + piece)
             if pending[j]:
                 msg = pending[j] + msg
                 pending[j] = b""
@@ -271,7 +394,8 @@ def run_one(n, args):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "stats.json")
         pre = (lambda: _prioritize(args.nice)) if args.nice else None
-        core = subprocess.Popen([sys.executable, __file__, "--core-child", d, out, str(args.workers_now), args.loop_now],
+        core = subprocess.Popen([sys.executable, __file__, "--core-child", d, out, str(args.workers_now), args.loop_now,
+                                 "lsb" if args.wake_phrase else "head", args.wake_now],
                                 stdout=subprocess.PIPE, text=True, preexec_fn=pre)
         sims = []
         try:
@@ -281,13 +405,15 @@ def run_one(n, args):
             for p in range(procs):
                 sims.append(subprocess.Popen(
                     [sys.executable, __file__, "--sim-child", port, key, str(n), str(bounds[p]), str(bounds[p + 1]),
-                     str(args.seconds), str(args.chunk_ms), args.mode, str(args.send_grid_ms / 1000.0)],
+                     str(args.seconds), str(args.chunk_ms), args.mode, str(args.send_grid_ms / 1000.0),
+                     args.audio_path if args.wake_phrase else "-"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=pre))
             for s in sims:
                 line = s.stdout.readline()
                 if line.strip() != "ready":
                     raise SystemExit("simulator failed to start: %r" % line)
-            time.sleep(0.3)
+            # spotters are built as the captures open (~0.2 s of CPU each): measure once they are
+            time.sleep(0.3 + (0.25 * n / max(1, args.workers_now) if args.wake_now else 0))
             os.kill(core.pid, signal.SIGUSR1)  # start measuring: steady state only
             time.sleep(0.05)
             t0 = time.monotonic() + 0.2
@@ -315,6 +441,9 @@ def run_one(n, args):
         stats = {"delays_ns": [x for p in parts for x in p["delays_ns"]], "cpu_s": sum(p["cpu_s"] for p in parts),
                  "violations": sum(p["violations"] for p in parts), "sessions": sum(p["sessions"] for p in parts),
                  "runq_wait_s": max(p["runq_wait_s"] for p in parts),
+                 "hits": sum(p["hits"] for p in parts), "spot_max_bytes": max(p["spot_max_bytes"] for p in parts),
+                 "spot_cpu_s": sum(p["spot_cpu_s"] for p in parts),
+                 "skipped_bytes": sum(p["skipped_bytes"] for p in parts),
                  "worker_cpu_s": [p["cpu_s"] for p in parts], "worker_frames": [len(p["delays_ns"]) for p in parts]}
     dl = sorted(stats["delays_ns"])
     pct = (lambda p: dl[min(len(dl) - 1, int(p * len(dl)))] / 1e6) if dl else (lambda p: float("nan"))
@@ -327,6 +456,10 @@ def run_one(n, args):
             "sim_cpu_pct": 100 * sum(r["cpu_s"] for r in results) / args.seconds,
             "blocked": sum(r["blocked"] for r in results), "violations": stats["violations"],
             "sessions": stats["sessions"], "worker_cpu_s": stats["worker_cpu_s"],
+            "hits": stats["hits"], "spot_ms": stats["spot_max_bytes"] / 32.0, "spotting": bool(args.wake_now),
+            "skipped_s": stats["skipped_bytes"] / 32000.0,
+            # the spotting processes' CPU per second of audio they spotted (skipped audio is not spotted)
+            "spot_xrt": stats["spot_cpu_s"] / max(1e-9, n * args.seconds - stats["skipped_bytes"] / 32000.0),
             "worker_frames": stats["worker_frames"],
             "core_wait_pct": 100 * stats["runq_wait_s"] / args.seconds,
             "sim_wait_pct": 100 * max(r["runq_wait_s"] / max(1e-9, r["elapsed"]) for r in results)}
@@ -334,8 +467,8 @@ def run_one(n, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--core-child", nargs=4, metavar=("DIR", "OUT", "WORKERS", "LOOP"), help=argparse.SUPPRESS)
-    ap.add_argument("--sim-child", nargs=9, help=argparse.SUPPRESS)
+    ap.add_argument("--core-child", nargs=6, metavar=("DIR", "OUT", "WORKERS", "LOOP", "STAMP", "WAKE"), help=argparse.SUPPRESS)
+    ap.add_argument("--sim-child", nargs=10, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, nargs="*", default=[100, 200, 300, 400, 500, 600])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--chunk-ms", type=int, default=20)
@@ -356,6 +489,13 @@ def main():
                          "--workers N), suffix u = on uvloop (--loop uvloop); 1 = today's single-process asyncio core "
                          "(default: %s)" % " ".join(configs))
     ap.add_argument("--mode", choices=("ambient", "wakeword"), default="ambient")
+    ap.add_argument("--wake-phrase", default="",
+                    help="spot this wake phrase on the ambient captures (alabama core serve --wake-phrase); the "
+                         "satellites then stream looped speech, and each configuration runs with spotting off and on")
+    ap.add_argument("--spotting", choices=("both", "on", "off"), default="both",
+                    help="with --wake-phrase: which ladders to run (default both, off first)")
+    ap.add_argument("--spot-ds", type=int, default=1,
+                    help="the spotters' pocketsphinx frame downsampling (Spotter(ds=...); 2 = ~0.55x the CPU)")
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--nice", type=int, default=0,
                     help="run the core and simulators at this niceness, each in its own autogroup (negative needs "
@@ -364,20 +504,37 @@ def main():
     ap.add_argument("--max-wait-pct", type=float, default=10.0,
                     help="above this core run-queue wait (%% of the run) an over-budget N is CONTENDED, not judged")
     args = ap.parse_args()
+    os.environ["BENCH_SPOT_DS"] = str(args.spot_ds)      # the core children read it
     if args.core_child:
-        core_child(args.core_child[0], args.core_child[1], int(args.core_child[2]), args.core_child[3])
+        core_child(args.core_child[0], args.core_child[1], int(args.core_child[2]), args.core_child[3],
+                   args.core_child[4], args.core_child[5])
         return
     if args.sim_child:
         a = args.sim_child
-        sim_child(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]), float(a[5]), int(a[6]), a[7], float(a[8]))
+        sim_child(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]), float(a[5]), int(a[6]), a[7], float(a[8]), a[9])
         return
+    runs = [(cfg, "") for cfg in args.workers]
+    if args.wake_phrase:
+        if args.mode != "ambient":
+            raise SystemExit("bench_core: --wake-phrase spots ambient captures: use --mode ambient")
+        spots = {"both": ("off", "on"), "on": ("on",), "off": ("off",)}[args.spotting]
+        runs = [(cfg, args.wake_phrase if s == "on" else "") for cfg in args.workers for s in spots]
     print("bench_core: %s captures, 16 kHz mono, %d ms chunks, %.0f s per N, %d CPUs, load avg %.2f, %d sim proc(s), "
           "nice %d, sim send grid %.1f ms, core configurations %s" % (
               args.mode, args.chunk_ms, args.seconds, os.cpu_count(), os.getloadavg()[0], args.sim_procs, args.nice,
               args.send_grid_ms, " ".join(args.workers)))
+    tmp = None
+    if args.wake_phrase:
+        tmp = tempfile.TemporaryDirectory()
+        args.audio_path = os.path.join(tmp.name, "speech.raw")
+        secs, false_hits = speech_loop(args.audio_path, args.wake_phrase)
+        print("spotter frame downsampling ds=%d" % args.spot_ds)
+        print("wake phrase %r: satellites stream %.1f s of espeak-ng speech, looped (one spotter over it 3 times: %d "
+              "false hits)" % (args.wake_phrase, secs, false_hits))
     best, all_rows = {}, {}
-    for cfg in args.workers:
-        best[cfg], all_rows[cfg] = ladder(args, cfg)
+    for cfg, wake in runs:
+        key = cfg + ("+spot" if wake else "")
+        best[key], all_rows[key] = ladder(args, cfg, wake)
     print("CPU%%/strm = core CPU (all workers) / N / duration (%% of one core per stream); core %% and sim %% are %% of one"
           " core; load avg now %.2f" % os.getloadavg()[0])
     print("wait%% c/s = time the core (its most-waiting worker) / a simulator was runnable but waited for a CPU "
@@ -385,20 +542,47 @@ def main():
           "budget while the core waited > %.0f%%: no verdict" % args.max_wait_pct)
     print("load: %d simulator process(es) on the same %d CPUs as the core (sim %% above is their CPU)"
           % (args.sim_procs, os.cpu_count()))
-    today = best.get("1")
-    for cfg in args.workers:
-        b = best[cfg]
-        line = "issue 12 target: >= %d live satellites within %.0f ms p99 -- %s: largest N %s" % (
-            TARGET_N, args.budget_ms, _label(cfg), b)
-        if b:
-            line += "; now/target = %.2f (%s)" % (b / TARGET_N, "met" if b >= TARGET_N else "NOT met")
-            if today and cfg != "1":
-                line += "; / today's single process (%d) = %.2f" % (today, b / today)
-        print(line)
+    if args.wake_phrase:
+        spot_summary(args, best, all_rows)
+    else:
+        today = best.get("1")
+        for cfg in args.workers:
+            b = best[cfg]
+            line = "issue 12 target: >= %d live satellites within %.0f ms p99 -- %s: largest N %s" % (
+                TARGET_N, args.budget_ms, _label(cfg), b)
+            if b:
+                line += "; now/target = %.2f (%s)" % (b / TARGET_N, "met" if b >= TARGET_N else "NOT met")
+                if today and cfg != "1":
+                    line += "; / today's single process (%d) = %.2f" % (today, b / today)
+            print(line)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({str(k): v for k, v in all_rows.items()}, indent=1))
+    if tmp is not None:
+        tmp.cleanup()
 
 
+def spot_summary(args, best, all_rows):
+    """Issue 28's lines: largest N with spotting on vs off, and the spotting's CPU per stream (xRT)."""
+    for cfg in args.workers:
+        off, on = best.get(cfg), best.get(cfg + "+spot")
+        line = "issue 28 target: >= %d ambient boards with spotting within %.0f ms p99 -- %s: largest N spotting on %s" % (
+            SPOT_TARGET_N, args.budget_ms, _label(cfg), on)
+        if cfg in best:
+            line += ", off %s" % off
+        if on:
+            line += "; on/target = %.2f (%s)" % (on / SPOT_TARGET_N, "met" if on >= SPOT_TARGET_N else "NOT met")
+        if on and off:
+            line += "; on/off = %.2f" % (on / off)
+        print(line)
+        rows_off = {r["n"]: r for r in all_rows.get(cfg, [])}
+        for r in all_rows.get(cfg + "+spot", []):
+            o = rows_off.get(r["n"])
+            print("  N=%d: the spotting processes used %.4f CPU s per second of audio spotted per stream (xRT)%s" % (
+                r["n"], r["spot_xrt"], "" if o is None else "; core CPU per stream on %.3f %% / off %.3f %% of a core"
+                % (r["cpu_per_stream_pct"], o["cpu_per_stream_pct"])))
+
+
+SPOT_TARGET_N = 20   # issue 28: >= 20 concurrent ambient boards with wake-phrase spotting, 20 ms p99, 2 cores
 TARGET_N = 500   # issue 12: >= 500 live 16 kHz satellites, p99 frame handling <= 20 ms, this 2-core machine
 
 
@@ -409,11 +593,12 @@ def _label(cfg):
     return "%d worker process(es) on one port, %s (alabama core serve --workers %d --loop %s)" % (nw, loop, nw, loop)
 
 
-def ladder(args, cfg):
+def ladder(args, cfg, wake=""):
     """The N ladder of one core configuration: one row per N; returns (largest N within budget, rows)."""
     nw = int(cfg.rstrip("u"))
-    args.workers_now, args.loop_now = nw, "uvloop" if cfg.endswith("u") else "asyncio"
-    print("-- core: %s" % _label(cfg))
+    args.workers_now, args.loop_now, args.wake_now = nw, "uvloop" if cfg.endswith("u") else "asyncio", wake
+    print("-- core: %s%s" % (_label(cfg), ", wake phrase %r spotted on every ambient capture" % wake if wake
+                             else ", spotting off" if args.wake_phrase else ""))
     hdr = ("N", "p50 ms", "p99 ms", "max ms", "dropped", "pace", "lag99 ms", "CPU%/strm", "us/frame", "core %",
            "sim %", "wait% c/s", "viol", "sess", "verdict")
     print("%4s %7s %7s %8s %7s %6s %8s %9s %8s %6s %6s %10s %4s %5s  %s" % hdr)
@@ -422,9 +607,12 @@ def ladder(args, cfg):
     for n in args.n:
         r = run_one(n, args)
         kept = r["pace"] >= 0.98 and r["lag_p99_ms"] <= args.chunk_ms
-        ok = kept and r["p99_ms"] <= args.budget_ms and r["dropped"] == 0 and r["sessions"] == n
+        spot_ok = not wake or (r["spot_ms"] <= SPOT_BEHIND_MS and not r["skipped_s"])
+        ok = kept and spot_ok and r["p99_ms"] <= args.budget_ms and r["dropped"] == 0 and r["sessions"] == n
         if ok:
             r["verdict"] = "ok"
+        elif kept and not spot_ok:
+            r["verdict"] = "SPOT-BEHIND"
         elif not kept:
             r["verdict"] = "SIM-BEHIND"
         elif r["core_wait_pct"] > args.max_wait_pct:
@@ -434,6 +622,9 @@ def ladder(args, cfg):
         rows.append(r)
         split = "" if nw == 1 else "  (frames per worker %s, CPU %% %s)" % (
             "/".join(map(str, r["worker_frames"])), "/".join("%.0f" % (100 * c / args.seconds) for c in r["worker_cpu_s"]))
+        if wake:
+            split += "  (hits %d, spot backlog max %.0f ms, skipped %.1f s, spotting %.4f xRT)" % (
+                r["hits"], r["spot_ms"], r["skipped_s"], r["spot_xrt"])
         print("%4d %7.2f %7.2f %8.2f %7d %6.3f %8.2f %9.3f %8.1f %6.1f %6.1f %5.0f/%-4.0f %4d %5d  %s%s" % (
             r["n"], r["p50_ms"], r["p99_ms"], r["max_ms"], r["dropped"], r["pace"], r["lag_p99_ms"],
             r["cpu_per_stream_pct"], r["us_per_frame"], r["core_cpu_pct"], r["sim_cpu_pct"], r["core_wait_pct"],

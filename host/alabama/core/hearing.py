@@ -8,7 +8,8 @@ tools the board offers; what each intent does (the time, a timer, a light tool `
 turn, stop, free text) and the sentence said back through a TextToSpeech engine (espeak-ng by default).
 ``Feeder``: bytes pushed per frame on the loop (an append and an Event.set), fed in order and in batches to
 a blocking function in a worker thread. ``Wake``: the wake-phrase configuration and one spotter per ambient
-stream. Must not touch the session or the wire: the pipeline hands a ``Turn`` in (with ``invoke`` and
+stream, in worker processes (core/spotting.py: pocketsphinx holds the GIL) or, with ``processes=0``, in worker
+threads through a Feeder. Must not touch the session or the wire: the pipeline hands a ``Turn`` in (with ``invoke`` and
 ``later`` to act through) and sends what the ``Reply`` says.
 """
 import asyncio
@@ -57,6 +58,7 @@ class Feeder:
 
     def __init__(self, spawn, prepare, on_result=None, final=None):
         self.pending = bytearray()
+        self.inflight = 0                      # bytes of the batch in a thread now
         self._wake = asyncio.Event()
         self._closing = False
         self._busy = None                      # the executor future of the call in a thread
@@ -66,6 +68,10 @@ class Feeder:
     def push(self, data):
         self.pending += data
         self._wake.set()
+
+    def backlog(self):
+        """Bytes pushed but not yet fed (waiting, or in the batch being fed now)."""
+        return len(self.pending) + self.inflight
 
     async def _call(self, fn, *args):
         self._busy = asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -79,7 +85,9 @@ class Feeder:
             while self.pending:
                 data = bytes(self.pending)
                 self.pending.clear()
+                self.inflight = len(data)
                 r = await self._call(feed, data)
+                self.inflight = 0
                 if r is not None and self._on_result is not None:
                     self._on_result(r)
             if self._closing:
@@ -105,18 +113,45 @@ class Feeder:
 
 class Wake:
     """Server-side wake phrase: the phrase/threshold of ``alabama core serve --wake-phrase/--wake-threshold``
-    and a fresh pocketsphinx keyphrase ``Spotter`` per ambient stream (built in a worker thread, ~0.2 s)."""
+    and a fresh pocketsphinx keyphrase ``Spotter`` per ambient stream (~0.2 s to build). ``processes``: the
+    spotters live in that many worker processes (None: one per CPU, at most 4; core/spotting.py), or with 0
+    in worker threads of the core's process (they then share its GIL: ~20 streams is its limit)."""
 
-    def __init__(self, phrase, threshold=None):
+    def __init__(self, phrase, threshold=None, processes=None, ds=1):
         from ..speech import spotter
         load()                                   # SpeechUnavailable: the caller says it in one line
         self.phrase = " ".join(phrase.lower().split())
         self.threshold = threshold if threshold is not None else spotter.DEFAULT_THRESHOLD
+        self.ds = ds
         spotter.Spotter(self.phrase, self.threshold).close()     # a phrase word missing from the dictionary fails here
+        self.pool = None
+        if processes != 0:
+            from .spotting import SpotterPool
+            self.pool = SpotterPool(self.phrase, self.threshold, processes, ds=ds)
 
     def spotter(self):
         from ..speech import spotter
-        return spotter.Spotter(self.phrase, self.threshold)
+        return spotter.Spotter(self.phrase, self.threshold, ds=self.ds)
+
+    def feeder(self, spawn, on_result):
+        """One ambient stream's spotting: ``push(bytes)``, ``pending``, ``backlog()``, ``drop()``;
+        ``on_result((hit, rest))`` on the loop at a hit (``rest``: the audio pushed after the hit's frame)."""
+        if self.pool is not None:
+            return self.pool.stream(on_result)
+        box = {}
+
+        async def prepare():
+            sp = box["sp"] = await asyncio.to_thread(self.spotter)
+            return lambda data: self.frames_until_hit(sp, data)
+
+        f = Feeder(spawn, prepare, on_result=on_result)
+        f.drop = lambda: f.stop(lambda: box["sp"].close() if "sp" in box else None)
+        return f
+
+    async def close(self):
+        """Stop the spotting processes (CoreServer.stop)."""
+        if self.pool is not None:
+            await self.pool.close()
 
     @staticmethod
     def frames_until_hit(sp, data):

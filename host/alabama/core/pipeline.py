@@ -325,7 +325,7 @@ class VoicePipeline:
                 if after is not None and len(after) < AFTER_WAKE_S * self._bytes_per_s(cap):
                     after += ev.data          # the start of the utterance, until its own capture opens
             elif cap["spot"] is not None:
-                cap["spot"].push(ev.data)     # the spotter runs in a worker thread, in batches
+                cap["spot"].push(ev.data)     # the spotter runs in a worker process, in batches
             return
         cap["audio"] += ev.data
         if cap["hear"] is not None:
@@ -371,17 +371,7 @@ class VoicePipeline:
         if (fmt.sample_rate or 16000) != 16000 or (fmt.channels or 1) != 1:
             log.warning("%s: ambient capture %d is not 16 kHz mono: no wake phrase on it", self.conn.device_id, cid)
             return None
-        from .hearing import Feeder
-        wake = self.wake
-        box = {}
-
-        async def prepare():
-            sp = box["sp"] = await asyncio.to_thread(wake.spotter)
-            return lambda data: wake.frames_until_hit(sp, data)
-
-        f = Feeder(self.conn.spawn, prepare, on_result=lambda r: self._on_wake(cid, r[0], r[1]))
-        f.drop = lambda: f.stop(lambda: box["sp"].close() if "sp" in box else None)
-        return f
+        return self.wake.feeder(self.conn.spawn, lambda r: self._on_wake(cid, r[0], r[1]))
 
     def _on_wake(self, cid, hit, rest):
         """The wake phrase was heard on ambient capture ``cid``: ask for a capture (RequestCapture); the turn

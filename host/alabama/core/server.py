@@ -87,6 +87,7 @@ class CoreServer:
         # Server-side wake phrase on ambient captures (docs/core.md): off unless a phrase is given.
         self.wake = wake_phrase if wake_phrase is None or not isinstance(wake_phrase, str) else \
             _make_wake(wake_phrase, wake_threshold)
+        self._own_wake = isinstance(wake_phrase, str)
         self.max_frame_bytes = max_frame_bytes
         self.max_concurrent_streams = max_concurrent_streams
         self.ping_interval = ping_interval
@@ -145,6 +146,8 @@ class CoreServer:
             await self._server.wait_closed()
         if self.registry is not None:
             self.registry.close()
+        if self._own_wake and self.wake is not None:
+            await self.wake.close()            # its spotting processes
 
     @property
     def listening(self):

@@ -34,10 +34,12 @@ class Hit(NamedTuple):
 
 class Spotter:
     def __init__(self, phrase=DEFAULT_PHRASE, threshold=DEFAULT_THRESHOLD, plp=DEFAULT_PLP,
-                 restart_s=RESTART_S, pronunciations=None):
+                 restart_s=RESTART_S, pronunciations=None, ds=1):
+        """``ds``: pocketsphinx's frame downsampling (2: acoustic scores every other 10 ms frame, ~0.55x the
+        CPU; the threshold was measured at 1: docs/speech.md)."""
         ps = load()
         self.phrase = " ".join(phrase.lower().split())
-        self._d = ps.Decoder(loglevel="FATAL", lm=None, beam=1e-80, kws_plp=plp, kws_threshold=threshold)
+        self._d = ps.Decoder(loglevel="FATAL", lm=None, beam=1e-80, kws_plp=plp, kws_threshold=threshold, ds=ds)
         for word, phones in (pronunciations or {}).items():
             self._d.add_word(word, phones, True)
         missing = [w for w in self.phrase.split() if self._d.lookup_word(w) is None]

@@ -1,0 +1,131 @@
+"""The wake-phrase spotters in worker processes (core/spotting.py): a hit is still found, with the audio after it;
+a worker that dies is restarted and its streams spot again; one that keeps dying turns its streams' spotting off
+(said, never a hang); dropping a stream and closing the pool never wait on a worker."""
+import asyncio
+import contextlib
+import shutil
+
+import pytest
+
+pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
+if not (shutil.which("espeak-ng") and shutil.which("sox")):
+    pytest.skip("speech tests synthesize utterances: apt-get install espeak-ng sox", allow_module_level=True)
+
+from alabama.core.hearing import Wake  # noqa: E402
+from alabama.speech import FRAME_BYTES, audio  # noqa: E402
+
+PHRASE = "hey alabama"
+
+
+@pytest.fixture(scope="module")
+def phrase_pcm():
+    return audio.synth(PHRASE) + audio.silence(0.5)
+
+
+async def _stream_until_hit(stream, pcm, hits, timeout=20.0):
+    """Push ``pcm`` 20 ms at a time (no pacing: the worker answers as fast as it can), then silence, until a hit."""
+    pushed = 0
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    for f in audio.frames(pcm):
+        stream.push(f)
+        pushed += len(f)
+        await asyncio.sleep(0)
+    while not hits and loop.time() < end:
+        stream.push(audio.silence(0.02))
+        pushed += FRAME_BYTES
+        await asyncio.sleep(0.01)
+    return pushed
+
+
+@contextlib.asynccontextmanager
+async def one_worker():
+    """A Wake with one spotting process; closed at the end, and its processes then gone."""
+    wake = Wake(PHRASE, processes=1)
+    workers = wake.pool.workers
+    try:
+        yield wake
+    finally:
+        workers = wake.pool.workers or workers
+        await asyncio.wait_for(wake.close(), 5)
+        assert all(w.proc is None or w.proc.returncode is not None for w in workers)
+
+
+async def _until(cond, tries=500):
+    for _ in range(tries):
+        if cond():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+def test_hit_found_with_the_audio_after_it(run, phrase_pcm):
+    async def main():
+        hits = []
+        async with one_worker() as wake:
+            s = wake.feeder(None, hits.append)
+            pushed = await _stream_until_hit(s, phrase_pcm, hits)
+            assert hits, "no hit from the worker process"
+            hit, rest = hits[0]
+            assert hit.phrase == PHRASE
+            # every byte pushed is either before the hit's frame (spotted), after it (rest) or not sent yet
+            assert (hit.frame + 1) * FRAME_BYTES + len(rest) + len(s.pending) == pushed
+            assert 1000 <= hit.end_ms <= 1000 * len(phrase_pcm) // 32000 + 200
+            s.drop()
+    run(main())
+
+
+def test_dead_worker_is_restarted_and_spots_again(run, phrase_pcm):
+    async def main():
+        hits = []
+        async with one_worker() as wake:
+            s = wake.feeder(None, hits.append)
+            await _stream_until_hit(s, audio.silence(0.2), [None])
+            w = wake.pool.workers[0]
+            await _until(lambda: w.proc is not None and not s.backlog())     # up and answering
+            first = w.proc
+            first.kill()
+            # audio sent to the dead worker is lost: wait for the new one
+            await _until(lambda: w.restarts == 1 and w.proc is not None and w.proc is not first)
+            await _stream_until_hit(s, phrase_pcm, hits)
+            assert hits, "no hit after the worker was restarted"
+            assert w.proc is not first and w.restarts == 1 and not s.off
+    run(main())
+
+
+def test_worker_that_keeps_dying_turns_spotting_off(run, caplog):
+    async def main():
+        async with one_worker() as wake:
+            wake.pool.max_restarts = 0
+            s = wake.feeder(None, lambda r: None)
+            s.push(audio.silence(0.2))
+            w = wake.pool.workers[0]
+            await _until(lambda: w.proc is not None)
+            w.proc.kill()
+            await _until(lambda: s.off)
+            assert w.dead
+            s.push(audio.silence(1.0))           # ignored: nothing grows
+            assert s.backlog() == 0
+            later = wake.feeder(None, lambda r: None)   # a new ambient stream: off at once, not hung
+            assert later.off
+            s.drop()
+    run(main())
+    assert "spotting off" in caplog.text
+
+
+def test_backlog_is_bounded_when_the_worker_is_behind(run):
+    async def main():
+        async with one_worker() as wake:
+            s = wake.feeder(None, lambda r: None)
+            w = wake.pool.workers[0]
+            await _until(lambda: w.proc is not None)
+            w.proc.send_signal(19)               # SIGSTOP: a worker that stops answering
+            try:
+                for _ in range(500):             # 10 s of audio pushed at once
+                    s.push(audio.silence(0.02))
+                limit = wake.pool.max_backlog_bytes
+                assert s.backlog() <= 2 * limit and s.skipped > 0
+            finally:
+                w.proc.send_signal(18)           # SIGCONT
+            s.drop()
+    run(main())
