@@ -596,7 +596,7 @@ class Deferred:
         link = sat.link
         n = rb - TS_BYTES
         pos = link.begin_raw(chunk_header_size(cid, seq, hi, lo), n)
-        tx = link.frame_buffer()
+        tx = link.tx
         pos = write_chunk_header(tx, pos, cid, seq, hi, lo)
         copy(tx, pos, rec, TS_BYTES, n)
         link.seal(pos + n)

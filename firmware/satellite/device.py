@@ -10,20 +10,19 @@ import json
 
 import asyncio
 from micropython import const
-from time import ticks_ms, ticks_diff
+import time                 # time.ticks_*: one global, not two
 
 from satellite import session as S
 from satellite import audio
 from satellite.buffers import FRAME_MS
 from satellite import hal as H           # the gesture codes: H.PRESS, H.RELEASE, H.LONG
-from satellite import keystore as K
 from satellite.wire import alabama_v1 as pb
 
 _MAX_CAPTURE_MS = const(30000)      # a capture nobody ends is ended by the device (StreamEnd TIMEOUT)
 
-_PHASES = ("IDLE", "LISTENING", "PROCESSING", "SPEAKING", "ERROR")
-_REASONS = ("UNSPECIFIED", "COMPLETE", "END_DETECTED", "PTT_RELEASE", "BARGE_IN", "STOPPED", "SUPERSEDED",
-            "TIMEOUT", "FAILED")
+_PHASES = const(("IDLE", "LISTENING", "PROCESSING", "SPEAKING", "ERROR"))
+_REASONS = const(("UNSPECIFIED", "COMPLETE", "END_DETECTED", "PTT_RELEASE", "BARGE_IN", "STOPPED", "SUPERSEDED",
+            "TIMEOUT", "FAILED"))
 
 # The settings, the one owner of each one's default, range, label and kind: (key, default, lo, hi, label);
 # an int setting has bounds lo..hi, an enum one its options in lo (hi None). Descriptors, the check of a
@@ -93,6 +92,7 @@ def descriptors(settings):
 
 def load_settings(ks, log):
     """The stored settings over the defaults; a value out of range (or the file unreadable) keeps its default."""
+    from satellite import keystore as K         # loaded by the runtime already: no global here for two uses
     st = {}
     for r in SETTINGS:
         st[r[0]] = r[1]
@@ -108,10 +108,6 @@ def load_settings(ks, log):
     return st
 
 
-def save_settings(ks, settings):
-    ks.write(K.SETTINGS, json.dumps(settings).encode())
-
-
 def apply_settings(hal, st):
     hal.set_volume(audio.volume_q14(st["volume"]))
     hal.set_mic_gain(audio.mic_gain_q8(st["mic_gain"]))
@@ -124,7 +120,8 @@ def audio_format(rate):
 
 
 def reason_name(r):
-    return _REASONS[r] if 0 <= r < len(_REASONS) else str(r)
+    t = _REASONS                # one use of the constant: one tuple in the .mpy
+    return t[r] if 0 <= r < len(t) else str(r)
 
 
 class Satellite:
@@ -153,7 +150,7 @@ class Satellite:
         self.half = rt.duplex == "half"
         self.nframes = self.mic_rate * FRAME_MS // 1000            # samples per capture chunk
         self.pframes = self.spk_rate * FRAME_MS // 1000            # samples per playout step
-        self.play_buf = rt.play_buf
+        self.play_buf = rt.buffers.play
         self.display = rt.display
         if self.display is not None:
             self.display.on_error = self._display_error   # a decode that fails after its StreamEnd
@@ -276,8 +273,8 @@ class Satellite:
         ClockSync, or None when none came within wait_ms (satellite.deferred anchors recordings with it)."""
         self.offset_us = 0
         self.send(self.s.ping(self.now_us()))
-        t0 = ticks_ms()
-        while not self.offset_us and not self.closed and ticks_diff(ticks_ms(), t0) < wait_ms:
+        t0 = time.ticks_ms()
+        while not self.offset_us and not self.closed and time.ticks_diff(time.ticks_ms(), t0) < wait_ms:
             await asyncio.sleep_ms(5)
         return self.offset_us or None
 
@@ -333,7 +330,7 @@ class Satellite:
         self.capture_id = cid
         self.capture_ptt = ptt
         self.capture_ambient = ambient
-        self.capture_t0 = ticks_ms()
+        self.capture_t0 = time.ticks_ms()
         if request_id:
             self.requested_id = cid
         self.log("capture %d opened (%s%s)" % (cid, "ambient" if ambient else ("button" if ptt else "requested"),
@@ -412,7 +409,7 @@ class Satellite:
                 hal.mic_skip()            # the socket is backed up: this LOSSY_OK frame is not sent
             else:
                 self.send_chunk(cid, n)
-            if not self.capture_ambient and ticks_diff(ticks_ms(), self.capture_t0) > _MAX_CAPTURE_MS:
+            if not self.capture_ambient and time.ticks_diff(time.ticks_ms(), self.capture_t0) > _MAX_CAPTURE_MS:
                 self.log("capture %d ran %d ms: ending it" % (cid, _MAX_CAPTURE_MS))
                 self.end_capture(pb.StreamReason.TIMEOUT)
             await asyncio.sleep_ms(0)
@@ -665,7 +662,8 @@ class Satellite:
         old = self.settings.get(key)
         self.settings[key] = v
         apply_settings(self.hal, self.settings)
-        save_settings(self.ks, self.settings)
+        from satellite import keystore as K
+        self.ks.write(K.SETTINGS, json.dumps(self.settings).encode())     # persisted
         self.log("setting %s = %s" % (key, v))
         if key == "capture_mode" and v != old:
             if v == "ambient":
@@ -694,7 +692,7 @@ class Satellite:
     def gesture(self, g):
         ptt = self.settings["capture_mode"] != "ambient"
         if g == H.PRESS:
-            self.press_t = ticks_ms()
+            self.press_t = time.ticks_ms()
             self.press_opened = False
             self.press_long = False
             self.log("button press")

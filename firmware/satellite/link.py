@@ -5,7 +5,7 @@
 # (R6.1-b) or our tx capacity. It does not connect, handshake or decide anything (satellite.runtime does),
 # and it never interprets an Envelope (satellite.device does).
 from micropython import const
-from time import ticks_ms, ticks_diff
+import time
 import asyncio
 
 from satellite.wire import alabama_v1 as pb
@@ -50,7 +50,9 @@ class Link:
         self.env = pb.Envelope()               # reused receive Envelope
         self.on_frame = None                   # on_frame(env, buf, tail_start, tail_end)
         self.on_oversize = None                # on_oversize(env_or_None, total_len)
-        self.tx = conn.tx_plain
+        self.tx = conn.tx_plain                # the send frame buffer: begin/begin_raw write into it, seal
+                                               # encrypts it in place (an attribute, not a method: Link's class
+                                               # dict stays at 17 entries)
         self.cap = conn.tx_capacity
         self.frames_in = 0
         self.frames_out = 0
@@ -103,12 +105,12 @@ class Link:
 
     async def read(self, buf, timeout_ms):
         """poll() until something comes (the handshake); LinkError TIMEOUT after timeout_ms."""
-        t0 = ticks_ms()
+        t0 = time.ticks_ms()
         while True:
             n = self.poll(buf)
             if n is not None:
                 return n
-            if timeout_ms and ticks_diff(ticks_ms(), t0) > timeout_ms:
+            if timeout_ms and time.ticks_diff(time.ticks_ms(), t0) > timeout_ms:
                 raise LinkError("TIMEOUT", "no answer from the core within %d ms" % timeout_ms)
             await asyncio.sleep_ms(POLL_MS)
 
@@ -149,13 +151,9 @@ class Link:
                 self.on_frame(env, fb, r.tail_start, r.tail_end)
 
     # -- send -----------------------------------------------------------------------------------------
-    def frame_buffer(self):
-        """The send frame buffer (conn.tx_plain) that begin/begin_raw write into and seal encrypts in place."""
-        return self.tx
-
     def begin_raw(self, hl, tail_len):
         """The frame prefix for an hl-byte Envelope the caller encodes itself (satellite.deferred's chunk
-        header); returns where that header goes in frame_buffer(). Then header + tail, then seal(end).
+        header); returns where that header goes in `tx`. Then header + tail, then seal(end).
         Raises FrameError over the send buffer."""
         if F.frame_size(hl, tail_len) > self.cap:
             raise F.FrameError(F.FRAME_TOO_LARGE, "frame of %d bytes over the %d-byte send buffer"

@@ -13,14 +13,13 @@ import sys
 
 import asyncio
 from micropython import const
-from time import ticks_ms, ticks_us, ticks_diff
-import time
+import time                 # time.ticks_*: one global for the module, not one per function
 
 from satellite import session as S
 from satellite import audio
 from satellite import device as D
 from satellite.hal import PRESS
-from satellite.link import Link, LinkError, POLL_MS
+from satellite import link as L
 from satellite.wire import alabama_v1 as pb
 from satellite.wire import frame as F
 from satellite.noise.transport import NoiseConnection
@@ -31,26 +30,26 @@ from satellite import keystore as K
 from satellite import VERSION
 # TX_CAPACITY (largest frame we send: Hello, tool results, one Noise message) lives beside the buffers it sizes.
 from satellite.buffers import TX_CAPACITY, Buffers
-HANDSHAKE_TIMEOUT_MS = const(10000)
-CLOCK_EPOCH_US = 1 << 40           # now_us() at boot (see now_us)
+_HANDSHAKE_TIMEOUT_MS = const(10000)
+_CLOCK_EPOCH_US = const(1 << 40)          # now_us() at boot (see now_us)
 
 # Why a connection ended (Runtime decides what to do next).
-END_LOST = const(0)        # EOF, reset, silence, timeout: reconnect with backoff
-END_IK_MISMATCH = const(1)  # the core did not prove the pinned key: never XX; retry IK at the backoff cap
-END_CLOSED = const(2)      # REJECTED_CLOSED: no automatic retry, wait for re-provisioning
-END_VERSION = const(3)     # VersionMismatch: no retry loop, wait for a firmware update
-END_STOP = const(4)        # asked to stop (tests, reset)
-END_PROVISION = const(5)   # the user asked for listening mode (button gesture): sound provisioning
+_END_LOST = const(0)        # EOF, reset, silence, timeout: reconnect with backoff
+_END_IK_MISMATCH = const(1)  # the core did not prove the pinned key: never XX; retry IK at the backoff cap
+_END_CLOSED = const(2)      # REJECTED_CLOSED: no automatic retry, wait for re-provisioning
+_END_VERSION = const(3)     # VersionMismatch: no retry loop, wait for a firmware update
+_END_STOP = const(4)        # asked to stop (tests, reset)
+_END_PROVISION = const(5)   # the user asked for listening mode (button gesture): sound provisioning
 
 # Runtime.state: where the connection loop is (offline(), listening mode; the virtual board's `state` command
 # reports it as is, so the values stay these words).
-STARTING = "starting"
-CONNECTING = "connecting"
-HELLO = "hello"
-CONNECTED = "connected"
-DISCONNECTED = "disconnected"
-HALTED = "halted"          # refused for good (REJECTED_CLOSED, VersionMismatch): no retry until re-provisioned
-LISTENING = "listening"    # listening mode (sound provisioning)
+_STARTING = const("starting")
+_CONNECTING = const("connecting")
+_HELLO = const("hello")
+_CONNECTED = const("connected")
+_DISCONNECTED = const("disconnected")
+_HALTED = const("halted")          # refused for good (REJECTED_CLOSED, VersionMismatch): no retry until re-provisioned
+_LISTENING = const("listening")    # listening mode (sound provisioning)
 
 
 def candidates(core_host):
@@ -90,13 +89,11 @@ class Runtime:
         # MCLK on the official esp32 image) declares no mic and opens no capture (docs/boards.md).
         self.has_mic = getattr(hal, "mic_supported", True)
         self.ping_ms = self.opt.get("ping_ms", 10000)
-        self.backoff_base_ms = self.opt.get("backoff_base_ms", 500)
-        self.backoff_cap_ms = min(self.opt.get("backoff_cap_ms", 60000), 60000)
         self.settings = D.load_settings(keystore, self._log)
         D.apply_settings(hal, self.settings)
         self.sat = None
         self.link = None
-        self.state = STARTING
+        self.state = _STARTING
         self.pattern = None
         self.stopped = False
         self._gesture = None
@@ -110,16 +107,11 @@ class Runtime:
         # max_frame_bytes (4 KiB on a no-PSRAM board, not 64 KiB). app.main allocates them before the big
         # imports and passes them in; tests let the runtime make its own.
         b = buffers if buffers is not None else Buffers(board)
-        self.buffers = b
-        self.rxbuf = b.rx
-        self.noise_rx = b.noise_rx
-        self.frame_buf = b.frame
+        self.buffers = b             # rx, noise_rx, frame, play: read through it (fewer instance attributes)
         self.ring = audio.JitterRing(b.ring_bytes, b.ring)
-        self.play_buf = b.play
         self.conn = None
         self.last_rx = 0
-        self.t_boot = ticks_ms()
-        self.conn_t0 = 0
+        self.t_boot = time.ticks_ms()
         self.trace = self.opt.get("trace", True)
         self.record = None
         self.frames_dropped = 0
@@ -164,7 +156,7 @@ class Runtime:
     def offline(self):
         """No session, and none coming up: the DEFERRED recorder owns the button then (satellite.deferred)."""
         st = self.state
-        return self.sat is None and (st == DISCONNECTED or st == CONNECTING or st == STARTING)
+        return self.sat is None and (st == _DISCONNECTED or st == _CONNECTING or st == _STARTING)
 
     # -- surface ----------------------------------------------------------------------------------------
     def mic_format(self):
@@ -196,7 +188,7 @@ class Runtime:
     def info(self):
         return {"board": self.board.get("id"), "firmware": VERSION, "duplex": self.duplex,
                 "heap_free": gc.mem_free() if hasattr(gc, "mem_free") else 0,
-                "uptime_ms": ticks_diff(ticks_ms(), self.t_boot), "pattern": self.pattern}
+                "uptime_ms": time.ticks_diff(time.ticks_ms(), self.t_boot), "pattern": self.pattern}
 
     # -- provisioning -----------------------------------------------------------------------------------
     def load_record(self):
@@ -244,23 +236,23 @@ class Runtime:
         except OSError as e:
             if not e.args or e.args[0] not in (115, 119, 11):   # EINPROGRESS (linux 115, lwIP 119), EAGAIN
                 s.close()
-                raise LinkError("CONNECT", "cannot connect to %s:%d: %s" % (host, port, e))
+                raise L.LinkError("CONNECT", "cannot connect to %s:%d: %s" % (host, port, e))
         import select
         p = select.poll()
         p.register(s, select.POLLOUT | select.POLLERR | select.POLLHUP)
-        t0 = ticks_ms()
+        t0 = time.ticks_ms()
         while True:
             ev = p.poll(0)
             if ev:
                 flags = ev[0][1]
                 if flags & (select.POLLERR | select.POLLHUP):
                     s.close()
-                    raise LinkError("CONNECT", "cannot connect to %s:%d (refused)" % (host, port))
+                    raise L.LinkError("CONNECT", "cannot connect to %s:%d (refused)" % (host, port))
                 break
-            if ticks_diff(ticks_ms(), t0) > HANDSHAKE_TIMEOUT_MS:
+            if time.ticks_diff(time.ticks_ms(), t0) > _HANDSHAKE_TIMEOUT_MS:
                 s.close()
-                raise LinkError("CONNECT", "connect to %s:%d timed out" % (host, port))
-            await asyncio.sleep_ms(POLL_MS)
+                raise L.LinkError("CONNECT", "connect to %s:%d timed out" % (host, port))
+            await asyncio.sleep_ms(L.POLL_MS)
         return s
 
     def _close_link(self):
@@ -287,17 +279,17 @@ class Runtime:
         self.conn = None
         gc.collect()
         conn = NoiseConnection(True, priv, pattern=pattern, remote_static=core_key, rng=self.rng,
-                               tx_capacity=TX_CAPACITY, rx_buf=self.noise_rx, static_public=pub,
+                               tx_capacity=TX_CAPACITY, rx_buf=self.buffers.noise_rx, static_public=pub,
                                tx_buf=self.buffers.noise_tx)
         self.conn = conn
-        link = self.link = Link(sock, conn, self.max_frame_bytes, self.frame_buf)
+        link = self.link = L.Link(sock, conn, self.max_frame_bytes, self.buffers.frame)
         try:
             out = conn.start()
             link.write(out, len(out))
             while not conn.handshake_done:
-                n = await link.read(self.rxbuf, HANDSHAKE_TIMEOUT_MS)
-                self.last_rx = ticks_ms()
-                conn.receive_into(self.rxbuf, 0, n)
+                n = await link.read(self.buffers.rx, _HANDSHAKE_TIMEOUT_MS)
+                self.last_rx = time.ticks_ms()
+                conn.receive_into(self.buffers.rx, 0, n)
                 out = conn.data_to_send()
                 if out:
                     link.write(out, len(out))
@@ -305,8 +297,8 @@ class Runtime:
             if e.code == "IK_KEY_MISMATCH":
                 self.log("IK FAILED at %s: %s" % (host, e))
                 return None
-            raise LinkError("HANDSHAKE", "Noise handshake failed (%s): %s" % (e.code, e))
-        except LinkError as e:
+            raise L.LinkError("HANDSHAKE", "Noise handshake failed (%s): %s" % (e.code, e))
+        except L.LinkError as e:
             if pattern == "IK" and e.code in ("EOF", "READ"):
                 self.log("IK FAILED at %s: the core closed the connection during the IK handshake: its static key "
                          "is not the pinned one (or it is not an Alabama core); not falling back to XX" % host)
@@ -320,7 +312,7 @@ class Runtime:
         self.record = rec
         if rec is None:
             self.log("no provisioning record: provision this board (alabama provision) and reset it")
-            return END_CLOSED
+            return _END_CLOSED
         core_key = rec.core_key or self.ks.pinned_core_key()
         pattern = "IK" if core_key else "XX"
         if self._device_key is None:
@@ -329,7 +321,7 @@ class Runtime:
             self._device_key = self.ks.device_key()
         priv, pub = self._device_key
         self.pattern = pattern
-        self.state = CONNECTING
+        self.state = _CONNECTING
         hosts = candidates(rec.core_host)
         if pattern == "XX":
             hosts = hosts[:1]           # trust on first use needs one address: XX never shops around
@@ -341,7 +333,7 @@ class Runtime:
                                                                             hexs(pub[:8])))
             try:
                 conn = await self._handshake(host, rec.core_port, pattern, core_key, priv, pub)
-            except (OSError, LinkError) as e:
+            except (OSError, L.LinkError) as e:
                 if host is hosts[-1]:
                     raise
                 self.log("candidate %s unreachable (%s): trying the next" % (host, e))
@@ -349,7 +341,7 @@ class Runtime:
             if conn is not None:
                 break
         if conn is None:
-            return END_IK_MISMATCH
+            return _END_IK_MISMATCH
         self.core_key_in_use = conn.remote_static
         self.log("handshake done (%s), core key %s" % (pattern, hexs(conn.remote_static[:8])))
         sess = S.Session(self.surface(self.token(rec)))
@@ -360,9 +352,8 @@ class Runtime:
         link.on_oversize = sat.on_oversize
         self.sat = sat
         sat.send(sess.hello())
-        self.conn_t0 = ticks_ms()
-        self.last_rx = ticks_ms()
-        self.state = HELLO
+        self.last_rx = time.ticks_ms()          # also when the Hello went out: _serve's HelloResponse timeout
+        self.state = _HELLO
         try:
             return await self._serve(sess, link, sat)
         finally:
@@ -372,7 +363,7 @@ class Runtime:
     def _accepted(self, ev):
         """The runtime's side of an accepted Hello (Satellite.on_frame calls it, in frame order)."""
         sat = self.sat
-        self.state = CONNECTED
+        self.state = _CONNECTED
         self.attempts = 0
         self.connections += 1
         self.log("accepted: core max_frame_bytes %d max_concurrent_streams %d heap_free=%d" % (
@@ -383,27 +374,28 @@ class Runtime:
             sat.spawn(self.deferred.upload(sat))
 
     async def _serve(self, sess, link, sat):
-        buf = self.rxbuf
-        last_ping = ticks_ms()
+        buf = self.buffers.rx
+        t_hello = self.last_rx                              # the Hello went out then (connect_once)
+        last_ping = time.ticks_ms()
         allowance = 1000 + self.max_frame_bytes // 12        # one max frame at ~100 kbit/s
         dead_ms = 3 * self.ping_ms + allowance                 # R10.1-b: bounded half-open detection
         while True:
             if sat.end is not None:                      # the core refused us (Satellite.on_frame)
-                return END_CLOSED if type(sat.end) is S.Rejected else END_VERSION
+                return _END_CLOSED if type(sat.end) is S.Rejected else _END_VERSION
             if self.stopped:
-                return END_STOP
+                return _END_STOP
             n = link.poll(buf)
-            now = ticks_ms()
+            now = time.ticks_ms()
             if n is not None:
                 self.last_rx = now
                 link.feed(buf, 0, n)
-            if sess.state == S.HELLO_SENT and ticks_diff(now, self.conn_t0) > HANDSHAKE_TIMEOUT_MS:
-                raise LinkError("TIMEOUT", "no HelloResponse within %d ms" % HANDSHAKE_TIMEOUT_MS)
+            if sess.state == S.HELLO_SENT and time.ticks_diff(now, t_hello) > _HANDSHAKE_TIMEOUT_MS:
+                raise L.LinkError("TIMEOUT", "no HelloResponse within %d ms" % _HANDSHAKE_TIMEOUT_MS)
             if sess.state == S.ACTIVE:
-                if ticks_diff(now, self.last_rx) > dead_ms:
-                    raise LinkError("SILENT", "nothing from the core for %d ms (3 ping intervals + %d ms): "
-                                    "connection presumed dead" % (ticks_diff(now, self.last_rx), allowance))
-                if ticks_diff(now, last_ping) >= self.ping_ms:
+                if time.ticks_diff(now, self.last_rx) > dead_ms:
+                    raise L.LinkError("SILENT", "nothing from the core for %d ms (3 ping intervals + %d ms): "
+                                    "connection presumed dead" % (time.ticks_diff(now, self.last_rx), allowance))
+                if time.ticks_diff(now, last_ping) >= self.ping_ms:
                     last_ping = now
                     p = sess.ping(self.now_us())
                     link.send(p)
@@ -415,27 +407,29 @@ class Runtime:
                     sat.gesture(g)
                 if g == PRESS and self._provision_gesture(now):
                     self.log("provision: button gesture: leaving the core for listening mode")
-                    return END_PROVISION
+                    return _END_PROVISION
                 g = self.hal.gesture()
-            await asyncio.sleep_ms(POLL_MS if n is None else 0)
+            await asyncio.sleep_ms(L.POLL_MS if n is None else 0)
 
     def now_us(self):
         """A monotonic microsecond clock that does not wrap (ticks_us wraps on the board)."""
-        t = ticks_us()
+        t = time.ticks_us()
         if not hasattr(self, "_us_last"):
             self._us_last = t
             self._us_acc = 0
-        self._us_acc += ticks_diff(t, self._us_last)
+        self._us_acc += time.ticks_diff(t, self._us_last)
         self._us_last = t
         # From 2**40 us (12.7 days), not 0: a DEFERRED recording of an earlier boot, rebased onto this boot's
         # clock (satellite.deferred), lands before this boot and must still be a positive capture_ts.
-        return self._us_acc + CLOCK_EPOCH_US
+        return self._us_acc + _CLOCK_EPOCH_US
 
     # -- the forever loop ---------------------------------------------------------------------------------
     def backoff_ms(self):
-        d = self.backoff_base_ms << min(self.attempts, 16)
-        if d > self.backoff_cap_ms:
-            d = self.backoff_cap_ms
+        o = self.opt                                            # the test knobs (hal.options())
+        cap = min(o.get("backoff_cap_ms", 60000), 60000)
+        d = o.get("backoff_base_ms", 500) << min(self.attempts, 16)
+        if d > cap:
+            d = cap
         r = self.rng(2)
         j = (r[0] << 8 | r[1]) * (d // 2) // 65536
         return d // 2 + j                                       # jitter: uniform in [d/2, d)
@@ -449,10 +443,10 @@ class Runtime:
         while not self.stopped:
             while self.deferred is not None and self.deferred.recording is not None and not self.stopped:
                 await asyncio.sleep_ms(20)               # no X25519 while the mic records (see _quiet_mic)
-            end = END_LOST
+            end = _END_LOST
             try:
                 end = await self.connect_once()
-            except LinkError as e:
+            except L.LinkError as e:
                 self.log("connection lost (%s): %s" % (e.code, e))
             except (OSError, NoiseError, F.FrameError, ValueError) as e:
                 self.log("connection failed (%s): %s" % (type(e).__name__, e))
@@ -463,18 +457,18 @@ class Runtime:
             finally:
                 self._close_link()
                 self.conn = None
-                self.state = DISCONNECTED
+                self.state = _DISCONNECTED
                 gc.collect()
-            if end == END_STOP or self.stopped:
+            if end == _END_STOP or self.stopped:
                 break
-            if end in (END_CLOSED, END_VERSION, END_PROVISION):
-                if end != END_PROVISION:
-                    self.state = HALTED
+            if end in (_END_CLOSED, _END_VERSION, _END_PROVISION):
+                if end != _END_PROVISION:
+                    self.state = _HALTED
                     self.log("halted: waiting for re-provisioning (no automatic retry)")
                 await self._wait_reprovision()
                 self.attempts = 0
                 continue
-            if end == END_IK_MISMATCH:
+            if end == _END_IK_MISMATCH:
                 self.attempts = 16                     # never XX; try the pinned key again at the cap only
             d = self.backoff_ms()
             self.attempts += 1
@@ -492,8 +486,8 @@ class Runtime:
             await asyncio.sleep_ms(10)
 
     async def _sleep(self, ms):
-        t0 = ticks_ms()
-        while ticks_diff(ticks_ms(), t0) < ms and not self.stopped:
+        t0 = time.ticks_ms()
+        while time.ticks_diff(time.ticks_ms(), t0) < ms and not self.stopped:
             await asyncio.sleep_ms(min(50, ms))
 
     def _provision_gesture(self, now):
@@ -517,8 +511,8 @@ class Runtime:
             return calls[0] % 25 == 0 and self.ks.read(K.RECORD) != old
 
         from satellite.provision import listen
-        if self.state != HALTED:            # a halted board listens too, but stays halted (no retry)
-            self.state = LISTENING
+        if self.state != _HALTED:            # a halted board listens too, but stays halted (no retry)
+            self.state = _LISTENING
         try:
             if not self.has_mic:
                 raise listen.ListenError("NO_MIC", "no usable microphone: provision this board by QR code or serial")

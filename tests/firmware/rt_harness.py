@@ -67,7 +67,7 @@ def make(accept=True, record_output=False, core_max=4096, board=None, hal=None):
     got = []
     core = NoiseConnection(False, core_priv, rng=os.urandom)
     sat_conn = NoiseConnection(True, rt.ks.key, pattern="XX", rng=os.urandom, tx_capacity=RT.TX_CAPACITY,
-                               rx_buf=rt.noise_rx)
+                               rx_buf=rt.buffers.noise_rx)
     out = sat_conn.start()
     while not sat_conn.handshake_done:
         core.receive(out)
@@ -81,7 +81,7 @@ def make(accept=True, record_output=False, core_max=4096, board=None, hal=None):
     if record_output:
         sink.core = core
     sess = S.Session(rt.surface(""))
-    link = rt.link = Link(sink, sat_conn, rt.max_frame_bytes, rt.frame_buf)
+    link = rt.link = Link(sink, sat_conn, rt.max_frame_bytes, rt.buffers.frame)
     sat = D.Satellite(rt, sess, link)
     sat.spawn = _no_task
     sat.accepted = lambda ev: sat.started(ev.max_frame_bytes)    # the runtime's side, without health/deferred

@@ -124,6 +124,7 @@ def test_handshake_closes_an_open_mic_before_any_x25519():
     import asyncio
     import rt_harness as H
     from satellite import runtime as RT
+    from satellite.link import LinkError
     from satellite.noise import state as NS
 
     b = _board("devkitc1-inmp441")
@@ -162,7 +163,7 @@ def test_handshake_closes_an_open_mic_before_any_x25519():
     try:
         try:
             asyncio.run(rt._handshake("core", 1, "XX", None, priv, pub))
-        except RT.LinkError:
+        except LinkError:
             pass
     finally:
         xmod.x25519, xmod.public_key = orig_x, orig_pk

@@ -42,7 +42,7 @@ CAMPAIGN_ENV = {"ALABAMA_SIM_PING_MS": "500", "ALABAMA_SIM_BACKOFF_BASE_MS": "20
                 "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"}
 #: The core's Ping interval in a campaign (s).
 CORE_PING_S = 1.0
-#: The board's handshake/Hello timeout (firmware/satellite/runtime.py HANDSHAKE_TIMEOUT_MS): a stalled
+#: The board's handshake/Hello timeout (firmware/satellite/runtime.py _HANDSHAKE_TIMEOUT_MS): a stalled
 #: handshake is only noticed after it.
 BOARD_HANDSHAKE_TIMEOUT_S = 10.0
 #: Slack on every recovery bound for a loaded machine (the bounds are generous on purpose).
