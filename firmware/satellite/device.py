@@ -144,7 +144,7 @@ class Satellite:
         self.has_mic = rt.has_mic
         self.max_frame_bytes = rt.max_frame_bytes
         self.accepted = None         # accepted(ev): the runtime's side of a HelloResponse that accepted us
-        self.end = None              # the Rejected / VersionMismatch that ended this session (runtime.ended)
+        self.end = None              # the Rejected / VersionMismatch that ended this session (Runtime._serve reads it)
         self.mic_rate = rt.mic_rate
         self.spk_rate = rt.spk_rate
         self.half = rt.duplex == "half"

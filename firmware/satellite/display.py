@@ -102,7 +102,7 @@ class Display:
         self.log = None
         self.painted = 0                       # images painted (tests, state)
         self.job = None                        # a reassembled image being decoded, a row per turn: [id, steps]
-        self.on_error = None                   # on_error(id, code, message): the runtime sends the Error
+        self.on_error = None                   # on_error(id, code, message): device.Satellite sends the Error
         self._g = bytearray(F.H)               # one glyph, copied out of the font for the C blitter
         self._fbo = self._gfb = self._pal = None
         if _framebuf is not None and not pure:
@@ -439,9 +439,9 @@ class Display:
                 return
         raise DisplayError(pb.ErrorCode.INVALID_REQUEST, "nothing in the Render this surface shows")
 
-    # -- from the runtime -----------------------------------------------------------------------------
+    # -- from the device (device.Satellite) ------------------------------------------------------------
     def chunk(self, id, buf, start, end):
-        """A StreamChunk tail on a display stream (the runtime's render-chunk path). Allocates nothing."""
+        """A StreamChunk tail on a display stream (device.Satellite's render-chunk path). Allocates nothing."""
         if id == self.text_id:
             self.text_chunk(buf, start, end)
         elif id == self.image_id:
@@ -449,7 +449,7 @@ class Display:
 
     def handle(self, ev):
         """A session display event (TextOpen, ImageOpen, Show, DisplayEnded). Returns None, or
-        (ErrorCode, message) for the Error the runtime sends on ev.id (the surface could not display)."""
+        (ErrorCode, message) for the Error device.Satellite sends on ev.id (the surface could not display)."""
         from satellite import session as S
         t = type(ev)
         try:

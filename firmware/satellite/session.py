@@ -2,7 +2,8 @@
 # It owns ids, stream states, terminals and limits (spec §6.3, §10); it never touches a socket, the
 # codec, the audio HAL or a clock (times are passed in, in microseconds).
 #
-# Driver contract (firmware/satellite/runtime.py, and tests):
+# Driver contract (satellite.runtime makes the session and sends the Hello and Pings; satellite.device feeds
+# it every frame in Satellite.on_frame and drives captures and renders; and tests):
 #   s = Session(surface)              surface: a Surface (below) built from the board file
 #   send(s.hello())                   first frame; then feed every received Envelope:
 #   ev = s.receive(env, now_us)       -> None or an event (classes below); the session may also have

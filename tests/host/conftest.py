@@ -3,7 +3,7 @@
 * ``core``: the reference core (CoreServer on 127.0.0.1, a port the OS picks, so parallel workers never
   collide) on its own event-loop thread (vb_support.CoreThread), its state under the test's tmp_path/core.
 * the marker ``needs_micropython`` (``pytestmark = pytest.mark.needs_micropython``): the test skips where
-  there is no micropython unix port; mpharness.micropython_cmd() is the one place that looks for it.
+  there is no micropython unix port (mpharness.micropython_cmd() asks alabama.local, the one place that looks).
 """
 import pytest
 

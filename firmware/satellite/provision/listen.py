@@ -166,7 +166,7 @@ async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None,
     return None
 
 
-# The runtime's LED phases (runtime._PHASES) that stand for each provisioning state on a HAL that only
+# The runtime's LED phases (device._PHASES) that stand for each provisioning state on a HAL that only
 # knows those: listening = LISTENING dim, receiving = PROCESSING with brightness rising with progress,
 # stored = IDLE, rejected / lost = ERROR.
 _PHASE_OF_LED = (1, 2, 0, 4, 4)

@@ -360,7 +360,7 @@ class FrameReader:
 
     def frame_buffer(self):
         """The buffer every event's indices (header_start.., tail_start..) point into: fixed for the reader's
-        life, so a caller may keep it (the runtime's Link does, for allocation-free decode_into)."""
+        life, so a caller may keep it (link.Link does, for allocation-free decode_into)."""
         return self._buf
 
     def header(self):

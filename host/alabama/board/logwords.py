@@ -26,7 +26,7 @@ CONNECTION_LOST = r"connection lost"                        # "connection lost (
 LINK_DOWN = r"sat: connection lost|sat: connection failed"  # either way the link went
 RECONNECTING = r"reconnecting in"                           # "reconnecting in <ms> ms (attempt <n>)"
 HALTED = r"halted"                                          # "halted: waiting for re-provisioning ..."
-CLOCK_OFFSET = r"sat: clock offset"                         # "clock offset <us> us rtt <us> us"
+CLOCK_OFFSET = r"sat: clock offset"                         # "clock offset <us> us rtt <us> us" (device.py)
 
 
 def connecting(host=None, port=None, pattern="IK"):
@@ -43,7 +43,7 @@ def ik_failed_at(host):
     return r"IK FAILED at %s" % re.escape(host)
 
 
-# ------------------------------------------------------------------ captures and renders (runtime.py Satellite)
+# ------------------------------------------------------------------- captures and renders (device.py Satellite)
 CAPTURE_OPENED_BUTTON = r"capture (\d+) opened \(button\)"
 CAPTURE_OPENED_AMBIENT = r"capture (\d+) opened \(ambient\)"
 CAPTURE_OPENED_REQUESTED = r"capture \d+ opened \(requested, answers request \d+\)"
@@ -90,7 +90,7 @@ REQUEST_DECLINED_STREAMING = r"request \d+ declined: a capture is already stream
 
 
 def tx(op, env_id=0):
-    """ "tx <op> id <n>": an envelope the board sent (the runtime's debug line)."""
+    """ "tx <op> id <n>": an envelope the board sent (device.Satellite's frame trace)."""
     return r"tx %s id %d" % (op, env_id)
 
 

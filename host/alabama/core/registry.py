@@ -3,7 +3,7 @@
 Responsible for identity book-keeping only: fingerprints, pins, trust, tokens, the static key file.
 Several processes share the file (the running server and `alabama core token|approve|devices`), so
 every write is its own transaction and the server notices changes by polling ``data_version()``.
-It never decides admission (the server does) and never touches the network.
+It never decides admission (``admission.py`` does) and never touches the network.
 """
 import hashlib
 import os

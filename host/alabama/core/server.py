@@ -3,7 +3,7 @@
 Responsible for the server as a whole: accept (each connection is a ``connection.Connection``), the
 hand-off of connections between worker processes (workers.py), registry polling (tokens/approvals
 without a restart, ``admission.elevate``), reports, and the public Python API below; the loopback
-control endpoint for the CLI is ``control``'s. The core's default port is ``DEFAULT_PORT`` here.
+control endpoint for the CLI is ``control``'s. ``DEFAULT_PORT`` here is ``alabama.CORE_PORT`` (its one owner).
 Protocol rules live in ``session``; one connection's I/O in ``connection``; admission in ``admission``.
 
 Python API (also documented in docs/core.md)::

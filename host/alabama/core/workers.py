@@ -14,7 +14,7 @@ written to DIR/reports under session ids unique per worker (``w1-s7``).
 
 The parent (supervisor) creates the key and registry, reserves the port, forks the workers, writes
 DIR/control.json naming each worker's control file (the CLI asks every worker and takes the owner's
-answer, ``server.control_call``), forwards SIGINT/SIGTERM/SIGUSR1 and stops every worker when one ends.
+answer, ``control.control_call``), forwards SIGINT/SIGTERM/SIGUSR1 and stops every worker when one ends.
 """
 import asyncio
 import json
