@@ -19,8 +19,7 @@ from mpharness import FIRMWARE, micropython_cmd
 HOST = pathlib.Path(fwset.__file__).resolve().parents[2]          # host/: the package's own tree
 ALABAMA = HOST / "alabama"
 
-needs_micropython = pytest.mark.skipif(shutil.which("micropython") is None and not os.path.exists(
-    os.path.join(os.path.dirname(os.sys.executable), "micropython")), reason="no micropython unix port")
+needs_micropython = pytest.mark.needs_micropython      # tests/host/conftest.py
 
 
 # --- the import graph ------------------------------------------------------------------------------------

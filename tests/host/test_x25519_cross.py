@@ -67,6 +67,7 @@ def test_edge_u_matches_cryptography(u):
     assert X.x25519(k, ub) == (bytes(32) if want is None else want)
 
 
+@pytest.mark.needs_micropython
 def test_viper_path_under_micropython_matches_cryptography():
     """200 random (k, u) pairs, u any 32 bytes, run through the viper path on the unix port."""
     import os
@@ -75,9 +76,8 @@ def test_viper_path_under_micropython_matches_cryptography():
     import subprocess
     import sys
 
-    mp = pathlib.Path(sys.executable).parent / "micropython"
-    if not mp.exists():
-        pytest.skip("no micropython unix port in the venv")
+    from mpharness import micropython_cmd
+    mp = micropython_cmd()            # the one finder (alabama.local); the needs_micropython mark skips without it
     root = pathlib.Path(__file__).resolve().parents[2]
     rnd = random.Random(7748)
     pairs = [(rnd.randbytes(32), rnd.randbytes(32)) for _ in range(200)]

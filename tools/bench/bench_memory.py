@@ -173,9 +173,9 @@ def interpreters():
 
 
 def measure(micropython, board, build_root, frozen=False):
-    from alabama.board import deploy, sim
+    from alabama.board import deploy, fwset, sim
     march = sim.native_march(micropython)
-    files = deploy.build(march, build_dir=build_root, out=lambda *a: None)
+    files = fwset.build(march, build_dir=build_root, out=lambda *a: None)
     lib = pathlib.Path(files["lib/satellite/__init__.mpy"]).parent.parent
     if frozen:
         march += ", frozen"
@@ -207,8 +207,8 @@ def measure(micropython, board, build_root, frozen=False):
 
 
 def xtensa_sizes(build_root):
-    from alabama.board import deploy
-    files = deploy.build("xtensawin", build_dir=build_root, out=lambda *a: None)
+    from alabama.board import fwset
+    files = fwset.build("xtensawin", build_dir=build_root, out=lambda *a: None)
     return {rel[4:-4].replace("/", "."): pathlib.Path(src).stat().st_size
             for rel, src in files.items() if rel.endswith(".mpy")}
 

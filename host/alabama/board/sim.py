@@ -124,8 +124,8 @@ def has_raw_repl(micropython):
 def native_march(micropython):
     """The mpy-cross -march of the unix port's native code (from sys.implementation._mpy): x64 for the
     venv's port, x86 for the 32-bit build."""
-    from . import deploy
-    return deploy.ARCHS[(interpreter(micropython)[0] >> 10) & 0xF]
+    from . import fwset
+    return fwset.ARCHS[(interpreter(micropython)[0] >> 10) & 0xF]
 
 
 def free_port():

@@ -299,7 +299,7 @@ class SerialTarget(Target):
     def provision(self, rec, fresh_identity=True):
         """Serial provisioning (alabama.provision.serial): the record (+ Wi-Fi) into /data; with
         ``fresh_identity`` a new device key too, so the bench knows it before the board connects."""
-        from alabama.board import deploy
+        from alabama.board import mpremote
         from alabama.noise.state import public_key
         from alabama.provision import serial as serial_prov
         self._close_log()
@@ -308,15 +308,16 @@ class SerialTarget(Target):
         if not fresh_identity:
             return None
         key = os.urandom(32)
-        deploy.run_mpremote(self.port, ["exec", "import os\nfor n in ('settings.json',):\n    try: os.remove('data/'+n)\n"
-                                                "    except OSError: pass\nf=open('data/device.key','wb')\n"
-                                                "f.write(%r)\nf.close()\nprint('ok')" % key])
+        d = record_codec.DATA_DIR + "/"
+        mpremote.run_mpremote(self.port, ["exec", "import os\ntry: os.remove(%r)\nexcept OSError: pass\n"
+                                                  "f=open(%r,'wb')\nf.write(%r)\nf.close()\nprint('ok')"
+                                                  % (d + record_codec.SETTINGS, d + record_codec.DEVICE_KEY, key)])
         return public_key(key)
 
     def start(self):
-        from alabama.board import deploy
+        from alabama.board import mpremote
         self._close_log()
-        deploy.soft_reset(self.port, out=lambda *a: None)
+        mpremote.soft_reset(self.port, out=lambda *a: None)
         self._open_log()
 
     def set_mic(self, path):
