@@ -14,7 +14,7 @@ import pytest
 
 from alabama.hil import steps
 from alabama.hil.measures import word_error_rate
-from alabama.hil.timeline import SAT_TO_CORE
+from alabama.hil.timeline import CORE_TO_SAT, SAT_TO_CORE
 from alabama.v1 import operations_pb2 as ops
 
 #: Short: two cores are shared, and every second of audio is recognised twice.
@@ -64,19 +64,33 @@ def _play_turn(hil, wav):
     return steps.finish_exchange(hil, co, m, timeout=60)
 
 
-def check_intelligible(hil, text=UTTERANCE, tools=()):
+def _offered_tools(hil):
+    """The tool names the core offers this board's assistant, which the speech brain's grammar is built for
+    (the light rule depends on them): the session surface's tools, none for a guest (docs/core.md)."""
+    def tools():
+        conn = hil.core.server.connections.get(hil.device_id)
+        sf = conn.session.surface if conn is not None else None
+        return () if sf is None or sf.guest else tuple(sf.tools)
+    return hil.core.call_soon(tools)
+
+
+def check_intelligible(hil, text=UTTERANCE):
     """Play ``text`` into the board's mic, run a turn with the speech brain, and assert the core heard what the
-    recogniser hears in the source. ``tools``: the tool names the core offers this board (its grammar's light
-    rule depends on them; none for a guest: docs/core.md, the guest surface). Records both transcripts beside
-    their waveforms and the WER."""
+    recogniser hears in the source. Records both transcripts beside their waveforms and the WER."""
     audio = _speech_or_skip()
     src = audio.synth(text)
     wav = steps.write_wav(hil.workdir / "source.wav", np.frombuffer(src, "<i2"))
     ex = _play_turn(hil, wav)
+    return ex, judge(hil, ex, src, wav, text)
+
+
+def judge(hil, ex, src, wav, text):
+    """The differential check of one turn: the core's transcript of capture ``ex["co"]`` against ``src`` (the
+    PCM of what was said in it) decoded directly; both recorded beside their waveforms, the WER measured."""
     co = ex["co"]
     heard = _core_heard(ex["resp"])
     assert heard is not None, "the core's Response on capture %d carries no transcript: is the speech brain on?" % co.id
-    direct = _direct_transcript(src, tools)
+    direct = _direct_transcript(src, _offered_tools(hil))
     wer = word_error_rate(direct.text, heard["transcript"])
     hil.measure("speech_wer", wer)
     hil.transcripts[str(wav)] = direct.text                  # beside "what the board heard (mic input)"
@@ -90,7 +104,7 @@ def check_intelligible(hil, text=UTTERANCE, tools=()):
     if heard["transcript"] != direct.text:
         hil.fail("the core heard %r through the board, but %r in the source audio (WER %.2f): the board's audio "
                  "path damages speech" % (heard["transcript"], direct.text, wer))
-    return ex, heard
+    return heard
 
 
 @pytest.mark.spec("§4.1", "R10.4.1-b")
@@ -101,7 +115,44 @@ def test_intelligible_push_to_talk(hil):
     hil.start_core(brain="speech")
     hil.provision("guest")
     hil.boot()
-    ex, heard = check_intelligible(hil)
+    ex, _ = check_intelligible(hil)
     if "button" in hil.target.features:
         assert ex["end"].env.stream_end.reason == ops.PTT_RELEASE
+    hil.assert_conformant()
+
+
+@pytest.mark.spec("§4", "§10.4", "R10.4-b")
+@pytest.mark.needs("mic_feed", "mic")
+def test_intelligible_wake_phrase_ambient(hil):
+    """Hands-free: the board streams ambiently (setting capture_mode = ambient), "hey alabama, what time is it"
+    reaches its mic, the core's wake phrase spotter hears it and asks for a capture (RequestCapture), the board
+    supersedes its ambient capture and answers; the core's transcript of that turn equals the transcript of the
+    command ("what time is it") decoded directly, and the board streams ambiently again afterwards."""
+    audio = _speech_or_skip()
+    from alabama.v1 import surface_pb2
+    hil.start_core(brain="speech", wake_phrase="hey alabama")
+    hil.provision("ik")
+    did = hil.boot()
+    m = hil.tl.mark()
+    hil.core.call(hil.core.server.write_setting(did, "capture_mode", surface_pb2.SettingValue(string_value="ambient")))
+    amb = hil.expect(SAT_TO_CORE, "capture_open", after=m, what="the ambient CaptureOpen")
+    assert amb.env.capture_open.trigger == 0, "an ambient capture carries no trigger: %s" % amb.summary
+    hil.expect(SAT_TO_CORE, "stream_chunk", amb.id, after=m, what="ambient audio")
+    wake, command = audio.synth("hey alabama", pad=(0.3, 0.0)), audio.synth(UTTERANCE, pad=(0.0, 0.3))
+    src = wake + command + audio.silence(1.5)          # the quiet the core's endpointer closes the turn on
+    wav = steps.write_wav(hil.workdir / "source.wav", np.frombuffer(src, "<i2"))
+    m = hil.tl.mark()
+    hil.target.set_mic(wav)
+    rq = hil.expect(CORE_TO_SAT, "request_capture", after=m, timeout=15,
+                    what="the core's RequestCapture after hearing the wake phrase")
+    ref = rq.env.request_capture.correlation_ref
+    co = hil.expect(SAT_TO_CORE, "capture_open", after=m, pred=lambda e: e.env.capture_open.correlation_ref == ref,
+                    what="the CaptureOpen answering the wake RequestCapture %r" % ref)
+    ex = steps.finish_exchange(hil, co, m, timeout=30)
+    assert ex["end"].env.stream_end.reason == ops.END_DETECTED
+    heard = judge(hil, ex, command, wav, UTTERANCE)
+    assert heard.get("intent") == "time", "the wake turn's intent: %r" % heard
+    hil.expect(SAT_TO_CORE, "capture_open", after=hil.tl.index_of(ex["resp"]), timeout=10,
+               pred=lambda e: not e.env.capture_open.trigger and not e.env.capture_open.correlation_ref,
+               what="the ambient capture resumed after the wake turn")
     hil.assert_conformant()
