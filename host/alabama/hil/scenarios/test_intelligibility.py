@@ -129,15 +129,11 @@ def test_intelligible_wake_phrase_ambient(hil):
     supersedes its ambient capture and answers; the core's transcript of that turn equals the transcript of the
     command ("what time is it") decoded directly, and the board streams ambiently again afterwards."""
     audio = _speech_or_skip()
-    from alabama.v1 import surface_pb2
     hil.start_core(brain="speech", wake_phrase="hey alabama")
     hil.provision("ik")
-    did = hil.boot()
-    m = hil.tl.mark()
-    hil.core.call(hil.core.server.write_setting(did, "capture_mode", surface_pb2.SettingValue(string_value="ambient")))
-    amb = hil.expect(SAT_TO_CORE, "capture_open", after=m, what="the ambient CaptureOpen")
-    assert amb.env.capture_open.trigger == 0, "an ambient capture carries no trigger: %s" % amb.summary
-    hil.expect(SAT_TO_CORE, "stream_chunk", amb.id, after=m, what="ambient audio")
+    hil.boot()
+    amb = steps.go_ambient(hil)
+    hil.expect(SAT_TO_CORE, "stream_chunk", amb.id, after=hil.tl.index_of(amb), what="ambient audio")
     wake, command = audio.synth("hey alabama", pad=(0.3, 0.0)), audio.synth(UTTERANCE, pad=(0.0, 0.3))
     src = wake + command + audio.silence(1.5)          # the quiet the core's endpointer closes the turn on
     wav = steps.write_wav(hil.workdir / "source.wav", np.frombuffer(src, "<i2"))
