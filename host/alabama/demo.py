@@ -3,8 +3,11 @@
 Responsible for orchestration only: start the reference core in-process on 127.0.0.1, mint a pairing
 token, provision a fresh virtual board (core address + key + token), start it, push its button, play an
 utterance into its microphone (espeak-ng when installed, else a synthesized signal), release, let the
-core's brain answer (speech when pocketsphinx is installed: it prints what it heard; else echo), print the frames in the style of the spec's §4 listings, write the reply WAV,
-and exit 0 only when the exchange completed with an empty conformance report.
+core's brain answer (speech when pocketsphinx is installed: it prints what it heard; else echo), print the
+frames in the style of the spec's §4 listings, write the reply WAV, and exit 0 only when the exchange
+completed with an empty conformance report. ``--ambient`` (``make demo-ambient``): no button — the board
+streams ambiently from connect (its stored setting capture_mode = ambient), the core runs the wake phrase
+spotter on that stream, and the utterance starts with the phrase ("hey alabama, what time is it").
 """
 import asyncio
 import logging
@@ -21,6 +24,8 @@ from .board import logwords as lw
 from .errors import AlabamaError
 
 UTTERANCE = "What time is it?"     # a command the speech brain knows (alabama.speech.intents)
+WAKE_PHRASE = "hey alabama"
+AMBIENT_UTTERANCE = "Hey alabama, what time is it?"
 
 
 def demo_brain():
@@ -38,8 +43,10 @@ class HeardTap(logging.Handler):
 
     def emit(self, record):
         msg = record.getMessage()
-        if "heard: " in msg:
-            self.lines.append(msg[msg.index("heard: "):])
+        for word in ("heard: ", "wake phrase "):
+            if word in msg:
+                self.lines.append(msg[msg.index(word):])
+                break
 
 
 class DemoError(AlabamaError):
@@ -141,7 +148,18 @@ def make_utterance(path, text=UTTERANCE):
     return len(pcm) / 32000.0, source
 
 
-async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, verbose=False):
+def store_ambient_setting(flash):
+    """The board's stored settings say capture_mode = ambient: it opens an ambient capture at connect
+    (firmware satellite/device.py, Satellite.started) and resumes it after every turn."""
+    import json
+    from alabama.provision import record as rc
+    d = pathlib.Path(flash) / rc.DATA_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / rc.SETTINGS).write_text(json.dumps({"capture_mode": "ambient"}))
+
+
+async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, verbose=False, wake_phrase=None):
+    """One exchange; with ``wake_phrase`` hands-free (the board ambient, the core spotting the phrase)."""
     from alabama.board import sim
     from alabama.core.server import CoreServer
     work = pathlib.Path(workdir)
@@ -153,11 +171,14 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     flog.addHandler(tap)
     flog.propagate = verbose
     brain = demo_brain()
+    if wake_phrase and brain != "speech":
+        raise DemoError("the ambient demo hears a wake phrase: it needs pocketsphinx (pip install pocketsphinx) "
+                        "and espeak-ng (apt-get install espeak-ng)")
     heard = HeardTap()
     plog = logging.getLogger("alabama.core.pipeline")
     plog.addHandler(heard)
     plog.setLevel(logging.INFO)
-    core = CoreServer(work / "core", host="127.0.0.1", port=0, brain=brain, control=False)
+    core = CoreServer(work / "core", host="127.0.0.1", port=0, brain=brain, control=False, wake_phrase=wake_phrase)
     await core.start()
     vb = None
     loop = asyncio.get_running_loop()
@@ -170,6 +191,9 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             shutil.rmtree(flash)
         sim.provision(flash, "127.0.0.1", core.port, core.public_key, token, int(expires))
         echo("provision : fresh virtual board at %s (core address + key + pairing token)" % flash)
+        if wake_phrase:
+            store_ambient_setting(flash)
+            echo("settings  : capture_mode = ambient (streams from connect); the core listens for %r" % wake_phrase)
         utt = work / "utterance.wav"
         seconds, source = make_utterance(utt, text)
         echo("utterance : %.2f s, %s" % (seconds, source))
@@ -178,20 +202,32 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         echo("board     : %s under micropython (heap %s), REPL on %s" % (vb.board.id, vb.heap_limit, vb.pty_path))
         await loop.run_in_executor(None, vb.wait_log, r"accepted", 30)
         echo("session   : %s" % vb.wait_log(lw.HANDSHAKE_DONE, 1).group(0))
-        vb.set_mic(utt)
-        tap.rows.clear()
-        tap.t0 = time.monotonic()
-        m = vb.mark()
-        echo("button    : press")
-        await loop.run_in_executor(None, vb.press)
-        await asyncio.sleep(seconds + 0.3)
-        echo("button    : release")
-        await loop.run_in_executor(None, vb.release)
+        if not wake_phrase:              # ambient: from connect on (the ambient CaptureOpen comes with the session)
+            tap.rows.clear()
+            tap.t0 = time.monotonic()
+        if wake_phrase:
+            amb = await loop.run_in_executor(None, vb.wait_log, r"capture (\d+) opened \(ambient", 10)
+            echo("board     : ambient capture %s streaming, no button" % amb.group(1))
+            m = vb.mark()
+            echo("mic       : %r" % text)
+            vb.set_mic(utt)
+        else:
+            vb.set_mic(utt)
+            m = vb.mark()
+            echo("button    : press")
+            await loop.run_in_executor(None, vb.press)
+            await asyncio.sleep(seconds + 0.3)
+            echo("button    : release")
+            await loop.run_in_executor(None, vb.release)
         try:
             await loop.run_in_executor(None, vb.wait_log, r"capture \d+ done: Response", 30 + seconds, m)
         except sim.SimError as e:
-            raise DemoError("the exchange did not complete: %s" % str(e).splitlines()[0])
+            raise DemoError("the exchange did not complete%s: %s" % (
+                " (was the wake phrase heard?)" if wake_phrase else "", str(e).splitlines()[0]))
         played = await loop.run_in_executor(None, vb.wait_log, r"playback done \d+ frames (\d+)", 1, m)
+        if wake_phrase:
+            again = await loop.run_in_executor(None, vb.wait_log, r"capture (\d+) opened \(ambient", 10, m)
+            echo("board     : ambient streaming again on capture %s" % again.group(1))
         await asyncio.sleep(0.3)
         for line in heard.lines:
             echo("core      : " + line)
@@ -225,7 +261,11 @@ def register(sub):
                                    "speak into its microphone, and show the exchange frame by frame.")
     p.add_argument("--dir", metavar="DIR", help="work directory (default: a temporary one, removed after)")
     p.add_argument("--out", metavar="WAV", default="build/demo-reply.wav", help="where the reply lands (default %(default)s)")
-    p.add_argument("--say", metavar="TEXT", default=UTTERANCE, help="what espeak-ng says into the microphone")
+    p.add_argument("--say", metavar="TEXT", help="what espeak-ng says into the microphone (default %r; with "
+                   "--ambient %r)" % (UTTERANCE, AMBIENT_UTTERANCE))
+    p.add_argument("--ambient", action="store_true", help="hands-free: the board streams ambiently, the core "
+                   "listens for the wake phrase (make demo-ambient); needs pocketsphinx and espeak-ng")
+    p.add_argument("--wake-phrase", default=WAKE_PHRASE, metavar="TEXT", help="with --ambient (default %(default)r)")
     p.add_argument("--board", default="sim", metavar="NAME", help="board file to simulate (default: sim)")
     p.set_defaults(func=cmd_demo)
 
@@ -237,8 +277,10 @@ def cmd_demo(args):
         tmp = tempfile.mkdtemp(prefix="alabama-demo-")
         work = tmp
     try:
-        return asyncio.run(run_demo(work, args.out, board=args.board, text=args.say,
-                                    echo=lambda s: print(s, flush=True), verbose=args.verbose > 1))
+        text = args.say or (AMBIENT_UTTERANCE if args.ambient else UTTERANCE)
+        return asyncio.run(run_demo(work, args.out, board=args.board, text=text,
+                                    echo=lambda s: print(s, flush=True), verbose=args.verbose > 1,
+                                    wake_phrase=args.wake_phrase if args.ambient else None))
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

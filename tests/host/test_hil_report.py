@@ -203,3 +203,50 @@ def test_report_shows_each_devices_health(tmp_path):
     assert "no device health recorded" not in page.split("<h2>Measurements</h2>")[0]
     empty = report.write(_run("run-e", tmp_path), tmp_path / "rep2")["html"].read_text()
     assert "no device health recorded" in empty
+
+
+def test_report_shows_transcripts_beside_waveforms_and_the_wer(tmp_path):
+    """The intelligibility scenario's evidence: each transcript under its waveform, the WER titled."""
+    run = _run("run-t", tmp_path)
+    sc = run["scenarios"][0]
+    sc["waves"] = [{"title": "what the board heard (mic input)", "path": _wav(tmp_path / "src.wav"),
+                    "transcript": "what time is it"},
+                   {"title": "capture 5 as the core received it", "path": _wav(tmp_path / "cap.wav"),
+                    "transcript": "what <time>"}]
+    sc["measurements"]["speech_wer"] = [0.5]
+    page = report.write(run, tmp_path / "rep")["html"].read_text()
+    figs = page.split('<div class="fig">')[1:]
+    assert "what the board heard" in figs[0] and "heard: &ldquo;what time is it&rdquo;" in figs[0]
+    assert "<svg" in figs[0].split("heard: &ldquo;")[0]           # the transcript comes after its waveform
+    assert "heard: &ldquo;what &lt;time&gt;&rdquo;" in figs[1]
+    assert "word error rate, source vs through the board" in page
+
+
+def test_word_error_rate():
+    word_error_rate = measures.word_error_rate
+    assert word_error_rate("what time is it", "what time is it") == 0.0
+    assert word_error_rate("what time is it", "what time it") == 0.25
+    assert word_error_rate("what time is it", "thank") == 1.0
+    assert word_error_rate("", "") == 0.0 and word_error_rate("", "a") == 1.0
+
+
+def test_speaker_out_feeds_a_real_boards_mic_and_is_refused_for_the_virtual_board():
+    """--speaker-out: a real board gets the mic_feed feature (intelligibility scenarios run), none without it
+    (they are skipped, saying to pass it); the virtual board hears its WAV itself and refuses the flag."""
+    import argparse
+    from alabama.errors import UsageError
+    from alabama.hil import cli
+    from alabama.hil.targets import SerialTarget, SimTarget
+
+    def argv(*a):
+        p = argparse.ArgumentParser()
+        cli.register(p.add_subparsers())
+        return cli.pytest_argv(p.parse_args(["hil"] + list(a)))
+    real = ["--board", "/dev/ttyX", "--board-type", "devkitc1-inmp441", "--bind", "10.0.0.2"]
+    assert argv(*real, "--speaker-out", "hw:1,0")[-2:] == ["--hil-speaker-out", "hw:1,0"]
+    assert "--hil-speaker-out" not in argv(*real)
+    with pytest.raises(UsageError, match="real board"):
+        argv("--board", "sim", "--speaker-out", "default")
+    assert "mic_feed" in SerialTarget("/dev/ttyX", "b", speaker_out="hw:1,0").features
+    assert "mic_feed" not in SerialTarget("/dev/ttyX", "b").features
+    assert "mic_feed" in SimTarget.features

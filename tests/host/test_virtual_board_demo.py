@@ -26,3 +26,21 @@ def test_demo_completes_with_timeline_and_reply(tmp_path):
     frames = int(re.search(r"reply     : (\d+) frames", text).group(1))
     with wave.open(str(out)) as w:
         assert w.getnframes() == frames > 8000
+
+
+def test_demo_ambient_wakes_on_the_phrase_without_a_button(tmp_path):
+    """`make demo-ambient`: the board streams ambiently from connect, "hey alabama" makes the core ask for a
+    capture, the board supersedes its ambient stream, the turn is heard and answered, ambient resumes."""
+    import pytest
+    if not (importlib.util.find_spec("pocketsphinx") and shutil.which("espeak-ng")):
+        pytest.skip("the ambient demo needs pocketsphinx and espeak-ng")
+    exe = os.path.join(os.path.dirname(sys.executable), "alabama")
+    p = subprocess.run([exe, "demo", "--ambient", "--dir", str(tmp_path / "w"), "--out", str(tmp_path / "r.wav")],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    text = p.stdout
+    assert "button    : press" not in text, text
+    for needle in ("wake phrase 'hey alabama' heard on ambient capture", "Core → Sat  RequestCapture",
+                   "Sat → Core  StreamCancel     {id 3, SUPERSEDED}", "correlation_ref 'wake-3-",
+                   'heard: "what time is it" intent time', "ambient streaming again on capture", "no violations"):
+        assert needle in text, needle

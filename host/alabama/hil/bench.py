@@ -44,6 +44,7 @@ class Bench:
         self.measurements = {}
         self.notes = []
         self.waves = []
+        self.transcripts = {}        # a mic WAV's path or ("capture", id) -> what a recogniser heard in it
         self.heap = []
         self.health = {}             # device_id -> device.info (or its last device.health Event), at teardown
         self.log = log
@@ -243,7 +244,7 @@ class Bench:
                 dst = dest / os.path.basename(src)
                 if os.path.abspath(src) != os.path.abspath(dst):
                     shutil.copyfile(src, dst)
-                waves.append({"title": title, "path": str(dst)})
+                waves.append(self._heard({"title": title, "path": str(dst)}, str(src)))
         waves.extend(self.waves)
         waves.extend(self._stream_waves(dest))
         return {"serial_log": log, "waves": waves, "heap": self.heap, "timeline": self.tl.rows(),
@@ -267,8 +268,14 @@ class Bench:
                     continue
                 x = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2")
                 path = write_wav(dest / ("%s-%d.wav" % ("capture" if dir_ == SAT_TO_CORE else "reply", i)), x)
-                out.append({"title": what % i, "path": path})
+                out.append(self._heard({"title": what % i, "path": path}, (open_op, i)))
         return out
+
+    def _heard(self, wave, key):
+        """The report's wave entry with the transcript a scenario recorded for it (``self.transcripts``)."""
+        if key in self.transcripts:
+            wave["transcript"] = self.transcripts[key]
+        return wave
 
 
 def _what(dir_, op, id_):

@@ -31,6 +31,9 @@ def register(sub):
                                                   "connects to (the core listens there)")
     p.add_argument("--port", type=int, default=0, metavar="N", help="TCP port for the board (default: any free)")
     p.add_argument("--loopback", action="store_true", help="real board: speaker acoustically looped to the mic")
+    p.add_argument("--speaker-out", metavar="DEVICE", help="real board: the host's audio output (ALSA device) "
+                   "next to the board's microphone; the intelligibility scenarios play known utterances there "
+                   "(skipped without it)")
     p.add_argument("--no-deploy", action="store_true", help="real board: do not run `alabama deploy` first")
     p.add_argument("--firmware", metavar="DIR", help="virtual board: run this firmware tree instead of firmware/")
     p.add_argument("--long-runs", type=int, default=10, metavar="N", help="exchanges in the long-run scenario")
@@ -65,6 +68,10 @@ def pytest_argv(args):
         argv.append("--hil-loopback")
     if args.no_deploy:
         argv.append("--hil-no-deploy")
+    if args.speaker_out:
+        if args.board == "sim":
+            raise UsageError("--speaker-out is for a real board: the virtual board hears the WAV itself")
+        argv += ["--hil-speaker-out", args.speaker_out]
     if args.firmware:
         if not os.path.isdir(os.path.join(args.firmware, "satellite")):
             raise UsageError("--firmware %s holds no satellite/ package: give a copy of the repository's firmware/"

@@ -1,4 +1,5 @@
-"""Numbers read off a scenario's frame timeline (and the board's log): latencies, drops, handshakes.
+"""Numbers read off a scenario's frame timeline (and the board's log): latencies, drops, handshakes; and the
+word error rate of two transcripts (the intelligibility scenarios).
 
 Responsible for the bench's measurements (names in ``report.MEASUREMENTS``) as pure functions of the
 timeline rows, so they are testable on synthetic timelines. It never waits and never asserts: a
@@ -117,3 +118,16 @@ def exchanges(tl):
         elif d == CORE_TO_SAT and op in ("response", "error") and i in opened:
             out.append((i, _get(e, "t") - opened.pop(i)))
     return out
+
+
+def word_error_rate(ref, hyp):
+    """Word-level Levenshtein distance / words in ``ref`` (1.0 for an empty ref and a non-empty hyp)."""
+    r, h = ref.split(), hyp.split()
+    if not r:
+        return 0.0 if not h else 1.0
+    d = list(range(len(h) + 1))
+    for i, rw in enumerate(r, 1):
+        prev, d[0] = d[0], i
+        for j, hw in enumerate(h, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (rw != hw))
+    return d[len(h)] / len(r)

@@ -18,8 +18,9 @@ class StaleMutant(Exception):
 
 
 class Mutant:
-    def __init__(self, name, scenario, breaks, edits):
+    def __init__(self, name, scenario, breaks, edits, needs=()):
         self.name = name
+        self.needs = needs                # host tools the guarding scenario needs ("speech": pocketsphinx, espeak-ng, sox)
         self.scenario = scenario          # pytest -k expression selecting the guarding scenario(s)
         self.breaks = breaks              # the behaviour removed, in words
         self.edits = edits                # [(path under firmware/, old text, new text)]
@@ -75,6 +76,28 @@ MUTANTS = [
            "PingResponse does not echo the Ping's t1 (R10.2-a)",
            [("satellite/session.py", "pb.PingResponse(t1=m.t1, t2=now_us, t3=now_us)",
              "pb.PingResponse(t1=m.t1 + 1, t2=now_us, t3=now_us)")]),
+    # HAL mutants: the virtual board's microphone path (hal/sim.py) broken the way a real I2S path breaks.
+    # Samples still arrive and are not silent; only the intelligibility check can tell.
+    Mutant("mic_drops_a_byte", "test_intelligible_push_to_talk",
+           "one byte lost from the microphone after every 20 ms frame (a DMA/FIFO off by one: every other "
+           "frame's samples straddle two bytes)",
+           [("satellite/hal/sim.py", "            n = f.readinto(raw) or 0\n",
+             "            n = f.readinto(raw) or 0\n            f.read(1)\n")], needs=("speech",)),
+    Mutant("mic_swaps_bytes", "test_intelligible_push_to_talk",
+           "the bytes of every microphone sample swapped (wrong I2S slot/endianness)",
+           [("satellite/hal/sim.py", "        audio.mic_to_s16(dst, pos, self._mic_raw, nframes, self._mic_fmt, self.gain)\n",
+             "        raw = self._mic_raw\n        for j in range(0, len(raw) - 1, 2):\n"
+             "            raw[j], raw[j + 1] = raw[j + 1], raw[j]\n"
+             "        audio.mic_to_s16(dst, pos, self._mic_raw, nframes, self._mic_fmt, self.gain)\n")],
+           needs=("speech",)),
+    Mutant("mic_shift8", "test_intelligible_push_to_talk",
+           "microphone samples taken 8 bits too low from the I2S slot (bits 23..8 of a 32-bit word instead of "
+           "31..16): each sample is shifted left by 8 and wraps, its high byte lost",
+           [("satellite/hal/sim.py", "        audio.mic_to_s16(dst, pos, self._mic_raw, nframes, self._mic_fmt, self.gain)\n",
+             "        raw = self._mic_raw\n        for j in range(0, len(raw) - 1, 2):\n"
+             "            raw[j + 1] = raw[j]\n            raw[j] = 0\n"
+             "        audio.mic_to_s16(dst, pos, self._mic_raw, nframes, self._mic_fmt, self.gain)\n")],
+           needs=("speech",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

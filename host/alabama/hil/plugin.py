@@ -44,6 +44,9 @@ def pytest_addoption(parser):
     g.addoption("--hil-port", default=0, type=int, metavar="N", help="TCP port the board connects to (0: any)")
     g.addoption("--hil-loopback", action="store_true",
                 help="a real board's speaker is acoustically looped back into its microphone (docs/hil.md)")
+    g.addoption("--hil-speaker-out", default=None, metavar="DEVICE",
+                help="real board: the host's audio output (ALSA device, e.g. hw:1,0 or default) whose loudspeaker "
+                     "the board's microphone hears; scenarios that feed the mic a known utterance need it")
     g.addoption("--hil-no-deploy", action="store_true", help="real board: skip `alabama deploy` at the start")
     g.addoption("--hil-long-runs", default=10, type=int, metavar="N",
                 help="back-to-back exchanges in the long-run scenario")
@@ -51,7 +54,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs(*features): the scenario needs these board features "
-                                       "(button, mic, speaker, heap, restart, loopback); skipped otherwise")
+                                       "(button, mic, mic_feed, speaker, heap, restart, loopback); skipped otherwise")
     config.addinivalue_line("markers", "spec(*refs): spec sections / requirement IDs the scenario guards")
     if config.getoption("--board", None) is None:
         return
@@ -93,7 +96,7 @@ def hil_target(request):
     base = pathlib.Path(cfg.getoption("--report") or (pathlib.Path.cwd() / "build" / "hil"))
     tgt = make_target(board, cfg.getoption("--board-type"), firmware=cfg.getoption("--hil-firmware"),
                       workdir=base / run["run_id"] / "board", loopback=cfg.getoption("--hil-loopback"),
-                      deploy=not cfg.getoption("--hil-no-deploy"))
+                      deploy=not cfg.getoption("--hil-no-deploy"), speaker_out=cfg.getoption("--hil-speaker-out"))
     tgt.setup()
     bind = cfg.getoption("--hil-bind") or "127.0.0.1"
     if not tgt.virtual and bind == "127.0.0.1":
@@ -111,7 +114,9 @@ def hil(request, hil_target):
         if missing:
             pytest.skip("needs %s, which this board (%s) does not offer%s" % (
                 ", ".join(missing), hil_target.name,
-                " (wire an acoustic loopback, docs/hil.md, and pass --loopback)" if "loopback" in missing else ""))
+                " (wire an acoustic loopback, docs/hil.md, and pass --loopback)" if "loopback" in missing else
+                " (put a loudspeaker next to the board's microphone and pass --speaker-out DEVICE, docs/hil.md)"
+                if "mic_feed" in missing else ""))
     run = cfg.stash[_RUN_KEY]
     base = pathlib.Path(cfg.getoption("--report") or (pathlib.Path.cwd() / "build" / "hil"))
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)

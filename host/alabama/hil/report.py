@@ -48,12 +48,16 @@ MEASUREMENTS = {
     "frames_dropped": ("frames dropped", "", "lower", "capture chunks missing from the seq sequence"),
     "frames_late": ("frames late", "", "lower", "capture chunks arriving more than 3 chunk periods after the previous"),
     "exchange_ms": ("exchange duration", "ms", "lower", "CaptureOpen to its Response, per exchange"),
+    "speech_wer": ("word error rate, source vs through the board", "", "lower",
+                   "words the core heard in what the board sent that differ from what the same recogniser hears in "
+                   "the source utterance (Levenshtein over words / source words): 0 = the board's audio path keeps "
+                   "speech intact"),
 }
 
 RUN_FIELDS = """run dict: run_id, started (epoch s), duration (s), board, board_type, core_address, firmware
 (git description), host, argv, scenarios: [ {nodeid, name, module, doc, requirements, outcome, duration,
 message, timeline (rows), conformance (report dicts), measurements {name: [values]}, heap [[t, bytes]],
-waves [{title, path}], serial_log (text), notes []} ]"""
+waves [{title, path, transcript (optional: what a recogniser heard in it)}], serial_log (text), notes []} ]"""
 
 
 # ------------------------------------------------------------------------------------------ pictures
@@ -214,7 +218,7 @@ max-height:420px;font-size:12px;white-space:pre-wrap}pre.fail{background:#450a0a
 .tl td{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.tl td.sum{white-space:normal}
 .dir-sat{color:#1d4ed8}.dir-core{color:#b45309}.dir-note{color:#64748b;font-style:italic}
 .doc{color:#334155}.req{color:#475569;font-size:12px}.viol{color:#b91c1c}
-.figs{display:flex;flex-wrap:wrap;gap:12px}.fig{font-size:12px;color:#334155}
+.figs{display:flex;flex-wrap:wrap;gap:12px}.fig{font-size:12px;color:#334155}.transcript{font:13px ui-monospace,monospace;color:#0f172a}
 """
 
 _DIR_TEXT = {"sat->core": ("Sat \u2192 Core", "dir-sat"), "core->sat": ("Core \u2192 Sat", "dir-core"),
@@ -346,7 +350,9 @@ def scenario_html(sc, idx):
     figs = []
     for w in sc.get("waves") or []:
         x, rate = read_wav(w["path"]) if w.get("path") else (np.zeros(0), 16000)
-        figs.append('<div class="fig">%s<br>%s</div>' % (_e(w.get("title", "")), wave_svg(x, rate)))
+        said = ('<br><span class="transcript">heard: &ldquo;%s&rdquo;</span>' % _e(w["transcript"])
+                if w.get("transcript") is not None else "")
+        figs.append('<div class="fig">%s<br>%s%s</div>' % (_e(w.get("title", "")), wave_svg(x, rate), said))
     if sc.get("heap"):
         figs.append('<div class="fig">free heap (bytes) over time (s)<br>%s</div>'
                     % series_svg(sc["heap"], 360, 96, " B"))

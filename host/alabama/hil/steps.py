@@ -133,6 +133,18 @@ def finish_exchange(hil, co, m, timeout=30.0, ptt=False):
     return {"mark": m, "co": co, "end": end, "ro": ro, "done": done, "resp": resp}
 
 
+def go_ambient(hil):
+    """The core writes the board's setting capture_mode = ambient; returns the ambient CaptureOpen it opens
+    (no trigger: spec §10.4, "an absent trigger makes it ambient")."""
+    from alabama.v1 import surface_pb2
+    m = hil.tl.mark()
+    hil.core.call(hil.core.server.write_setting(hil.device_id, "capture_mode",
+                                                surface_pb2.SettingValue(string_value="ambient")))
+    amb = hil.expect(SAT_TO_CORE, "capture_open", after=m, what="the ambient CaptureOpen")
+    assert amb.env.capture_open.trigger == 0, "an ambient capture carries no trigger: %s" % amb.summary
+    return amb
+
+
 def ptt_exchange(hil, wav, hold_s=None, timeout=30.0):
     """Push-to-talk: press, the mic hears ``wav``, release after ``hold_s`` (default: the WAV's length)."""
     m = hil.tl.mark()

@@ -11,7 +11,9 @@ from the bench: virtual board only), ``mic`` (a microphone to capture with: the 
 the WAV the bench picks, a real board hears the room, whose silence the core's endpointer closes after
 5 s), ``speaker`` (renders are played; the virtual board also hands the bench what it played),
 ``heap`` (free heap readable: control channel, or the ``heap_free=`` a real board logs), ``restart``,
-``loopback`` (a real board's speaker acoustically looped into its own microphone: docs/hil.md).
+``loopback`` (a real board's speaker acoustically looped into its own microphone: docs/hil.md),
+``mic_feed`` (the bench can put a known WAV into the microphone: the virtual board's mic file; a real board
+hears it from the host's loudspeaker on ``--speaker-out DEVICE``).
 """
 import os
 import pathlib
@@ -100,10 +102,10 @@ class Target:
             time.sleep(0.05)
 
 
-def make_target(board, board_type=None, firmware=None, workdir=None, loopback=False, deploy=True):
+def make_target(board, board_type=None, firmware=None, workdir=None, loopback=False, deploy=True, speaker_out=None):
     if board == "sim":
         return SimTarget(board_type or "sim", firmware=firmware, workdir=workdir)
-    return SerialTarget(board, board_type, workdir=workdir, loopback=loopback, deploy=deploy)
+    return SerialTarget(board, board_type, workdir=workdir, loopback=loopback, deploy=deploy, speaker_out=speaker_out)
 
 
 # ------------------------------------------------------------------------------------------ virtual
@@ -113,7 +115,7 @@ class SimTarget(Target):
     simulated HAL's control channel; its serial log lines are stamped with the scenario's timeline clock."""
 
     virtual = True
-    features = frozenset({"button", "mic", "speaker", "heap", "restart"})
+    features = frozenset({"button", "mic", "mic_feed", "speaker", "heap", "restart"})
     #: Test knobs of the simulated HAL (hal/sim.py): quick pings and backoff so liveness scenarios are short.
     SIM_ENV = {"ALABAMA_SIM_PING_MS": "1000", "ALABAMA_SIM_BACKOFF_BASE_MS": "250",
                "ALABAMA_SIM_BACKOFF_CAP_MS": "4000"}
@@ -277,13 +279,16 @@ class SerialTarget(Target):
 
     virtual = False
 
-    def __init__(self, port, board_type, workdir=None, loopback=False, deploy=True):
+    def __init__(self, port, board_type, workdir=None, loopback=False, deploy=True, speaker_out=None):
         self.port = port
         self.board_type = board_type
         self.name = "%s on %s" % (board_type, port)
         self.workdir = pathlib.Path(workdir) if workdir else None
         self.deploy = deploy
-        self.features = frozenset({"heap", "restart", "mic", "speaker"} | ({"loopback"} if loopback else set()))
+        self.speaker_out = speaker_out        # host audio device (sox/ALSA name) next to the board's mic
+        self._player = None
+        self.features = frozenset({"heap", "restart", "mic", "speaker"} | ({"loopback"} if loopback else set())
+                                  | ({"mic_feed"} if speaker_out else set()))
         self._log = []
         self._reader = None
         self._stop = threading.Event()
@@ -321,13 +326,28 @@ class SerialTarget(Target):
         self._open_log()
 
     def set_mic(self, path):
-        """A real board hears the room (or, with an acoustic loopback, its own speaker): nothing to set."""
+        """A real board hears the room (or, with an acoustic loopback, its own speaker). With ``--speaker-out``
+        the WAV is played now on that host device (sox), which the board's microphone hears."""
         self.mic_path = None
+        self._stop_player()
+        if path and self.speaker_out:
+            sox = shutil.which("sox")
+            if not sox:
+                raise BenchError("--speaker-out plays the utterance with sox: apt-get install sox")
+            self._player = subprocess.Popen([sox, "-q", str(path), "-t", "alsa", self.speaker_out],
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+    def _stop_player(self):
+        p, self._player = self._player, None
+        if p is not None and p.poll() is None:
+            p.terminate()
+            p.wait(5)
 
     def restart(self):
         self.start()
 
     def stop(self):
+        self._stop_player()
         self._close_log()
 
     def _open_log(self):

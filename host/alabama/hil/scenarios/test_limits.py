@@ -143,11 +143,7 @@ def test_r10_3_c_board_respects_core_stream_limit(hil):
     hil.start_core(max_concurrent_streams=1)
     hil.provision("ik")
     did = hil.boot()
-    from alabama.v1 import surface_pb2
-    m = hil.tl.mark()
-    hil.core.call(hil.core.server.write_setting(did, "capture_mode", surface_pb2.SettingValue(string_value="ambient")))
-    amb = hil.expect(SAT_TO_CORE, "capture_open", after=m, what="the ambient CaptureOpen")
-    assert amb.env.capture_open.trigger == 0, "an ambient capture carries no trigger: %s" % amb.summary
+    steps.go_ambient(hil)
     hil.target.set_mic(steps.utterance_wav(hil.workdir / "utterance.wav"))
     m2 = hil.tl.mark()
     hil.core.call(hil.core.server.request_capture(did, "while-ambient"), timeout=15)
