@@ -88,7 +88,7 @@ def store_is_empty(path):
     except (OSError, ValueError):
         return False
     for ln in lines[1:]:
-        if len(ln.split()) == 8:
+        if len(ln.split()) >= 8:
             return False
     return True
 
