@@ -455,12 +455,15 @@ class Deferred:
         return True
 
     async def _learn_offset(self, sat, wait_ms=3000):
-        """This boot's clock offset from the device's own four-timestamp round (Satellite.offset_us)."""
+        """This boot's clock offset from the device's own four-timestamp rounds (Satellite.clock_round: the
+        round with the lowest round trip, off by at most half of it)."""
         if self.offset_us is not None:
             return
         off = await sat.clock_round(wait_ms)
         if off:
             self.offset_us = off
+            self.log("deferred: clock anchor %d us (best round: rtt %d us, +/- %d us)" % (off, sat.rtt_us,
+                                                                                         sat.rtt_us // 2))
             for r in self.store.recs:
                 if r.boot == self.store.boot and r.anchor is None:
                     r.anchor = self.offset_us      # recorded offline earlier in this boot

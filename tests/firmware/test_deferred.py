@@ -205,10 +205,10 @@ def test_r10_4_d_upload_resumes_from_the_core_high_water_mark_and_r10_1_a_one_fr
     whole = st.read_all(rec)
     ref = st.ref(rec)
     got, most = _drive(sat, core, d, ack=12)          # the core already holds chunks 0..11
-    # the device's own Ping round first (this boot's clock offset), then the DEFERRED open and another round
-    assert [e.op for e, _ in got[:3]] == ["ping", "capture_open", "ping"]
-    assert d.offset_us                    # learnt from that first round (the harness stamps t4 = 0)
-    co = got[1][0].capture_open
+    # the device's own Ping rounds first (this boot's clock offset), then the DEFERRED open and another round
+    assert [e.op for e, _ in got[:6]] == ["ping", "ping", "ping", "ping", "capture_open", "ping"]
+    assert d.offset_us                    # learnt from the best of those rounds
+    co = got[4][0].capture_open
     assert co.mode == pb.CaptureMode.DEFERRED and co.correlation_ref == ref
     # R10.1-a: never more than one frame of the transfer between two scheduler turns
     assert most <= 1, most
@@ -434,3 +434,49 @@ def test_issue_32_the_clock_a_cut_upload_chose_survives_a_further_reset():
     st.recs[0].shift = 123456                                           # a choice from a connection that sent nothing
     _session(st, None, _clock(1 << 40), A2, core)
     _one_clock(core, ref, whole, 6)
+
+
+def test_issue_32_the_clock_anchor_is_the_round_with_the_lowest_round_trip():
+    """NTP-style: the first round of a connection went 40 ms out and 6 ms back (rtt 46 ms, offset 17 ms
+    off); the anchor is taken from the best of the connection's rounds, within half its rtt of the truth,
+    and a recording made offline earlier in this boot carries it."""
+    ahead = 3_000_000
+    t = [1 << 40]
+
+    def now():
+        t[0] += 10
+        return t[0]
+    rt, sat, conn, sink, hal = H.make(record_output=True)
+    rt.now_us = sat.now_us = now
+    st = store(fresh_dir())
+    rec = st.begin(320, 16000)                    # recorded before this boot had any round: no anchor yet
+    st.append(rec, records(2), 2)
+    st.finish(rec)
+    d = D.Deferred(rt, st)
+    rt.deferred = d
+    H.sent(conn)
+    rtts = []
+
+    async def core_side():
+        task = asyncio.create_task(d._learn_offset(sat))
+        first = True
+        while not task.done():
+            await _sleep0(0)
+            for e, _ in H.sent(conn):
+                if e.op == "ping":
+                    t1 = e.ping.t1
+                    if first:                     # the slow, one-sided first round
+                        first = False
+                        tc = t1 + 40000 + ahead
+                        t[0] = t1 + 46000
+                    else:
+                        tc = t1 + 50 + ahead
+                        t[0] = t1 + 100
+                    H.feed(sat.link, conn, pb.Envelope(id=e.id, ping_response=pb.PingResponse(t1=t1, t2=tc, t3=tc)))
+                    rtts.append(sat.rtt_us)
+    asyncio.run(core_side())
+    assert len(rtts) == 4 and rtts[0] >= 46000 > max(rtts[1:]), rtts
+    assert abs(d.offset_us - ahead) <= sat.rtt_us // 2 + 10, (d.offset_us, sat.rtt_us)
+    assert sat.rtt_us == min(rtts)
+    assert rec.anchor == d.offset_us and store(st.path).recs[0].anchor == d.offset_us
+    assert any("clock anchor" in ln for ln in rt.hal.lines)
