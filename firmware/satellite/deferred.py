@@ -457,17 +457,19 @@ class Deferred:
     async def _learn_offset(self, sat, wait_ms=3000):
         """This boot's clock offset from the device's own four-timestamp rounds (Satellite.clock_round: the
         round with the lowest round trip, off by at most half of it)."""
+        if self.offset_us is None:
+            off = await sat.clock_round(wait_ms, self)     # sets self.offset_us round by round
+            if off:
+                self.log("deferred: clock anchor %d us (best round: rtt %d us, +/- %d us)" % (
+                    off, sat.rtt_us, sat.rtt_us // 2))
         if self.offset_us is not None:
-            return
-        off = await sat.clock_round(wait_ms)
-        if off:
-            self.offset_us = off
-            self.log("deferred: clock anchor %d us (best round: rtt %d us, +/- %d us)" % (off, sat.rtt_us,
-                                                                                         sat.rtt_us // 2))
+            w = False
             for r in self.store.recs:
                 if r.boot == self.store.boot and r.anchor is None:
                     r.anchor = self.offset_us      # recorded offline earlier in this boot
-            self.store.write_index()
+                    w = True
+            if w:
+                self.store.write_index()
 
     def _rebase(self, rec):
         """The us to add to rec's stored capture_ts so it reads on this boot's clock, or None."""

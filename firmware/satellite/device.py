@@ -272,11 +272,12 @@ class Satellite:
     def busy(self):
         return self.capture_id or self.pending or self.render_id
 
-    async def clock_round(self, wait_ms, rounds=4):
+    async def clock_round(self, wait_ms, into, rounds=4):
         """The device's own four-timestamp Ping rounds, one after another: this boot's clock offset (core -
         device, us) from the round with the lowest round trip (NTP-style: a round is off by at most half its
         rtt, and the first of a connection is often the slowest), or None when none came within wait_ms
-        (satellite.deferred anchors recordings with it). Leaves that round in offset_us / rtt_us."""
+        (satellite.deferred anchors recordings with it). Each better round goes to into.offset_us at once, so
+        a link cut between rounds keeps what was learnt; offset_us / rtt_us are left at the best round's."""
         best = None
         rtt = 0
         t0 = ticks_ms()
@@ -288,7 +289,8 @@ class Satellite:
             if not self.offset_us:
                 break
             if best is None or self.rtt_us < rtt:
-                best, rtt = self.offset_us, self.rtt_us
+                best = into.offset_us = self.offset_us
+                rtt = self.rtt_us
             rounds -= 1
         self.offset_us, self.rtt_us = best or 0, rtt
         return best
