@@ -341,22 +341,27 @@ def scenario_cuts(db, n_recordings, seed=0):
     return rows_all, summarize(rows_all, dup, cuts)
 
 
-def scenario_reboot_mid_upload(db, ms=2500):
-    """The board resets mid-upload (the link stalls at a random chunk, then the process is killed and
-    started again on the same flash): after the reboot it resumes and delivers exactly once."""
-    db.offline()
-    rec = db.record(ms)
-    k = db.rng.randint(5, rec.chunks - 5)
+def _online_until(db, rec, action, msg, settle_s=0.0):
+    """The core back with a relay fault (``action``: "stall" or "cut") armed at Noise message ``msg`` board ->
+    core of the next link; waits until it fired, returns the chunks of ``rec`` the core had stored then."""
     fired = []
-    db.hil.core.call_soon(db.hil.core.relay.arm_next, Rule("stall", UP, msg=5 + k, frac=0.5,
+    db.hil.core.call_soon(db.hil.core.relay.arm_next, Rule(action, UP, msg=msg, frac=0.5,
                                                           on_fire=lambda link, rule: fired.append(rule)))
     db.online()
     deadline = time.monotonic() + 30
     while not fired and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert fired, "the stall never fired"
-    time.sleep(0.2)
-    stored = db.hil.core.call_soon(lambda: (db.hil.core.server.deferred.get((db.did, rec.ref)) or {}).get("count", 0))
+    assert fired, "the %s never fired" % action
+    time.sleep(settle_s)
+    return db.hil.core.call_soon(lambda: (db.hil.core.server.deferred.get((db.did, rec.ref)) or {}).get("count", 0))
+
+
+def scenario_reboot_mid_upload(db, ms=2500):
+    """The board resets mid-upload (the link stalls at a random chunk, then the process is killed and
+    started again on the same flash): after the reboot it resumes and delivers exactly once."""
+    db.offline()
+    rec = db.record(ms)
+    stored = _online_until(db, rec, "stall", 5 + db.rng.randint(5, rec.chunks - 5), settle_s=0.2)
     db.tl.note("bench: board reset mid-upload (%d of %d chunks stored)" % (stored, rec.chunks))
     db.hil.target.restart()
     assert db.wait_delivered([rec.ref], timeout=60), "%s not delivered after the reset" % rec.ref
@@ -411,16 +416,7 @@ def scenario_reset_then_cut_upload(db, ms=1500):
     rec = db.record(ms)
     db.hil.target.restart()
     time.sleep(1.0)
-    k = db.rng.randint(3, rec.chunks - 3)
-    fired = []
-    db.hil.core.call_soon(db.hil.core.relay.arm_next, Rule("cut", UP, msg=8 + k, frac=0.5,
-                                                          on_fire=lambda link, rule: fired.append(rule)))
-    db.online()
-    deadline = time.monotonic() + 30
-    while not fired and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert fired, "the cut never fired"
-    stored = db.hil.core.call_soon(lambda: (db.hil.core.server.deferred.get((db.did, rec.ref)) or {}).get("count", 0))
+    stored = _online_until(db, rec, "cut", 8 + db.rng.randint(3, rec.chunks - 3))
     db.tl.note("bench: upload after the reset cut (%d of %d chunks stored)" % (stored, rec.chunks))
     assert db.wait_delivered([rec.ref], timeout=60), "%s not delivered after the cut" % rec.ref
     rows, dup = db.judge([rec])
