@@ -88,7 +88,7 @@ def store_is_empty(path):
     except (OSError, ValueError):
         return False
     for ln in lines[1:]:
-        if len(ln.split()) == 8:
+        if len(ln.split()) >= 8:
             return False
     return True
 
@@ -146,4 +146,4 @@ class IdleDeferred:
     async def upload(self, sat):
         self.show_queue()
         if self.offset_us is None:
-            self.offset_us = await sat.clock_round(3000)
+            await sat.clock_round(3000, self)        # sets self.offset_us round by round (best rtt)

@@ -8,9 +8,11 @@
 # board's flash directory in the simulator):
 #   idx        the index, text, rewritten whole as idx.tmp then renamed over idx (crash-safe: either the old
 #              or the new index is there). Line 1: "v1 <tag> <next> <dropped> <boot>"; then one line per
-#              recording, oldest first: "<n> <count> <nframes> <rate> <done> <fails> <boot> <anchor>" (boot: the
-#              store's boot count when it was recorded; anchor: that boot's clock offset, core wall clock minus
-#              device clock in us from the device's own Ping round, or "-" when that boot had none yet).
+#              recording, oldest first: "<n> <count> <nframes> <rate> <done> <fails> <boot> <anchor> [<shift>]"
+#              (boot: the store's boot count when it was recorded; anchor: that boot's clock offset, core wall
+#              clock minus device clock in us from the device's own Ping rounds, or "-" when that boot had none
+#              yet; shift: the us its upload adds to every stored capture_ts, written once a core holds chunks
+#              of it, so the rest goes on the same clock whatever connection or boot sends it).
 #   <n>.rec    recording n: `count` fixed-size records [8-byte LE capture_ts | 2*nframes bytes s16le PCM],
 #              appended a batch at a time. Bytes past `count` records (a crash between the append and the
 #              index rename) are ignored: at most one batch is lost, never a record half-read.
@@ -148,9 +150,10 @@ def write_chunk_header(buf, pos, id_, seq, hi, lo):
 # ------------------------------------------------------------------------------------------------ the store
 
 class Recording:
-    def __init__(self, n, count, nframes, rate, done, fails, boot=0, anchor=None):
+    def __init__(self, n, count, nframes, rate, done, fails, boot=0, anchor=None, shift=None):
         self.n, self.count, self.nframes, self.rate, self.done, self.fails = n, count, nframes, rate, done, fails
         self.boot, self.anchor = boot, anchor
+        self.shift = shift           # the upload's clock (us added to capture_ts), None until one is chosen
 
     def record_bytes(self):
         return TS_BYTES + 2 * self.nframes
@@ -210,9 +213,10 @@ class Store:
             self.tag, self.next, self.dropped, self.boot = head[1], int(head[2]), int(head[3]), int(head[4])
             for ln in lines[1:]:
                 p = ln.split()
-                if len(p) == 8:
+                if len(p) == 8 or len(p) == 9:
                     self.recs.append(Recording(int(p[0]), int(p[1]), int(p[2]), int(p[3]), int(p[4]), int(p[5]),
-                                               int(p[6]), None if p[7] == "-" else int(p[7])))
+                                               int(p[6]), None if p[7] == "-" else int(p[7]),
+                                               int(p[8]) if len(p) == 9 else None))
         except (OSError, ValueError, IndexError) as e:
             if _exists(self.path + "/idx"):
                 self.log("deferred: index unreadable (%s): starting an empty store" % e)
@@ -238,8 +242,9 @@ class Store:
         with open(t, "w") as f:
             f.write("v1 %s %d %d %d\n" % (self.tag, self.next, self.dropped, self.boot))
             for r in self.recs:
-                f.write("%d %d %d %d %d %d %d %s\n" % (r.n, r.count, r.nframes, r.rate, r.done, r.fails, r.boot,
-                                                     "-" if r.anchor is None else r.anchor))
+                f.write("%d %d %d %d %d %d %d %s%s\n" % (r.n, r.count, r.nframes, r.rate, r.done, r.fails, r.boot,
+                                                       "-" if r.anchor is None else r.anchor,
+                                                       "" if r.shift is None else " %d" % r.shift))
         os.rename(t, self.path + "/idx")
 
     def used(self):
@@ -450,25 +455,49 @@ class Deferred:
         return True
 
     async def _learn_offset(self, sat, wait_ms=3000):
-        """This boot's clock offset from the device's own four-timestamp round (Satellite.offset_us)."""
+        """This boot's clock offset from the device's own four-timestamp rounds (Satellite.clock_round: the
+        round with the lowest round trip, off by at most half of it)."""
+        if self.offset_us is None:
+            off = await sat.clock_round(wait_ms, self)     # sets self.offset_us round by round
+            if off:
+                self.log("deferred: clock anchor %d us (best round: rtt %d us, +/- %d us)" % (
+                    off, sat.rtt_us, sat.rtt_us // 2))
         if self.offset_us is not None:
-            return
-        off = await sat.clock_round(wait_ms)
-        if off:
-            self.offset_us = off
+            w = False
             for r in self.store.recs:
                 if r.boot == self.store.boot and r.anchor is None:
                     r.anchor = self.offset_us      # recorded offline earlier in this boot
-            self.store.write_index()
+                    w = True
+            if w:
+                self.store.write_index()
 
     def _rebase(self, rec):
-        """(dhi, dlo) to add to rec's stored capture_ts so it reads on this boot's clock, or None."""
+        """The us to add to rec's stored capture_ts so it reads on this boot's clock, or None."""
         if rec.boot == self.store.boot:
-            return 0, 0
+            return 0
         if rec.anchor is None or self.offset_us is None:
             return None
-        d = rec.anchor - self.offset_us           # old boot's (core - device) minus this boot's
-        return d // _LIMB, d % _LIMB
+        return rec.anchor - self.offset_us        # old boot's (core - device) minus this boot's
+
+    def _clock(self, rec):
+        """Choose the clock this upload sends rec on (sets _dhi/_dlo). One recording keeps one clock: the core
+        checks duplicates and gaps by capture_ts and maps it to wall clock once. So the clock is chosen anew
+        only when the core holds none of it (CaptureAck 0: this boot's, rebased); once chunks may be there
+        the choice made when they were sent (rec.shift, on flash with the index) goes on, on any later
+        connection and after any reset."""
+        d = rec.shift
+        if self.acked == 0 or d is None and self.acked < 0:
+            d = self._rebase(rec)
+            if d is None:
+                d = 0
+                self.log("deferred: %s was recorded in an earlier boot with no Ping round: its capture_ts is "
+                         "that boot's clock, the core cannot map it to wall clock" % self.store.ref(rec))
+            if d != rec.shift:
+                rec.shift = d
+                self.store.write_index()          # before its first chunk: a reset cannot split the clock
+        elif d is None:
+            d = 0                                 # the core holds chunks an older firmware sent as recorded
+        self._dhi, self._dlo = d // _LIMB, d % _LIMB
 
     async def upload(self, sat):
         """Upload every finished recording, oldest first, on this session. Ends with the session."""
@@ -530,16 +559,7 @@ class Deferred:
                 await asyncio.sleep_ms(5)
             if sat.closed:
                 return None
-            # An earlier boot's recording is rebased onto this boot's clock only when the core holds none of
-            # it: chunks it stored then came on that boot's clock, and one recording keeps one clock (the core
-            # checks duplicates and gaps by capture_ts).
-            rb_ = self._rebase(rec) if not self.acked > 0 else (0, 0)
-            if rb_ is None:
-                self._dhi, self._dlo = 0, 0
-                self.log("deferred: %s was recorded in an earlier boot with no Ping round: its capture_ts is that "
-                         "boot's clock, the core cannot map it to wall clock" % self.store.ref(rec))
-            else:
-                self._dhi, self._dlo = rb_
+            self._clock(rec)
             start = self.acked if self.acked > 0 else 0
             if start > rec.count:
                 start = rec.count

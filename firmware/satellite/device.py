@@ -181,6 +181,7 @@ class Satellite:
         self.phase = 0
         self.closed = False
         self.offset_us = 0
+        self.rtt_us = 0
         self.tasks = []
 
     # -- helpers --------------------------------------------------------------------------------------
@@ -268,15 +269,28 @@ class Satellite:
     def busy(self):
         return self.capture_id or self.pending or self.render_id
 
-    async def clock_round(self, wait_ms):
-        """The device's own four-timestamp Ping round: this boot's clock offset (core - device, us) from its
-        ClockSync, or None when none came within wait_ms (satellite.deferred anchors recordings with it)."""
-        self.offset_us = 0
-        self.send(self.s.ping(self.now_us()))
+    async def clock_round(self, wait_ms, into, rounds=4):
+        """The device's own four-timestamp Ping rounds, one after another: this boot's clock offset (core -
+        device, us) from the round with the lowest round trip (NTP-style: a round is off by at most half its
+        rtt, and the first of a connection is often the slowest), or None when none came within wait_ms
+        (satellite.deferred anchors recordings with it). Each better round goes to into.offset_us at once, so
+        a link cut between rounds keeps what was learnt; offset_us / rtt_us are left at the best round's."""
+        best = None
+        rtt = 0
         t0 = time.ticks_ms()
-        while not self.offset_us and not self.closed and time.ticks_diff(time.ticks_ms(), t0) < wait_ms:
-            await asyncio.sleep_ms(5)
-        return self.offset_us or None
+        while rounds and not self.closed:
+            self.offset_us = 0
+            self.send(self.s.ping(self.now_us()))
+            while not self.offset_us and not self.closed and time.ticks_diff(time.ticks_ms(), t0) < wait_ms:
+                await asyncio.sleep_ms(5)
+            if not self.offset_us:
+                break
+            if best is None or self.rtt_us < rtt:
+                best = into.offset_us = self.offset_us
+                rtt = self.rtt_us
+            rounds -= 1
+        self.offset_us, self.rtt_us = best or 0, rtt
+        return best
 
     def spawn(self, coro):
         # Finished tasks are dropped here, not only at close(): a session lives for days and spawns a
@@ -578,6 +592,7 @@ class Satellite:
             self.rt.on_paired()
         elif t is S.ClockSync:
             self.offset_us = ev.offset_us
+            self.rtt_us = ev.rtt_us
             self.log("clock offset %d us rtt %d us" % (ev.offset_us, ev.rtt_us))
         elif t is S.Ignored:
             self.log("ignored %s on id %d: %s" % (ev.op, ev.id, ev.why))

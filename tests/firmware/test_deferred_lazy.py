@@ -147,5 +147,5 @@ def test_an_idle_store_learns_the_clock_offset_from_each_sessions_ping_round():
         assert t.done()
 
     asyncio.run(main())
-    assert len(pings) == 1, "the session's Ping round was not sent"
+    assert len(pings) == 4, "the session's Ping rounds were not sent (the best of 4 is the anchor)"
     assert idle.offset_us is not None and idle.offset_us == sat.offset_us

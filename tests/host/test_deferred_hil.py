@@ -65,3 +65,8 @@ def test_ring_full_drops_the_oldest_recording_logged_and_counted(tmp_path):
 def test_r10_4_d_a_recording_survives_a_reset_before_the_core_is_back_and_keeps_its_time(dbench):
     (row,) = HD.scenario_reboot_before_upload(dbench)
     assert abs(row["clock_err_us"]) <= HD.CLOCK_BOUND_US
+
+
+def test_issue_32_an_upload_cut_after_a_reset_finishes_on_the_same_clock(dbench):
+    (row,) = HD.scenario_reset_then_cut_upload(dbench)
+    assert abs(row["clock_err_us"]) <= HD.CLOCK_BOUND_US

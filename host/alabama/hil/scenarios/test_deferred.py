@@ -47,6 +47,13 @@ def test_r10_4_d_reboot_before_reconnect_delivered_on_time(hil):
     hil.assert_conformant()
 
 
+@pytest.mark.spec("§10.4", "R10.4-d", "R10.10-c")
+@pytest.mark.needs("button", "mic", "restart")
+def test_r10_4_d_reset_then_cut_upload_keeps_one_clock(hil):
+    HD.scenario_reset_then_cut_upload(_db(hil))      # issue 32: the rest goes on the clock the core holds
+    hil.assert_conformant()
+
+
 @pytest.mark.spec("§10.4")
 @pytest.mark.needs("button", "mic")
 def test_deferred_ring_full_drops_oldest_counted(hil):
