@@ -6,17 +6,19 @@
 # Steady state allocates nothing: the capture loop writes mic samples straight into the Link's frame buffer,
 # the play loop moves the jitter ring to a preallocated buffer, and the hot paths avoid tuples, kwargs,
 # closures and slices.
-import json
-
+# Module globals cost heap at rest (a dict slot each, and the dict grows in steps: 17 -> 23 -> 29 slots), so json
+# and the gesture codes (satellite.hal) are imported in the functions that use them, and FRAME_MS is a private
+# copy (tests/firmware/test_settings_table.py checks it and _MAX_GAIN_DB against their owners).
 import asyncio
 from micropython import const
 import time                 # time.ticks_*: one global, not two
 
 from satellite import session as S
 from satellite import audio
-from satellite.buffers import FRAME_MS
-from satellite import hal as H           # the gesture codes: H.PRESS, H.RELEASE, H.LONG
 from satellite.wire import alabama_v1 as pb
+
+_FRAME_MS = const(20)               # satellite.buffers.FRAME_MS: one capture chunk / one playout step
+_MAX_GAIN_DB = const(24)            # satellite.audio.MAX_GAIN_DB: the mic_gain setting's top
 
 _MAX_CAPTURE_MS = const(30000)      # a capture nobody ends is ended by the device (StreamEnd TIMEOUT)
 
@@ -26,31 +28,27 @@ _REASONS = const(("UNSPECIFIED", "COMPLETE", "END_DETECTED", "PTT_RELEASE", "BAR
 
 # The settings, the one owner of each one's default, range, label and kind: (key, default, lo, hi, label);
 # an int setting has bounds lo..hi, an enum one its options in lo (hi None). Descriptors, the check of a
-# write or of the stored file, and the device.set_volume tool's schema (satellite.health) all read it.
-SETTINGS = (
+# write or of the stored file, and the device.set_volume tool's schema (satellite.health) all read it. One
+# const tuple: frozen, it lives in flash.
+SETTINGS = const((
     ("volume", 60, 0, 100, "Volume"),
-    ("mic_gain", 0, 0, audio.MAX_GAIN_DB, "Microphone gain (dB)"),
+    ("mic_gain", 0, 0, _MAX_GAIN_DB, "Microphone gain (dB)"),
     ("led_brightness", 50, 0, 100, "LED brightness"),
     ("capture_mode", "ptt", ("ptt", "ambient"), None, "Capture mode"),
-)
+))
 
 
-def _row(key):
+def row(key):
+    """The settings table's row of `key` (key, default, lo, hi, label), or None."""
     for r in SETTINGS:
         if r[0] == key:
             return r
     return None
 
 
-def bounds(key):
-    """(lo, hi) of an int setting."""
-    r = _row(key)
-    return r[2], r[3]
-
-
 def check_setting_raw(key, v):
     """v when it is a valid value of setting `key`, else None."""
-    r = _row(key)
+    r = row(key)
     if r is None:
         return None
     if r[3] is None:
@@ -58,23 +56,6 @@ def check_setting_raw(key, v):
     if type(v) is not int or not r[2] <= v <= r[3]:
         return None
     return v
-
-
-def check_setting(key, value):
-    """SettingValue -> the value to apply, or None when out of range / of the wrong kind."""
-    if value is None:
-        return None
-    r = _row(key)
-    if r is not None and r[3] is None:
-        return check_setting_raw(key, value.string_value)
-    return check_setting_raw(key, value.int_value)
-
-
-def setting_value(settings, key):
-    v = settings[key]
-    if _row(key)[3] is None:
-        return pb.SettingValue(string_value=v)
-    return pb.SettingValue(int_value=v)
 
 
 def descriptors(settings):
@@ -92,6 +73,7 @@ def descriptors(settings):
 
 def load_settings(ks, log):
     """The stored settings over the defaults; a value out of range (or the file unreadable) keeps its default."""
+    import json
     from satellite import keystore as K         # loaded by the runtime already: no global here for two uses
     st = {}
     for r in SETTINGS:
@@ -148,8 +130,8 @@ class Satellite:
         self.mic_rate = rt.mic_rate
         self.spk_rate = rt.spk_rate
         self.half = rt.duplex == "half"
-        self.nframes = self.mic_rate * FRAME_MS // 1000            # samples per capture chunk
-        self.pframes = self.spk_rate * FRAME_MS // 1000            # samples per playout step
+        self.nframes = self.mic_rate * _FRAME_MS // 1000            # samples per capture chunk
+        self.pframes = self.spk_rate * _FRAME_MS // 1000            # samples per playout step
         self.play_buf = rt.buffers.play
         self.display = rt.display
         if self.display is not None:
@@ -413,7 +395,7 @@ class Satellite:
         n = self.nframes
         while self.capture_id == cid and not self.closed:
             if self.mic_paused or not self.mic_open:
-                await asyncio.sleep_ms(FRAME_MS)
+                await asyncio.sleep_ms(_FRAME_MS)
                 continue
             d = hal.mic_wait_ms()
             if d > 0:
@@ -528,7 +510,7 @@ class Satellite:
                 if ring.available() >= self.prefill or self.render_ended or self.render_muted:
                     started = True
                 else:
-                    await asyncio.sleep_ms(FRAME_MS // 2)
+                    await asyncio.sleep_ms(_FRAME_MS // 2)
                     continue
             d = hal.spk_wait_ms()
             if d > 0:
@@ -543,7 +525,7 @@ class Satellite:
                     await asyncio.sleep_ms(d)
                 self._render_done(rid)
                 return
-            await asyncio.sleep_ms(FRAME_MS // 2)      # underrun: wait for the core's next chunk
+            await asyncio.sleep_ms(_FRAME_MS // 2)      # underrun: wait for the core's next chunk
 
     def play_step(self):
         """One playout step: a frame from the jitter ring to the speaker; False when the ring is empty."""
@@ -654,12 +636,13 @@ class Satellite:
 
     def set_volume(self, ev):
         """The device.set_volume tool (declared and dispatched by satellite.health)."""
+        import json
         try:
             args = json.loads(ev.arguments or "{}")
             v = args["volume"]
             if check_setting_raw("volume", v) is None:
-                lo, hi = bounds("volume")
-                raise ValueError("volume must be an integer %d..%d" % (lo, hi))
+                r = row("volume")
+                raise ValueError("volume must be an integer %d..%d" % (r[2], r[3]))
         except (ValueError, KeyError, TypeError) as e:
             self.send(self.s.error(ev.id, pb.ErrorCode.INVALID_REQUEST, "bad arguments: %s" % e))
             return
@@ -677,6 +660,7 @@ class Satellite:
         old = self.settings.get(key)
         self.settings[key] = v
         apply_settings(self.hal, self.settings)
+        import json
         from satellite import keystore as K
         self.ks.write(K.SETTINGS, json.dumps(self.settings).encode())     # persisted
         self.log("setting %s = %s" % (key, v))
@@ -687,16 +671,23 @@ class Satellite:
             elif self.capture_id and self.capture_ambient:
                 self.cancel_capture(pb.StreamReason.STOPPED)
 
-    def report_setting(self, key):
-        self.send(self.s.setting_state(0, key, setting_value(self.settings, key)))
+    def report_setting(self, key, rid=0):
+        """SettingState of `key`: id 0 when the device moved it, else the SettingWrite's id."""
+        v = self.settings[key]
+        v = pb.SettingValue(string_value=v) if row(key)[3] is None else pb.SettingValue(int_value=v)
+        self.send(self.s.setting_state(rid, key, v))
 
     def _on_setting_write(self, ev):
-        v = check_setting(ev.key, ev.value)
+        # SettingValue -> the value to apply; None when out of range / of the wrong kind
+        key, v = ev.key, ev.value
+        if v is not None:
+            r = row(key)
+            v = check_setting_raw(key, v.string_value if r is not None and r[3] is None else v.int_value)
         if v is None:
-            self.send(self.s.error(ev.id, pb.ErrorCode.INVALID_REQUEST, "bad value for %s" % ev.key))
+            self.send(self.s.error(ev.id, pb.ErrorCode.INVALID_REQUEST, "bad value for %s" % key))
             return
-        self.apply_setting(ev.key, v)
-        self.send(self.s.setting_state(ev.id, ev.key, setting_value(self.settings, ev.key)))
+        self.apply_setting(key, v)
+        self.report_setting(key, ev.id)
 
     def knob(self, key, v):
         """A setting changed on the device itself: apply, persist, spontaneous SettingState (id 0)."""
@@ -705,6 +696,7 @@ class Satellite:
 
     # -- button ---------------------------------------------------------------------------------------
     def gesture(self, g):
+        from satellite import hal as H           # the gesture codes: H.PRESS, H.RELEASE, H.LONG
         ptt = self.settings["capture_mode"] != "ambient"
         if g == H.PRESS:
             self.press_t = time.ticks_ms()

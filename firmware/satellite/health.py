@@ -49,8 +49,9 @@ def tools(frozen=False):
     """Every tool the device declares; `frozen` (image_digest() is not ""): no firmware.update, so an Invoke of
     it draws CAPABILITY_MISSING from the session ("no tool") instead of an update that changes nothing.
     device.set_volume's bounds are the settings table's (satellite.device.SETTINGS)."""
-    from satellite.device import bounds
-    lo, hi = bounds("volume")
+    from satellite.device import row
+    r = row("volume")
+    lo, hi = r[2], r[3]
     t = [
         pb.ToolDescriptor(name="device.info", input_schema=INFO_SCHEMA,
                           description="Health as JSON: firmware version and digest, uptime, free and lowest heap, "

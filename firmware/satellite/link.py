@@ -5,8 +5,6 @@
 # (R6.1-b) or our tx capacity. It does not connect, handshake or decide anything (satellite.runtime does),
 # and it never interprets an Envelope (satellite.device does).
 from micropython import const
-import time
-import asyncio
 
 from satellite.wire import alabama_v1 as pb
 from satellite.wire import pb as codec
@@ -105,6 +103,8 @@ class Link:
 
     async def read(self, buf, timeout_ms):
         """poll() until something comes (the handshake); LinkError TIMEOUT after timeout_ms."""
+        import time             # the handshake's wait only: imported here, two module globals fewer at rest
+        import asyncio
         t0 = time.ticks_ms()
         while True:
             n = self.poll(buf)

@@ -28,8 +28,6 @@ from satellite.provision import record as R
 from satellite import keystore as K
 
 from satellite import VERSION
-# TX_CAPACITY (largest frame we send: Hello, tool results, one Noise message) lives beside the buffers it sizes.
-from satellite.buffers import TX_CAPACITY, Buffers
 _HANDSHAKE_TIMEOUT_MS = const(10000)
 _CLOCK_EPOCH_US = const(1 << 40)          # now_us() at boot (see now_us)
 
@@ -50,11 +48,6 @@ _CONNECTED = const("connected")
 _DISCONNECTED = const("disconnected")
 _HALTED = const("halted")          # refused for good (REJECTED_CLOSED, VersionMismatch): no retry until re-provisioned
 _LISTENING = const("listening")    # listening mode (sound provisioning)
-
-
-def candidates(core_host):
-    """The record's core_host may list several candidate addresses, comma-separated (R7.3-g)."""
-    return [h.strip() for h in core_host.split(",") if h.strip()]
 
 
 def hexs(b):
@@ -106,7 +99,10 @@ class Runtime:
         # file (satellite.buffers): the Noise receive buffer holds one message of our advertised
         # max_frame_bytes (4 KiB on a no-PSRAM board, not 64 KiB). app.main allocates them before the big
         # imports and passes them in; tests let the runtime make its own.
-        b = buffers if buffers is not None else Buffers(board)
+        b = buffers
+        if b is None:
+            from satellite.buffers import Buffers
+            b = Buffers(board)
         self.buffers = b             # rx, noise_rx, frame, play: read through it (fewer instance attributes)
         self.ring = audio.JitterRing(b.ring_bytes, b.ring)
         self.conn = None
@@ -138,9 +134,6 @@ class Runtime:
             from satellite import health
             d = self._frozen = health.image_digest()
         return d
-
-    # The virtual board's `knob` command checks a value through the runtime (hal/sim.py): the settings table's check.
-    check_setting_raw = staticmethod(D.check_setting_raw)
 
     @property
     def health(self):
@@ -278,6 +271,9 @@ class Runtime:
         sock = await self._connect(host, port)
         self.conn = None
         gc.collect()
+        # TX_CAPACITY (largest frame we send: Hello, tool results, one Noise message) lives beside the buffers
+        # it sizes; imported here, once a connection, rather than held as a module global
+        from satellite.buffers import TX_CAPACITY
         conn = NoiseConnection(True, priv, pattern=pattern, remote_static=core_key, rng=self.rng,
                                tx_capacity=TX_CAPACITY, rx_buf=self.buffers.noise_rx, static_public=pub,
                                tx_buf=self.buffers.noise_tx)
@@ -322,7 +318,8 @@ class Runtime:
         priv, pub = self._device_key
         self.pattern = pattern
         self.state = _CONNECTING
-        hosts = candidates(rec.core_host)
+        # the record's core_host may list several candidate addresses, comma-separated (R7.3-g)
+        hosts = [h.strip() for h in rec.core_host.split(",") if h.strip()]
         if pattern == "XX":
             hosts = hosts[:1]           # trust on first use needs one address: XX never shops around
         conn = None

@@ -4,6 +4,7 @@
 import os
 
 from satellite import audio
+from satellite.buffers import TX_CAPACITY
 from satellite import device as D
 from satellite import runtime as RT
 from satellite.link import Link
@@ -66,7 +67,7 @@ def make(accept=True, record_output=False, core_max=4096, board=None, hal=None):
     core_priv = os.urandom(32)
     got = []
     core = NoiseConnection(False, core_priv, rng=os.urandom)
-    sat_conn = NoiseConnection(True, rt.ks.key, pattern="XX", rng=os.urandom, tx_capacity=RT.TX_CAPACITY,
+    sat_conn = NoiseConnection(True, rt.ks.key, pattern="XX", rng=os.urandom, tx_capacity=TX_CAPACITY,
                                rx_buf=rt.buffers.noise_rx)
     out = sat_conn.start()
     while not sat_conn.handshake_done:

@@ -379,7 +379,8 @@ class SimHal:
                     return "err knob KEY VALUE (while connected)"
                 key = parts[1]
                 v = parts[2] if key == "capture_mode" else int(parts[2])
-                if rt.check_setting_raw(key, v) is None:
+                from satellite.device import check_setting_raw
+                if check_setting_raw(key, v) is None:
                     return "err bad value for %s" % key
                 sat.knob(key, v)
             elif cmd == "rssi":
