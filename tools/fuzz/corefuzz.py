@@ -31,8 +31,9 @@ from alabama.wire import frame as W
 from satellite.wire import frame as FF
 from satellite.wire import pb
 
-# The conformance report logs every violation; a fuzzer makes millions of them on purpose.
-logging.getLogger("alabama").setLevel(logging.CRITICAL)
+# The conformance report logs every violation; a fuzzer makes millions of them on purpose: quiet while an
+# input runs (run), never at import, so a test process that imports this keeps the core's warnings.
+_ALABAMA_LOG = logging.getLogger("alabama")
 
 SAT_ARMS = ("hello", "error", "ping", "ping_response", "stream_chunk", "stream_end", "stream_cancel",
             "capture_open", "playback_done", "response", "text_input", "event", "upload_open", "stop",
@@ -252,6 +253,8 @@ def gen(seed, index):
 
 
 def run(rec):
+    level = _ALABAMA_LOG.level
+    _ALABAMA_LOG.setLevel(logging.CRITICAL)
     try:
         return run_core(rec)
     except Crash:
@@ -260,3 +263,5 @@ def run(rec):
         raise Crash("memory", "MemoryError")
     except Exception as e:  # the fuzzer's purpose: anything escaping the core is a finding
         raise Crash("exception", "%s: %s" % (type(e).__name__, e))
+    finally:
+        _ALABAMA_LOG.setLevel(level)
