@@ -5,6 +5,8 @@
 * the marker ``needs_micropython`` (``pytestmark = pytest.mark.needs_micropython``): the test skips where
   there is no micropython unix port (mpharness.micropython_cmd() asks alabama.local, the one place that looks).
 """
+import logging
+
 import pytest
 
 from mpharness import micropython_cmd
@@ -34,3 +36,14 @@ def core(tmp_path):
     c = CoreThread(tmp_path / "core").start()
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alabama_log_levels():
+    """A test module may quiet the core's loggers (the fault and DEFERRED benches set alabama.core to ERROR);
+    the next module in the same worker gets them back as they were, so its caplog sees the core's warnings."""
+    names = ("alabama", "alabama.core")
+    saved = [(n, logging.getLogger(n).level) for n in names]
+    yield
+    for n, level in saved:
+        logging.getLogger(n).setLevel(level)

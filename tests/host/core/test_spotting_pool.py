@@ -3,6 +3,7 @@ a worker that dies is restarted and its streams spot again; one that keeps dying
 (said, never a hang); dropping a stream and closing the pool never wait on a worker."""
 import asyncio
 import contextlib
+import logging
 import shutil
 
 import pytest
@@ -94,6 +95,7 @@ def test_dead_worker_is_restarted_and_spots_again(run, phrase_pcm):
 
 
 def test_worker_that_keeps_dying_turns_spotting_off(run, caplog):
+    caplog.set_level(logging.WARNING, logger="alabama.core.spotting")
     async def main():
         async with one_worker() as wake:
             wake.pool.max_restarts = 0
