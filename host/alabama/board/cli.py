@@ -35,6 +35,8 @@ def register(sub):
     bv.set_defaults(func=cmd_validate)
     from . import sim                 # `alabama board sim`: the virtual board (alabama.board.sim registers it)
     sim.register(bsub)
+    from . import probe               # `alabama board probe`: measure a board beside our estimates
+    probe.register(bsub)
     b.set_defaults(func=cmd_list)
 
     # The old spelling: not listed in --help, one line naming the new command.

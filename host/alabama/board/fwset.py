@@ -36,6 +36,11 @@ SET_MANIFEST_FORMAT = 1
 ARCHS = ("none", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp",
          "xtensa", "xtensawin", "rv32imc", "rv64imc")
 VERSION_NAME = "VERSION"                    # the assignment in <package>/__init__.py that names the version
+#: The board probe's set (`alabama board probe`, docs/probe.md): firmware/probe/*.py, compiled without -march
+#: (bytecode only: it loads on any port with the same .mpy version) and copied to PROBE_REMOTE, a directory
+#: outside the firmware's import path that the probe removes again. Not part of the firmware, deploy or OTA.
+PROBE_DIR = "probe"
+PROBE_REMOTE = ".alabama-probe"
 
 
 class FirmwareError(AlabamaError):
@@ -223,6 +228,41 @@ def build(march, root=FIRMWARE, build_dir=None, out=print):
     mods = sum(1 for d in staged if d.endswith(".mpy"))
     out("build: %d modules for %s (%d compiled, %d unchanged) in %s" % (mods, march, compiled, mods - compiled,
                                                                        shown(bdir)))
+    return staged
+
+
+def probe_files(root=FIRMWARE):
+    """The board probe's modules: every .py of <root>/probe (walked, like the package)."""
+    d = pathlib.Path(root) / PROBE_DIR
+    if not d.is_dir():
+        raise FirmwareError("no probe set at %s: run from a checkout of the repository" % shown(d))
+    return sorted(p.relative_to(root).as_posix() for p in d.glob("*.py"))
+
+
+def build_probe(root=FIRMWARE, build_dir=None):
+    """Compile the probe set (no -march: bytecode only) into build_dir/_probe; {remote path: local file},
+    remote paths under PROBE_REMOTE. Cached like build() (a stamp per module)."""
+    root = pathlib.Path(root)
+    bdir = pathlib.Path(build_dir or BUILD) / "_probe"
+    bdir.mkdir(parents=True, exist_ok=True)
+    stamps_path = bdir / ".stamps.json"
+    try:
+        stamps = json.loads(stamps_path.read_text())
+    except (OSError, ValueError):
+        stamps = {}
+    tool = "%d.%d" % mpy_cross_version()
+    staged = {}
+    for rel in probe_files(root):
+        src = root / rel
+        local = bdir / (pathlib.PurePosixPath(rel).stem + ".mpy")
+        key = "%s %s" % (sha256_hex(src.read_bytes()), tool)
+        if stamps.get(rel) != key or not local.exists():
+            tmp = local.with_name("%s.%d.tmp" % (local.name, os.getpid()))
+            run_mpy_cross(["-s", rel, "-o", str(tmp), str(src)])
+            os.replace(tmp, local)
+            stamps[rel] = key
+        staged[PROBE_REMOTE + "/" + local.name] = local
+    write_atomic(stamps_path, json.dumps(stamps, indent=0, sort_keys=True).encode())
     return staged
 
 
