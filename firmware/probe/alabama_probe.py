@@ -25,7 +25,7 @@ _FRAME_US = const(20000)
 _RATE = const(16000)
 _NFRAMES = const(320)               # 20 ms at 16 kHz
 _TONE_PERIOD = const(16)            # 1 kHz at 16 kHz: 16 samples a period, so one table serves every frame
-_TONE_AMP = const(8000)             # about -12 dBFS: loud enough to hear, far from clipping
+TONE_AMP = const(8000)             # about -12 dBFS: loud enough to hear, far from clipping
 _CLIP = const(32767)
 _SKIP = const(5)                    # frames left out of the statistics: 100 ms of mic start-up
 _MAX_SECONDS = const(10)            # the longest capture/ggwave stage the host may ask for
@@ -42,7 +42,7 @@ def forget(d=DIR):
     """Remove the probe set from flash (its modules stay loaded) and from sys.path; -> files removed."""
     n = 0
     try:
-        names = [e[0] for e in os.ilistdir(d)]
+        names = os.listdir(d)
     except OSError:
         names = []
     for name in names:
@@ -249,13 +249,13 @@ def handshake(host, port, core_key_hex, timeout_ms):
 
 def ggwave(seconds):
     """The ggwave receiver listening to `seconds` of low noise: ticks_us spent per second of audio."""
+    if seconds < 1 or seconds > _MAX_SECONDS:
+        raise ValueError("ggwave seconds must be 1..%d" % _MAX_SECONDS)
     try:
         from satellite.provision.ggwave_rx import GgwaveReceiver
     except ImportError:
         emit({"ggwave": None, "ggwave_note": "no satellite firmware on the board"})
         return
-    if seconds < 1 or seconds > _MAX_SECONDS:
-        raise ValueError("ggwave seconds must be 1..%d" % _MAX_SECONDS)
     rx = GgwaveReceiver()
     buf = bytearray(2 * _NFRAMES)
     x = 12345
@@ -326,7 +326,7 @@ def summary(acc):
 def _tone():
     b = bytearray(2 * _NFRAMES)
     for i in range(_NFRAMES):
-        v = _TONE_AMP * _COS[i % _TONE_PERIOD] // 1024
+        v = TONE_AMP * _COS[i % _TONE_PERIOD] // 1024
         b[2 * i] = v & 0xFF
         b[2 * i + 1] = (v >> 8) & 0xFF
     return b
@@ -362,14 +362,14 @@ def audio(ms):
     """The microphone through the satellite's HAL (the board file /board.json): `ms` with the room quiet, then
     `ms` with a 1 kHz tone played from the board's own speaker (full duplex only), a memory snapshot
     'capture' in between with both open, and the internal RAM each I2S ring took."""
+    if ms < 200 or ms > _MAX_SECONDS * 1000:
+        raise ValueError("audio ms must be 200..%d" % (_MAX_SECONDS * 1000))
     try:
         from satellite.app import load_board, make_hal
         board = load_board()
     except (ImportError, SystemExit):
         emit({"audio": None, "audio_note": "no satellite firmware (or no /board.json) on the board"})
         return
-    if ms < 200 or ms > _MAX_SECONDS * 1000:
-        raise ValueError("audio ms must be 200..%d" % (_MAX_SECONDS * 1000))
     hal = make_hal(board)
     if not getattr(hal, "mic_supported", True):
         emit({"audio": None, "audio_note": "the board's microphone is unsupported: %s" % hal.mic_error})

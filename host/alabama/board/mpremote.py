@@ -13,6 +13,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 
 from ..errors import AlabamaError
@@ -103,6 +104,11 @@ def run_mpremote(port, args, on_line=None, timeout=MPREMOTE_TIMEOUT):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     lines = []
     deadline = time.monotonic() + timeout
+    # mpremote waits without end (and prints nothing) for a raw REPL a peer that is not MicroPython never
+    # opens: a timer kills it at the deadline, so the loop below cannot block past it.
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip("\r\n")
@@ -112,12 +118,15 @@ def run_mpremote(port, args, on_line=None, timeout=MPREMOTE_TIMEOUT):
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(cmd, timeout)
         rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
+        if time.monotonic() >= deadline and rc != 0:
+            raise subprocess.TimeoutExpired(cmd, timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise MpremoteError("mpremote did not finish within %d s on %s: press RESET on the board and run again"
-                            % (timeout, port)) from None
+        raise MpremoteError("mpremote did not finish within %d s on %s (%s): press RESET on the board and run "
+                            "again" % (timeout, port, last_line("\n".join(lines))[:80] or "no output")) from None
     finally:
+        watchdog.cancel()
         proc.stdout.close()
     text = "\n".join(lines)
     if rc != 0:

@@ -51,6 +51,9 @@ AEAD_PAIRS = 20
 GGWAVE_SECONDS = 2
 AUDIO_MS = 1000
 WIFI_TIMEOUT_MS = 20000
+#: Seconds the first contact may take (a soft reset and the hash of every firmware file on a slow UART) before
+#: the peer is called "not a MicroPython board".
+CONNECT_TIMEOUT = 60
 HANDSHAKE_TIMEOUT_MS = 10000
 #: Internal RAM kept back from the heap the patch proposes: Wi-Fi's dynamic RX/TX buffers come and go at run
 #: time (docs/memory.md), so the heap may not take all that was reachable at the one moment measured.
@@ -292,9 +295,9 @@ def propose_patch(raw, board, sim=False):
             notes.append("the image reports %d B of PSRAM but the board file says none: use a SPIRAM image and "
                          "its psram type (octal or quad, from the module's marking)" % img["psram_bytes"])
         elif not has and data.get("psram") not in (None, "none"):
-            patch["psram"] = "none"
-            notes.append("psram %s -> none: the image reports no PSRAM heap region (wrong image or module)"
-                         % data.get("psram"))
+            notes.append("the board file says psram %s but the image reports no PSRAM heap region: a module "
+                         "without PSRAM (copy the devkit's file: psram none, the generic image, heap 130k) or "
+                         "an image without SPIRAM support (`alabama flash`)" % data.get("psram"))
     if au.get("overruns"):
         mic = (data.get("audio") or {}).get("mic") or {}
         ms = mic.get("dma_ms", 200)
@@ -365,14 +368,40 @@ class _Board:
                 from None
 
 
-def _connect(port, runner):
-    """mpremote.probe (a soft reset into a clean interpreter) with a non-MicroPython peer said plainly."""
+def _connect(port, runner, timeout):
+    """mpremote.probe (a soft reset into a clean interpreter) with a non-MicroPython peer said plainly: within
+    `timeout` s (mpremote waits forever for a raw REPL that never opens)."""
+    if runner is mpremote.run_mpremote:
+        def runner(p, args, on_line=None):
+            return mpremote.run_mpremote(p, args, on_line=on_line, timeout=timeout)
     try:
         return mpremote.probe(port, runner)
     except mpremote.MpremoteError as e:
+        said = _peek(port) if runner is not None else ""
+        found = ("no MicroPython raw REPL within %d s; it prints %r" % (timeout, said[:60]) if said
+                 else str(e).rstrip("."))
         raise ProbeError("the device on %s does not answer as a MicroPython board (%s): if it runs other firmware, "
                          "flash MicroPython and the satellite with `alabama flash --board NAME --port %s`"
-                         % (port, e, port)) from None
+                         % (port, found, port)) from None
+
+
+def _peek(port, seconds=1.5):
+    """The last line a serial peer prints within `seconds` after a newline ('' when silent or unopenable)."""
+    try:
+        import serial
+        ser = serial.Serial(port, 115200, timeout=0.1)
+    except Exception:  # noqa: BLE001 - anything pyserial raises means there is nothing to read
+        return ""
+    try:
+        ser.write(b"\r\n")
+        got, end = b"", time.monotonic() + seconds
+        while time.monotonic() < end:
+            got += ser.read(256)
+    except Exception:  # noqa: BLE001
+        return ""
+    finally:
+        mpremote.close_serial(ser)
+    return mpremote.last_line(got.decode("utf-8", "replace"))
 
 
 def _check_mpy(info, port):
@@ -399,7 +428,7 @@ def _stage_args(stage, opts):
 
 
 def probe_board(port, board, runner=mpremote.run_mpremote, core=None, wifi=("", ""), stages=STAGES,
-                build_dir=None, out=print, sim=False, on_stage=None):
+                build_dir=None, out=print, sim=False, on_stage=None, connect_timeout=None):
     """Run the probe set on the board at `port` and return the parsed raw output (parse_output of every stage).
 
     core: (host as the board reaches it, port, public key bytes) of a core for the IK handshake, or None
@@ -407,7 +436,7 @@ def probe_board(port, board, runner=mpremote.run_mpremote, core=None, wifi=("", 
     virtual board there). Always removes the probe set from the board before returning or raising.
     """
     b = _Board(port, runner)
-    info = _connect(port, runner)
+    info = _connect(port, runner, connect_timeout or CONNECT_TIMEOUT)
     _check_mpy(info, port)
     files = fwset.build_probe(build_dir=build_dir)
     load = ["resume", "exec", mpremote.script("probe_set", REMOTE, "prepare", MARK)]
@@ -463,7 +492,7 @@ def _cleanup(b, raw, loaded):
 
 
 def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpremote, out=print, stages=STAGES,
-              build_dir=None, workdir=None, on_stage=None, estimates=None):
+              build_dir=None, workdir=None, on_stage=None, estimates=None, connect_timeout=None):
     """Probe one board and return the report (PROBE_FORMAT 1, see the module docstring).
 
     target: a serial port ('/dev/ttyACM0'; None: the one Espressif USB device), 'sim' (a virtual board started
@@ -475,6 +504,7 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
     it skips the handshake, saying so). wifi: (ssid, passphrase) for the Wi-Fi stage (default
     $ALABAMA_WIFI_SSID / $ALABAMA_WIFI_PASSPHRASE; a board already connected keeps its network).
     stages: a subset of STAGES ('image' always runs). on_stage(stage): called before each stage.
+    connect_timeout: seconds the first contact may take (CONNECT_TIMEOUT).
     Raises ProbeError (one line: what was found, what to do) for a port that is not a MicroPython board, a
     board that stops answering, or a probe set that does not load; the probe set is removed either way.
     Real boards get a soft reset at the end, so the satellite firmware runs again.
@@ -510,7 +540,7 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
             core_dir = tempfile.mkdtemp(prefix="alabama-probe-core-")
             core = _Core(core_dir, bind)
         raw = probe_board(port, bd, runner=runner, wifi=wifi, stages=stages, build_dir=build_dir, out=out, sim=sim,
-                          on_stage=on_stage,
+                          on_stage=on_stage, connect_timeout=connect_timeout,
                           core=(bind, core.address[0], core.address[1]) if core is not None else None)
     finally:
         if core is not None:

@@ -10,7 +10,7 @@ import os, sys, json
 def _clean(d):
     n = 0
     try:
-        names = [e[0] for e in os.ilistdir(d)]
+        names = os.listdir(d)
     except OSError:
         return 0
     for name in names:
