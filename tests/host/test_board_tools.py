@@ -201,4 +201,4 @@ def test_the_onboard_scripts_ship_with_the_package():
     data = tomllib.loads((HOST.parent / "pyproject.toml").read_text())
     globs = data["tool"]["setuptools"]["package-data"]["alabama.board"]
     assert "onboard/*.py" in globs
-    assert sorted(p.name for p in mpremote.ONBOARD.glob("*.py")) == ["prepare.py", "probe.py", "write_record.py"]
+    assert sorted(p.name for p in mpremote.ONBOARD.glob("*.py")) == ["prepare.py", "probe.py", "probe_set.py", "write_record.py"]

@@ -513,13 +513,14 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
     from . import boards
     if estimates is None:
         estimates = load_estimates()
-    own_vb = None
+    own_vb = own_dir = None
     sim = False
     if target == "sim" or hasattr(target, "pty_path"):
         from . import sim as simmod
         sim = True
         if target == "sim":
-            tmp = pathlib.Path(workdir or tempfile.mkdtemp(prefix="alabama-probe-sim-"))
+            own_dir = None if workdir else tempfile.mkdtemp(prefix="alabama-probe-sim-")
+            tmp = pathlib.Path(workdir or own_dir)
             own_vb = simmod.VirtualBoard(tmp / "flash", board=board if board is not None else "sim")
             own_vb.start()
             vb = own_vb
@@ -549,6 +550,8 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
             shutil.rmtree(core_dir, ignore_errors=True)
         if own_vb is not None:
             own_vb.stop()
+        if own_dir:
+            shutil.rmtree(own_dir, ignore_errors=True)
     if not sim and runner is mpremote.run_mpremote:
         mpremote.soft_reset(port, out=lambda *a: None)
     patch, notes = propose_patch(raw, bd, sim)

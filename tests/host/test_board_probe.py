@@ -1,0 +1,309 @@
+"""`alabama board probe` (alabama.board.probe): the report format, the figures beside the estimates, the
+board-file patch, the whole probe on the virtual board (the only board here), and bad input: a peer that is
+not MicroPython, a board killed mid-probe, a probe set an interrupted probe left on flash."""
+import hashlib
+import json
+import math
+import os
+import pathlib
+import struct
+import subprocess
+import sys
+import threading
+import tty
+
+import pytest
+
+from alabama.board import boards, fwset, probe
+from alabama.board.sim import VirtualBoard
+
+from mpharness import micropython_cmd
+
+ESTIMATES = probe.load_estimates()
+MARK = probe.MARK
+
+
+# --- parsing what the board prints ----------------------------------------------------------------------
+
+@pytest.mark.needs_micropython
+def test_mem_info_of_the_real_unix_port_is_parsed():
+    code = ("import micropython, gc\nprint(%r)\nmicropython.mem_info()\nprint(%r + '{\"mem\": \"boot\", "
+            "\"gc_free\": %%d}' %% gc.mem_free())\n" % (MARK + "meminfo boot", MARK))
+    out = subprocess.run([micropython_cmd(), "-X", "heapsize=200k", "-c", code], capture_output=True,
+                         text=True, timeout=30).stdout
+    raw = probe.parse_output(out)
+    mi = raw["meminfo"]["boot"]
+    assert 190 * 1024 < mi["total"] <= 200 * 1024 + 256
+    assert mi["used"] + mi["free"] <= mi["total"] and mi["max_new_split"] is None     # unix: no split heap
+    assert raw["mem"]["boot"]["gc_free"] > 0
+
+
+def test_the_esp32_ports_max_new_split_is_parsed_and_counted_as_reachable():
+    # py/gc.c gc_dump_info prints ", max new split: N" with MICROPY_GC_SPLIT_HEAP_AUTO (the esp32 port);
+    # the figures are dpgeorge's on an S3 (micropython/micropython#12237)
+    text = "\r\n".join([MARK + "meminfo boot", "stack: 736 out of 15360",
+                        "GC: total: 64000, used: 1856, free: 62144, max new split: 8257536",
+                        " No. of 1-blocks: 22, 2-blocks: 8, max blk sz: 18, max free sz: 3870",
+                        MARK + json.dumps({"image": {"platform": "esp32"}}), "junk " + MARK + "{"])
+    raw = probe.parse_output(text)
+    assert raw["meminfo"]["boot"] == {"total": 64000, "used": 1856, "free": 62144, "max_new_split": 8257536}
+    assert probe._reachable(raw, "boot") == 62144 + 8257536
+    assert raw["image"] == {"platform": "esp32"}
+    # a mem_info line outside a meminfo mark is not taken for one
+    assert probe.parse_output("GC: total: 1, used: 1, free: 0")["meminfo"] == {}
+
+
+# --- figures and estimates ----------------------------------------------------------------------------------
+
+def _devkit_raw(split=20000, overruns=0, wifi=True, flash=8 * 1024 * 1024, tone_amp=4000.0):
+    mi = {"boot": {"total": 64000, "used": 4000, "free": 60000, "max_new_split": 190000},
+          "capture": {"total": 129984, "used": 90000, "free": 39984, "max_new_split": split}}
+    if wifi:
+        mi["wifi"] = {"total": 64000, "used": 5000, "free": 59000, "max_new_split": 147000}
+    phase = {"frames": 45, "zero_frames": 0, "stuck_frames": 0, "samples": 14400, "clipped": 0, "dc": -12.5,
+             "rms": 30.0, "tone_amp": 1.0}
+    return {"meminfo": mi, "image": {"flash_bytes": flash, "psram_bytes": 0, "aead_c": True},
+            "wifi": "192.168.1.7", "aead_pair_us": {"viper": 1500, "c": 460}, "x25519_us": 41000,
+            "x25519_impl": "viper", "ik": 260000, "ik_connect_us": 9000, "ggwave_us": 260000,
+            "ggwave_audio_us": 2000000,
+            "audio": {"duplex": "full", "mic_dma_bytes": 26624, "spk_dma_bytes": 2048, "overruns": overruns,
+                      "quiet": phase, "tone": dict(phase, rms=2900.0, tone_amp=tone_amp)}}
+
+
+def _by_name(rows):
+    return {r["name"]: r for r in rows}
+
+
+def test_each_figure_stands_beside_its_published_estimate_with_the_ratio():
+    rows = _by_name(probe.figures(_devkit_raw(), "devkitc1-inmp441", ESTIMATES))
+    r = rows["aead_frame_pair_c_pct"]
+    assert r["value"] == pytest.approx(460 * 100 / 20000) and r["estimate"] == 2.25
+    assert r["ratio"] == pytest.approx(2.3 / 2.25, abs=1e-4) and r["source"] == "docs/benchmarks.md"
+    assert rows["x25519_ms"]["ratio"] == pytest.approx(41.0 / 38.1, abs=1e-4)
+    assert rows["ik_handshake_ms"]["value"] == 260.0 and rows["ik_handshake_ms"]["estimate"] == 230
+    assert rows["ggwave_listening_pct"]["value"] == pytest.approx(13.0)
+    assert rows["wifi_internal_ram_bytes"]["value"] == (60000 + 190000) - (59000 + 147000)
+    assert rows["wifi_internal_ram_bytes"]["estimate"] == 40000
+    assert rows["heap_reachable_during_capture_bytes"]["estimate"] == 129984        # the devkit's own
+    assert rows["mic_dma_bytes"]["ratio"] == 1.0 and rows["spk_dma_bytes"]["ratio"] == 1.0
+    assert rows["loopback_tone_gain_db"]["value"] == pytest.approx(20 * math.log10(4000.0))
+    assert rows["mic_quiet_dc"]["value"] == -12.5 and rows["mic_quiet_dc"]["estimate"] is None
+    for r in rows.values():
+        assert set(r) == {"name", "value", "unit", "estimate", "ratio", "source", "note"}
+        assert not r["note"].startswith("sim:")
+
+
+def test_an_octal_board_gets_its_own_heap_estimate_and_the_amp_pin_in_the_loopback_note():
+    rows = _by_name(probe.figures(_devkit_raw(), "atoms3r-echobase", ESTIMATES))
+    assert rows["heap_reachable_during_capture_bytes"]["estimate"] == 8319360
+    assert "PI4IOE5V6408 0x43 OUT=0x6F" in rows["loopback_tone_gain_db"]["note"]
+    assert rows["mic_dma_bytes"]["estimate"] is None          # published for the INMP441 boards only
+
+
+def test_a_figure_not_taken_is_null_with_the_reason_never_a_value():
+    raw = {"meminfo": {}, "wifi_note": "no Wi-Fi credentials given", "crypto_note": "no satellite firmware",
+           "crypto": None, "audio_note": "no satellite firmware (or no /board.json) on the board"}
+    rows = _by_name(probe.figures(raw, "devkitc1-inmp441", ESTIMATES))
+    for name in ("wifi_internal_ram_bytes", "aead_frame_pair_viper_pct", "x25519_ms", "mic_quiet_rms_dbfs",
+                 "loopback_tone_gain_db", "heap_reachable_during_capture_bytes"):
+        assert rows[name]["value"] is None and rows[name]["ratio"] is None and rows[name]["note"], name
+    assert "no Wi-Fi credentials" in rows["wifi_internal_ram_bytes"]["note"]
+    assert "no satellite firmware" in rows["x25519_ms"]["note"]
+
+
+# --- the patch ------------------------------------------------------------------------------------------------
+
+def test_merge_patch_follows_rfc7386():
+    # RFC 7386 appendix A, a selection
+    assert probe.merge_patch({"a": "b"}, {"a": "c"}) == {"a": "c"}
+    assert probe.merge_patch({"a": "b"}, {"b": "c"}) == {"a": "b", "b": "c"}
+    assert probe.merge_patch({"a": "b", "b": "c"}, {"a": None}) == {"b": "c"}
+    assert probe.merge_patch({"a": [{"b": "c"}]}, {"a": [1]}) == {"a": [1]}
+    assert probe.merge_patch({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}) == {"a": {"b": "d"}}
+    assert probe.merge_patch({}, {"a": {"bb": {"ccc": None}}}) == {"a": {"bb": {}}}
+    assert probe.merge_patch({"a": "foo"}, "bar") == "bar"
+
+
+def test_the_patch_proposes_only_what_the_measurement_contradicts():
+    dk = boards.load("devkitc1-inmp441")
+    patch, notes = probe.propose_patch(_devkit_raw(split=20000), dk)
+    assert patch == {}                                   # (129984 + 20000 - 16 KiB) // 1024 = 130: as filed
+    patch, notes = probe.propose_patch(_devkit_raw(split=60000, overruns=3, flash=16 * 1024 * 1024), dk)
+    assert patch == {"heap": "%dk" % ((129984 + 60000 - probe.IDF_RESERVE) // 1024), "flash_mb": 16,
+                     "audio": {"mic": {"dma_ms": 240}}}
+    assert any("overran 3 times" in n for n in notes) and any("Wi-Fi up" in n for n in notes)
+    patch, notes = probe.propose_patch(_devkit_raw(split=60000, wifi=False), dk)
+    assert "heap" in patch and any("Wi-Fi NOT up" in n for n in notes)
+    # the tone not heard: said, and no pin proposed (none was proved)
+    patch, notes = probe.propose_patch(_devkit_raw(tone_amp=2.0), boards.load("esp32-s3-box-3"))
+    assert "amp_enable" not in patch and any("not heard" in n and '"pin": 46' in n for n in notes)
+
+
+def test_the_patch_file_is_checked_against_the_board_schema(tmp_path):
+    dk = boards.load("devkitc1-inmp441")
+    report = {"board": dk.id, "patch": {"heap": "169k", "flash_mb": 16}}
+    patched = probe.write_patch(report, tmp_path / "p.json", dk)
+    assert json.loads((tmp_path / "p.json").read_text()) == report["patch"]
+    assert patched["heap"] == "169k" and patched["flash_mb"] == 16 and patched["audio"] == dk.data["audio"]
+    with pytest.raises(probe.ProbeError, match="invalid board file"):
+        probe.write_patch({"board": dk.id, "patch": {"audio": {"mic": {"sck": "five"}}}}, tmp_path / "q.json", dk)
+
+
+# --- on the virtual board ----------------------------------------------------------------------------------
+
+def _tone_wav(path, seconds=3, amp=3000):
+    n = 16000 * seconds
+    pcm = b"".join(struct.pack("<h", int(amp * math.sin(2 * math.pi * 440 * i / 16000)) + (i * 7919 % 61) - 30)
+                   for i in range(n))
+    from alabama import audio
+    audio.write(str(path), pcm, 16000)
+    return path
+
+
+def _tree(flash):
+    """The satellite firmware as deployed (main.py, boot.py, board.json, lib/) and whatever the probe might
+    leave (.alabama-probe/), hashed; data/ (keys the firmware makes at its first boot) and the sim's speaker
+    WAV are left out."""
+    return {p.relative_to(flash).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(flash.rglob("*")) if p.is_file()
+            and p.relative_to(flash).parts[0] in ("main.py", "boot.py", "board.json", "lib", fwset.PROBE_REMOTE)}
+
+
+def _check_format(report):
+    assert set(report) == {"probe", "board", "port", "sim", "image", "figures", "patch", "patch_notes"}
+    assert report["probe"] == probe.PROBE_FORMAT == 1
+    assert isinstance(report["image"], dict) and isinstance(report["patch"], dict)
+    for f in report["figures"]:
+        assert isinstance(f["name"], str) and isinstance(f["unit"], str) and isinstance(f["note"], str)
+        for k in ("value", "estimate", "ratio"):
+            assert f[k] is None or isinstance(f[k], (int, float)), f
+        assert isinstance(f["source"], str)
+    json.loads(json.dumps(report))
+
+
+@pytest.mark.needs_micropython
+def test_the_whole_probe_on_the_virtual_board(tmp_path):
+    """Every stage through the raw REPL: a real IK handshake with a reference core, the firmware's AEAD,
+    X25519 and ggwave receiver, the mic hearing a WAV; every note says sim; nothing left on flash; the
+    firmware's files untouched."""
+    flash = tmp_path / "flash"
+    (flash / fwset.PROBE_REMOTE).mkdir(parents=True)
+    (flash / fwset.PROBE_REMOTE / "stale.mpy").write_bytes(b"left by an interrupted probe")
+    vb = VirtualBoard(flash, mic=_tone_wav(tmp_path / "mic.wav"))
+    vb.start()
+    try:
+        before = {k: v for k, v in _tree(flash).items() if not k.startswith(fwset.PROBE_REMOTE)}
+        seen = []
+        report = probe.run_probe(vb, out=seen.append)
+        after = _tree(flash)
+    finally:
+        vb.stop()
+    _check_format(report)
+    assert report["sim"] is True and report["port"] == "sim" and report["board"] == "sim"
+    assert seen == ["probe: %s" % s for s in probe.STAGES[1:]]
+    assert report["image"]["satellite"] == fwset.firmware_version()
+    rows = _by_name(report["figures"])
+    assert all(r["note"].startswith("sim:") for r in rows.values())
+    assert rows["ik_handshake_ms"]["value"] > 0 and rows["ik_handshake_ms"]["estimate"] == 230
+    assert rows["x25519_ms"]["value"] > 0 and rows["aead_frame_pair_viper_pct"]["value"] > 0
+    assert rows["ggwave_listening_pct"]["value"] > 0
+    assert rows["wifi_internal_ram_bytes"]["value"] is None and "no Wi-Fi" in rows["wifi_internal_ram_bytes"]["note"]
+    # the WAV's 440 Hz sine of amplitude 3000: rms 2121, 20*log10(2121/32768) = -23.8 dBFS
+    assert -24.5 < rows["mic_quiet_rms_dbfs"]["value"] < -23.0
+    assert abs(rows["mic_quiet_dc"]["value"]) < 5
+    assert rows["mic_quiet_zero_frames_frac"]["value"] == 0 and rows["mic_quiet_clip_frac"]["value"] == 0
+    assert rows["loopback_tone_gain_db"]["value"] < probe.TONE_HEARD_DB          # the sim mic hears no speaker
+    assert any("does not hear its speaker" in n for n in report["patch_notes"])
+    assert report["patch"] == {}
+    assert after == before            # the stale set removed, nothing of the probe left, the firmware intact
+
+
+@pytest.mark.needs_micropython
+def test_a_board_killed_mid_probe_is_one_line_and_leaves_nothing(tmp_path):
+    flash = tmp_path / "flash"
+    vb = VirtualBoard(flash)
+    vb.start()
+    try:
+        before = _tree(flash)
+
+        def kill(stage):
+            if stage == "ggwave":
+                vb.stop()                 # the serial port goes away, as when the USB cable is pulled
+        with pytest.raises(probe.ProbeError) as e:
+            probe.run_probe(vb, stages=("image", "crypto", "ggwave", "audio"), on_stage=kill, out=lambda s: None)
+    finally:
+        vb.stop()
+    msg = str(e.value)
+    assert "\n" not in msg and "stopped answering during the probe's ggwave stage" in msg
+    assert "run the probe again" in msg
+    assert not (flash / fwset.PROBE_REMOTE).exists()     # it left flash when it loaded
+    assert {k: v for k, v in _tree(flash).items()} == before
+
+
+@pytest.mark.needs_micropython
+def test_a_peer_that_is_not_micropython_is_named_in_one_line():
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    port = os.ttyname(slave)
+    stop = threading.Event()
+
+    def peer():                       # an Arduino sketch: answers every byte with its banner, never a REPL
+        while not stop.is_set():
+            try:
+                if os.read(master, 1024):
+                    os.write(master, b"ESP-ROM:esp32s3-20210327\r\nHello from Arduino\r\n")
+            except OSError:
+                return
+    threading.Thread(target=peer, daemon=True).start()
+    try:
+        with pytest.raises(probe.ProbeError) as e:
+            probe.run_probe(port, board="devkitc1-inmp441", stages=("image",), connect_timeout=6,
+                            out=lambda s: None)
+    finally:
+        stop.set()
+        os.close(master)
+        os.close(slave)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "does not answer as a MicroPython board" in msg and "Hello from Arduino" in msg
+    assert "alabama flash --board NAME --port %s" % port in msg
+
+
+@pytest.mark.needs_micropython
+def test_cli_json_and_patch_out_on_the_virtual_board(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(probe.__file__).resolve().parents[2]))
+    r = subprocess.run([sys.executable, "-m", "alabama.cli", "board", "probe", "--port", "sim", "--json",
+                        "--patch-out", str(tmp_path / "patch.json")], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    _check_format(report)
+    assert report["sim"] and report["board"] == "sim"
+    assert json.loads((tmp_path / "patch.json").read_text()) == report["patch"]
+
+
+@pytest.mark.needs_micropython
+def test_probe_set_script_prepares_loads_and_unlinks_on_the_unix_port(tmp_path):
+    """onboard/probe_set.py as the board runs it (cwd = the stand-in flash): 'prepare' removes a stale set and
+    nothing else, 'load' imports the compiled module and leaves no file of it, 'clean' is idempotent."""
+    from alabama.board import mpremote
+    flash = tmp_path
+    (flash / fwset.PROBE_REMOTE).mkdir()
+    (flash / fwset.PROBE_REMOTE / "old.mpy").write_bytes(b"x")
+    (flash / "main.py").write_text("print(1)\n")
+
+    def run(mode, extra=""):
+        env = {k: v for k, v in os.environ.items() if k != "MICROPYPATH"}
+        r = subprocess.run([micropython_cmd(), "-c", mpremote.script("probe_set", fwset.PROBE_REMOTE, mode, MARK)
+                            + extra], cwd=str(flash), capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return probe.parse_output(r.stdout)
+
+    assert run("prepare") == {"meminfo": {}, "mode": "prepare", "removed": 1}
+    assert sorted(p.name for p in flash.iterdir()) == [fwset.PROBE_REMOTE, "main.py"]
+    for dest, src in fwset.build_probe(build_dir=tmp_path / "build").items():
+        (flash / dest).write_bytes(src.read_bytes())
+    got = run("load", "import alabama_probe\nprint(alabama_probe.MARK + '{\"loaded\": 1}')\n")
+    assert got["removed"] == 1 and got["loaded"] == 1
+    assert not (flash / fwset.PROBE_REMOTE).exists() and (flash / "main.py").exists()
+    assert run("clean")["removed"] == 0
