@@ -4,7 +4,7 @@
 # keeps nothing of it. It must not write anything else to flash, start the satellite runtime, or keep the
 # microphone/speaker open after a stage. Each stage prints its result as one line MARK + JSON (and, for the
 # memory snapshots, micropython.mem_info()'s own lines after a MARK "meminfo <label>" line, which the host
-# parses: mem_info prints, it returns nothing). Tested on the unix port (tests/firmware/test_board_probe.py).
+# parses: mem_info prints, it returns nothing). Tested on the unix port (tests/firmware/test_probe_onboard.py).
 import gc
 import os
 import sys
@@ -94,7 +94,8 @@ def mem(label):
 
 def image():
     """What the board says it is: machine, MicroPython version, .mpy ABI, reset cause, flash size, PSRAM
-    (the largest data-heap region when it exceeds internal SRAM), CPU clock, _aead_c, the satellite firmware."""
+    (the largest data-heap region when it exceeds internal SRAM), CPU clock, _aead_c, the satellite firmware
+    and the id of its /board.json."""
     d = {"platform": sys.platform, "version": ".".join(str(v) for v in sys.implementation.version[:3]),
          "machine": getattr(sys.implementation, "_machine", sys.platform),
          "mpy": getattr(sys.implementation, "_mpy", 0), "maxsize": sys.maxsize}
@@ -124,6 +125,11 @@ def image():
         d["aead_c"] = True
     except ImportError:
         d["aead_c"] = False
+    try:
+        with open("board.json") as f:
+            d["board_id"] = json.load(f).get("id")
+    except (OSError, ValueError, AttributeError):
+        d["board_id"] = None
     try:
         import satellite
         d["satellite"] = getattr(satellite, "VERSION", "?")

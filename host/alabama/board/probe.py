@@ -355,8 +355,8 @@ def _call(code):
 
 
 class _Board:
-    def __init__(self, port, runner):
-        self.port, self.runner, self.stage = port, runner, "connect"
+    def __init__(self, port, runner, restart):
+        self.port, self.runner, self.stage, self.restart = port, runner, "connect", restart
 
     def run(self, stage, args):
         self.stage = stage
@@ -427,15 +427,16 @@ def _stage_args(stage, opts):
     raise ValueError(stage)
 
 
-def probe_board(port, board, runner=mpremote.run_mpremote, core=None, wifi=("", ""), stages=STAGES,
+def probe_board(port, runner=mpremote.run_mpremote, core=None, wifi=("", ""), stages=STAGES,
                 build_dir=None, out=print, sim=False, on_stage=None, connect_timeout=None):
     """Run the probe set on the board at `port` and return the parsed raw output (parse_output of every stage).
 
     core: (host as the board reaches it, port, public key bytes) of a core for the IK handshake, or None
     (the handshake stage then says why it was skipped). on_stage(stage) runs before each stage (tests kill a
-    virtual board there). Always removes the probe set from the board before returning or raising.
+    virtual board there). Always removes the probe set from the board before returning or raising, and (a real
+    board) soft-resets it so the satellite firmware runs again.
     """
-    b = _Board(port, runner)
+    b = _Board(port, runner, restart=not sim and runner is mpremote.run_mpremote)
     info = _connect(port, runner, connect_timeout or CONNECT_TIMEOUT)
     _check_mpy(info, port)
     files = fwset.build_probe(build_dir=build_dir)
@@ -474,6 +475,21 @@ def probe_board(port, board, runner=mpremote.run_mpremote, core=None, wifi=("", 
     return raw
 
 
+def _board_for(board, raw):
+    """(boards.Board or None, notes): the one named, else the one the board's /board.json names."""
+    from . import boards
+    if board is not None:
+        return (boards.load(board) if isinstance(board, str) else board), []
+    bid = (raw.get("image") or {}).get("board_id")
+    if not bid:
+        return None, ["the board holds no /board.json and no --board was given: figures are compared with the "
+                      "estimates for every board only, and no board-file patch is proposed"]
+    try:
+        return boards.load(bid), []
+    except boards.BoardError:
+        return None, ["the board's /board.json names %r, which is not a board file here: pass --board NAME" % bid]
+
+
 def _merge(raw, got):
     mi = got.pop("meminfo", {})
     raw["meminfo"].update(mi)
@@ -485,6 +501,9 @@ def _cleanup(b, raw, loaded):
     try:
         b.runner(b.port, ["resume", "exec", mpremote.script("probe_set", REMOTE, "clean", MARK)])
         raw["cleanup"] = "ok"
+        if b.restart:
+            # the probe stopped main.py (mpremote's soft reset into the raw REPL): start the firmware again
+            mpremote.soft_reset(b.port, out=lambda *a: None)
     except mpremote.MpremoteError:
         raw["cleanup"] = ("the probe set had left flash when it loaded" if loaded else
                           "could not reach the board to remove %s/ (outside the firmware's import path; the next "
@@ -498,8 +517,8 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
     target: a serial port ('/dev/ttyACM0'; None: the one Espressif USB device), 'sim' (a virtual board started
     here in `workdir` or a temporary directory, stopped at the end), or a running virtual board (an object with
     ``pty_path``, e.g. alabama.board.sim.VirtualBoard; left running).
-    board: the board file's id or a boards.Board (default: the board's own /board.json id when it has one,
-    else 'sim' for the virtual board). bind: the address of this computer on the board's network, where the
+    board: the board file's id or a boards.Board (default: the one the board's own /board.json names; a
+    virtual board started here: 'sim'). bind: the address of this computer on the board's network, where the
     reference core for the IK handshake listens (default 127.0.0.1 on the virtual board; a real board without
     it skips the handshake, saying so). wifi: (ssid, passphrase) for the Wi-Fi stage (default
     $ALABAMA_WIFI_SSID / $ALABAMA_WIFI_PASSPHRASE; a board already connected keeps its network).
@@ -510,7 +529,6 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
     Real boards get a soft reset at the end, so the satellite firmware runs again.
     """
     import os
-    from . import boards
     if estimates is None:
         estimates = load_estimates()
     own_vb = own_dir = None
@@ -522,11 +540,12 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
             own_dir = None if workdir else tempfile.mkdtemp(prefix="alabama-probe-sim-")
             tmp = pathlib.Path(workdir or own_dir)
             own_vb = simmod.VirtualBoard(tmp / "flash", board=board if board is not None else "sim")
+            board = own_vb.board
             own_vb.start()
             vb = own_vb
         else:
             vb = target
-        port, board = vb.pty_path, board if board is not None else vb.board
+        port = vb.pty_path
         bind = bind or "127.0.0.1"
     else:
         port = mpremote.resolve_port(target)
@@ -534,13 +553,10 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
         wifi = (os.environ.get("ALABAMA_WIFI_SSID", ""), os.environ.get("ALABAMA_WIFI_PASSPHRASE", ""))
     core = core_dir = None
     try:
-        if board is None:
-            board = "devkitc1-inmp441"
-        bd = boards.load(board) if isinstance(board, str) else board
         if "handshake" in stages and bind:
             core_dir = tempfile.mkdtemp(prefix="alabama-probe-core-")
             core = _Core(core_dir, bind)
-        raw = probe_board(port, bd, runner=runner, wifi=wifi, stages=stages, build_dir=build_dir, out=out, sim=sim,
+        raw = probe_board(port, runner=runner, wifi=wifi, stages=stages, build_dir=build_dir, out=out, sim=sim,
                           on_stage=on_stage, connect_timeout=connect_timeout,
                           core=(bind, core.address[0], core.address[1]) if core is not None else None)
     finally:
@@ -552,13 +568,15 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
             own_vb.stop()
         if own_dir:
             shutil.rmtree(own_dir, ignore_errors=True)
-    if not sim and runner is mpremote.run_mpremote:
-        mpremote.soft_reset(port, out=lambda *a: None)
-    patch, notes = propose_patch(raw, bd, sim)
-    return {"probe": PROBE_FORMAT, "board": bd.id, "port": "sim" if sim else port, "sim": sim,
-            "image": raw.get("image") or {}, "figures": figures(raw, bd.id, estimates, sim),
-            "patch": patch, "patch_notes": notes + ([raw["cleanup"]] if raw.get("cleanup") not in (None, "ok")
-                                                    else [])}
+    bd, notes = _board_for(board, raw)
+    bid = bd.id if bd is not None else None
+    patch, more = propose_patch(raw, bd, sim) if bd is not None else ({}, [])
+    notes += more
+    if raw.get("cleanup") not in (None, "ok"):
+        notes.append(raw["cleanup"])
+    return {"probe": PROBE_FORMAT, "board": bid, "port": "sim" if sim else port, "sim": sim,
+            "image": raw.get("image") or {}, "figures": figures(raw, bid, estimates, sim),
+            "patch": patch, "patch_notes": notes}
 
 
 # --- output -------------------------------------------------------------------------------------------------
@@ -597,6 +615,8 @@ def render_text(report):
 def write_patch(report, path, board=None):
     """Write the report's merge patch to `path` (JSON), after checking the patched board file still validates."""
     from . import boards
+    if board is None and not report["board"]:
+        raise ProbeError("the report names no board file: probe again with --board NAME to get a patch")
     bd = board or boards.load(report["board"])
     patched = merge_patch(bd.data, report["patch"])
     problems = boards.check(patched, "boards/%s.json + probe patch" % bd.id)
@@ -617,8 +637,8 @@ def register(bsub):
                                     "(docs/estimates.json) and propose a board-file patch. --port sim probes the "
                                     "virtual board.")
     p.add_argument("--port", metavar="PORT", help="serial port, or 'sim' (default: the one Espressif USB device)")
-    p.add_argument("--board", metavar="NAME", help="board id (boards/NAME.json); default devkitc1-inmp441, "
-                                                   "or sim with --port sim")
+    p.add_argument("--board", metavar="NAME", help="board id (boards/NAME.json); default: the one the board's "
+                                                   "/board.json names (sim with --port sim)")
     p.add_argument("--bind", metavar="ADDR", help="this computer's address on the board's network: a reference "
                                                   "core listens there for the IK handshake")
     p.add_argument("--json", action="store_true", help="print the report as JSON (attach it to an issue)")
