@@ -9,7 +9,7 @@ FIRMWARE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil bench snr-table fuzz faults deferred soak clean
+.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -24,6 +24,7 @@ help:
 	@echo "make repl PORT=         serial REPL"
 	@echo "make logs PORT=         serial output with host timestamps"
 	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
+	@echo "make probe PORT= [BOARD= BIND=]  measure a board beside our estimates (PORT=sim: the virtual board; docs/probe.md)"
 	@echo "make bench              benchmarks under tools/bench"
 	@echo "make snr-table          sound-provisioning reliability table, ours vs ggwave's decoder (tools/provision)"
 	@echo "make fuzz               >= 1,000,000 mutated inputs per target, firmware and core (tools/fuzz)"
@@ -62,6 +63,12 @@ demo-ambient: install
 
 hil: install
 	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD),sim) --report build/hil
+
+# The board probe (docs/probe.md): PORT=sim probes the virtual board; BOARD only when given on the command line
+# (default: the board's own /board.json); BIND = this computer's address on the board's network (IK handshake).
+BIND ?=
+probe: install
+	$(ALABAMA) board probe $(if $(PORT),--port $(PORT),) $(if $(filter command line,$(origin BOARD)),--board $(BOARD),) $(if $(BIND),--bind $(BIND),) --patch-out build/probe-patch.json
 
 codegen-check: install
 	$(ALABAMA) codegen --check

@@ -623,6 +623,7 @@ def write_patch(report, path, board=None):
     if problems:
         raise ProbeError("the proposed patch would make an invalid board file (%s): report it with the --json "
                          "output attached" % problems[0])
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(path).write_text(json.dumps(report["patch"], indent=2, sort_keys=True) + "\n")
     return patched
 
