@@ -327,11 +327,17 @@ class _Core:
 
     def __init__(self, data_dir, host):
         from alabama.core.server import CoreServer
+        self.host = host
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="probe-core", daemon=True)
         self.thread.start()
         self.server = CoreServer(data_dir, host=host, port=0, control=False, save_reports=False)
-        self._call(self.server.start())
+        try:
+            self._call(self.server.start())
+        except OSError as e:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            raise ProbeError("cannot start the reference core on %s (%s): pass --bind with an address of this "
+                             "computer" % (host, e)) from None
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
@@ -431,8 +437,8 @@ def probe_board(port, runner=mpremote.run_mpremote, core=None, wifi=("", ""), st
                 build_dir=None, out=print, sim=False, on_stage=None, connect_timeout=None):
     """Run the probe set on the board at `port` and return the parsed raw output (parse_output of every stage).
 
-    core: (host as the board reaches it, port, public key bytes) of a core for the IK handshake, or None
-    (the handshake stage then says why it was skipped). on_stage(stage) runs before each stage (tests kill a
+    core: a callable returning a started reference core (.host as the board reaches it, .address = (port,
+    public key), .close()) for the IK handshake stage, or None (the stage then says why it was skipped). on_stage(stage) runs before each stage (tests kill a
     virtual board there). Always removes the probe set from the board before returning or raising, and (a real
     board) soft-resets it so the satellite firmware runs again.
     """
@@ -460,16 +466,17 @@ def probe_board(port, runner=mpremote.run_mpremote, core=None, wifi=("", ""), st
         for stage in stages:
             if stage == "image":
                 continue
-            if stage == "handshake":
-                if core is None:
-                    raw["ik_note"] = ("no core to handshake with: pass --bind ADDR, this computer's address on the "
-                                      "board's network")
-                    continue
-                opts.update(core_host=core[0], core_port=core[1], core_key=core[2].hex())
+            if stage == "handshake" and core is None:
+                raw["ik_note"] = ("no core to handshake with: pass --bind ADDR, this computer's address on the "
+                                  "board's network")
+                continue
             if on_stage:
                 on_stage(stage)
             out("probe: %s" % stage)
-            _merge(raw, parse_output(b.run(stage, ["resume", "exec", _stage_args(stage, opts)])))
+            if stage == "handshake":
+                _merge(raw, _handshake(b, core, opts))
+            else:
+                _merge(raw, parse_output(b.run(stage, ["resume", "exec", _stage_args(stage, opts)])))
     finally:
         _cleanup(b, raw, loaded)
     return raw
@@ -488,6 +495,21 @@ def _board_for(board, raw):
         return boards.load(bid), []
     except boards.BoardError:
         return None, ["the board's /board.json names %r, which is not a board file here: pass --board NAME" % bid]
+
+
+def _handshake(b, core, opts):
+    """The IK stage with a reference core that lives only for it (a core left running would log the missing
+    Hello while later stages run)."""
+    try:
+        c = core()
+    except ProbeError as e:
+        return {"meminfo": {}, "ik": None, "ik_note": str(e)}
+    try:
+        port, key = c.address
+        opts.update(core_host=c.host, core_port=port, core_key=key.hex())
+        return parse_output(b.run("handshake", ["resume", "exec", _stage_args("handshake", opts)]))
+    finally:
+        c.close()
 
 
 def _merge(raw, got):
@@ -551,17 +573,12 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
         port = mpremote.resolve_port(target)
     if wifi is None:
         wifi = (os.environ.get("ALABAMA_WIFI_SSID", ""), os.environ.get("ALABAMA_WIFI_PASSPHRASE", ""))
-    core = core_dir = None
+    core_dir = tempfile.mkdtemp(prefix="alabama-probe-core-") if bind else None
     try:
-        if "handshake" in stages and bind:
-            core_dir = tempfile.mkdtemp(prefix="alabama-probe-core-")
-            core = _Core(core_dir, bind)
         raw = probe_board(port, runner=runner, wifi=wifi, stages=stages, build_dir=build_dir, out=out, sim=sim,
                           on_stage=on_stage, connect_timeout=connect_timeout,
-                          core=(bind, core.address[0], core.address[1]) if core is not None else None)
+                          core=(lambda: _Core(core_dir, bind)) if bind else None)
     finally:
-        if core is not None:
-            core.close()
         if core_dir:
             shutil.rmtree(core_dir, ignore_errors=True)
         if own_vb is not None:
