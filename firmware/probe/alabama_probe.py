@@ -1,8 +1,8 @@
 # The board probe's on-board half: the figures `alabama board probe` reads from the chip (docs/probe.md).
 # Copied to the board's .alabama-probe/ as .mpy by alabama.board.probe (fwset.build_probe), imported over the
-# raw REPL, and unlinked from flash as soon as it is imported (forget()): a board that disconnects mid-probe
-# keeps nothing of it. It must not write anything else to flash, start the satellite runtime, or keep the
-# microphone/speaker open after a stage. Each stage prints its result as one line MARK + JSON (and, for the
+# raw REPL, and unlinked from flash as soon as it is imported (alabama/board/onboard/probe_set.py): a board
+# that disconnects mid-probe keeps nothing of it. It must not write to flash (the virtual board's speaker file
+# aside), start the satellite runtime, or keep the microphone/speaker open after a stage. Each stage prints its result as one line MARK + JSON (and, for the
 # memory snapshots, micropython.mem_info()'s own lines after a MARK "meminfo <label>" line, which the host
 # parses: mem_info prints, it returns nothing). Tested on the unix port (tests/firmware/test_probe_onboard.py).
 import gc
@@ -15,7 +15,6 @@ import micropython
 from micropython import const
 
 MARK = "ALABAMA-BOARD-PROBE "
-DIR = ".alabama-probe"
 # One 20 ms audio frame each way on the wire (tools/bench/bench_crypto_aead.py FRAME_SEAL/FRAME_OPEN: 640 B of
 # 16 kHz samples sent, 960 B of 24 kHz received, each + the 10-byte frame prefix and StreamChunk header).
 _SEAL = const(650)
@@ -36,28 +35,6 @@ _INTERNAL_MAX = const(512 * 1024)
 
 def emit(d):
     print(MARK + json.dumps(d))
-
-
-def forget(d=DIR):
-    """Remove the probe set from flash (its modules stay loaded) and from sys.path; -> files removed."""
-    n = 0
-    try:
-        names = os.listdir(d)
-    except OSError:
-        names = []
-    for name in names:
-        try:
-            os.remove(d + "/" + name)
-            n += 1
-        except OSError:
-            pass
-    try:
-        os.rmdir(d)
-    except OSError:
-        pass
-    while d in sys.path:
-        sys.path.remove(d)
-    return n
 
 
 def _esp32():

@@ -1,7 +1,7 @@
 # dual: cpython micropython
 # The board probe's on-board module (firmware/probe/alabama_probe.py): the microphone statistics on known
-# recordings (a tone of known amplitude, all-zero, stuck and clipped frames), the probe set leaving flash
-# once loaded (forget), and the stages' output lines that alabama.board.probe parses.
+# recordings (a tone of known amplitude, all-zero, stuck and clipped frames) and the stages' limits. The set
+# leaving flash once loaded is tests/host/test_board_probe.py's (onboard/probe_set.py on the unix port).
 import sys
 
 _here = __file__.rpartition("/")[0] or "."
@@ -9,7 +9,6 @@ _probe_dir = _here + "/../../firmware/probe"
 if _probe_dir not in sys.path:
     sys.path.insert(0, _probe_dir)
 
-import os
 import alabama_probe as P
 from mpsupport import raises
 
@@ -67,22 +66,6 @@ def test_a_quiet_room_has_no_tone():
     s = P.stats(_frames(noise, noise, noise, noise), 0)
     assert 50 < s["rms"] < 100                  # uniform in -128..127: rms ~74
     assert s["tone_amp"] < 10
-
-
-def test_forget_removes_the_set_from_flash_and_the_path():
-    d = "/tmp/probe-wt-forget"
-    try:
-        os.mkdir(d)
-    except OSError:
-        pass
-    for name in ("a.mpy", "b.mpy"):
-        with open(d + "/" + name, "wb") as f:
-            f.write(b"M")
-    sys.path.insert(0, d)
-    assert P.forget(d) == 2
-    assert d not in sys.path
-    assert raises(OSError, os.stat, d)
-    assert P.forget(d) == 0                     # nothing left: nothing to do
 
 
 def test_stage_limits_are_checked_before_anything_is_allocated():

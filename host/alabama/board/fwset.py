@@ -192,6 +192,34 @@ def write_atomic(path, data):
     os.replace(tmp, path)
 
 
+def _compile_cached(root, rels, bdir, march, local_for):
+    """Compile each of `rels` (paths under root) to local_for(rel), with -march=MARCH (None: bytecode only). A
+    module is recompiled only when its source, the march or the mpy-cross version changed (stamps in
+    bdir/.stamps.json), so a second build costs one hash per file. -> ({rel: local file}, number compiled)."""
+    bdir.mkdir(parents=True, exist_ok=True)
+    stamps_path = bdir / ".stamps.json"
+    try:
+        stamps = json.loads(stamps_path.read_text())
+    except (OSError, ValueError):
+        stamps = {}
+    tool = "%d.%d" % mpy_cross_version()
+    done, compiled = {}, 0
+    for rel in rels:
+        src = root / rel
+        local = local_for(rel)
+        key = "%s %s %s" % (sha256_hex(src.read_bytes()), march or "none", tool)
+        if stamps.get(rel) != key or not local.exists():
+            local.parent.mkdir(parents=True, exist_ok=True)
+            tmp = local.with_name("%s.%d.tmp" % (local.name, os.getpid()))
+            run_mpy_cross((["-march=" + march] if march else []) + ["-s", rel, "-o", str(tmp), str(src)])
+            os.replace(tmp, local)
+            stamps[rel] = key
+            compiled += 1
+        done[rel] = local
+    write_atomic(stamps_path, json.dumps(stamps, indent=0, sort_keys=True).encode())
+    return done, compiled
+
+
 def build(march, root=FIRMWARE, build_dir=None, out=print):
     """Compile the firmware for `march` into build_dir; returns {remote path: local file}.
 
@@ -200,33 +228,12 @@ def build(march, root=FIRMWARE, build_dir=None, out=print):
     """
     root = pathlib.Path(root)
     bdir = pathlib.Path(build_dir or BUILD) / march
-    bdir.mkdir(parents=True, exist_ok=True)
-    stamps_path = bdir / ".stamps.json"
-    try:
-        stamps = json.loads(stamps_path.read_text())
-    except (OSError, ValueError):
-        stamps = {}
-    tool = "%d.%d" % mpy_cross_version()
-    staged, compiled = {}, 0
-    for rel in firmware_files(root):
-        src = root / rel
-        dest = remote_path(rel)
-        local = bdir / dest
-        if rel in SOURCE_KEPT or not rel.endswith(".py"):
-            staged[dest] = src
-            continue
-        key = "%s %s %s" % (sha256_hex(src.read_bytes()), march, tool)
-        if stamps.get(rel) != key or not local.exists():
-            local.parent.mkdir(parents=True, exist_ok=True)
-            tmp = local.with_name("%s.%d.tmp" % (local.name, os.getpid()))
-            run_mpy_cross(["-march=" + march, "-s", rel, "-o", str(tmp), str(src)])
-            os.replace(tmp, local)
-            stamps[rel] = key
-            compiled += 1
-        staged[dest] = local
-    write_atomic(stamps_path, json.dumps(stamps, indent=0, sort_keys=True).encode())
-    mods = sum(1 for d in staged if d.endswith(".mpy"))
-    out("build: %d modules for %s (%d compiled, %d unchanged) in %s" % (mods, march, compiled, mods - compiled,
+    files = firmware_files(root)
+    mods = [rel for rel in files if rel not in SOURCE_KEPT and rel.endswith(".py")]
+    built, compiled = _compile_cached(root, mods, bdir, march, lambda rel: bdir / remote_path(rel))
+    staged = {remote_path(rel): built.get(rel, root / rel) for rel in files}
+    n = len(built)
+    out("build: %d modules for %s (%d compiled, %d unchanged) in %s" % (n, march, compiled, n - compiled,
                                                                        shown(bdir)))
     return staged
 
@@ -241,29 +248,12 @@ def probe_files(root=FIRMWARE):
 
 def build_probe(root=FIRMWARE, build_dir=None):
     """Compile the probe set (no -march: bytecode only) into build_dir/_probe; {remote path: local file},
-    remote paths under PROBE_REMOTE. Cached like build() (a stamp per module)."""
+    remote paths under PROBE_REMOTE. Cached like build()."""
     root = pathlib.Path(root)
     bdir = pathlib.Path(build_dir or BUILD) / "_probe"
-    bdir.mkdir(parents=True, exist_ok=True)
-    stamps_path = bdir / ".stamps.json"
-    try:
-        stamps = json.loads(stamps_path.read_text())
-    except (OSError, ValueError):
-        stamps = {}
-    tool = "%d.%d" % mpy_cross_version()
-    staged = {}
-    for rel in probe_files(root):
-        src = root / rel
-        local = bdir / (pathlib.PurePosixPath(rel).stem + ".mpy")
-        key = "%s %s" % (sha256_hex(src.read_bytes()), tool)
-        if stamps.get(rel) != key or not local.exists():
-            tmp = local.with_name("%s.%d.tmp" % (local.name, os.getpid()))
-            run_mpy_cross(["-s", rel, "-o", str(tmp), str(src)])
-            os.replace(tmp, local)
-            stamps[rel] = key
-        staged[PROBE_REMOTE + "/" + local.name] = local
-    write_atomic(stamps_path, json.dumps(stamps, indent=0, sort_keys=True).encode())
-    return staged
+    built, _ = _compile_cached(root, probe_files(root), bdir, None,
+                               lambda rel: bdir / (pathlib.PurePosixPath(rel).stem + ".mpy"))
+    return {PROBE_REMOTE + "/" + local.name: local for local in built.values()}
 
 
 # --- the manifests -------------------------------------------------------------------------------------

@@ -31,11 +31,11 @@ def run(d, mode, mark):
     if mode == 'load':
         sys.path.insert(0, d)
         try:
-            import alabama_probe
+            import alabama_probe  # noqa: F401 - loaded for the stages that follow (sys.modules keeps it)
         finally:
             while d in sys.path:
                 sys.path.remove(d)
-        out['removed'] = alabama_probe.forget(d)
+        out['removed'] = _clean(d)
     else:
         out['removed'] = _clean(d)
         if mode == 'prepare':
