@@ -62,7 +62,9 @@ def _devkit_raw(split=20000, overruns=0, wifi=True, flash=8 * 1024 * 1024, tone_
         mi["wifi"] = {"total": 64000, "used": 5000, "free": 59000, "max_new_split": 147000}
     phase = {"frames": 45, "zero_frames": 0, "stuck_frames": 0, "samples": 14400, "clipped": 0, "dc": -12.5,
              "rms": 30.0, "tone_amp": 1.0}
-    return {"meminfo": mi, "image": {"flash_bytes": flash, "psram_bytes": 0, "aead_c": True},
+    # esp32.idf_heap_info(HEAP_DATA): [total, free, largest free, min free] per region
+    mem = {"boot": {"idf": [[300000, 200000, 110000, 190000], [30000, 20000, 20000, 20000]]}}
+    return {"meminfo": mi, "mem": mem, "image": {"flash_bytes": flash, "psram_bytes": 0, "aead_c": True},
             "wifi": "192.168.1.7", "aead_pair_us": {"viper": 1500, "c": 460}, "x25519_us": 41000,
             "x25519_impl": "viper", "ik": 260000, "ik_connect_us": 9000, "ggwave_us": 260000,
             "ggwave_audio_us": 2000000,
@@ -88,6 +90,10 @@ def test_each_figure_stands_beside_its_published_estimate_with_the_ratio():
     assert rows["mic_dma_bytes"]["ratio"] == 1.0 and rows["spk_dma_bytes"]["ratio"] == 1.0
     assert rows["loopback_tone_gain_db"]["value"] == pytest.approx(20 * math.log10(4000.0))
     assert rows["mic_quiet_dc"]["value"] == -12.5 and rows["mic_quiet_dc"]["estimate"] is None
+    assert rows["idf_internal_free_boot_bytes"]["value"] == 220000
+    assert rows["idf_internal_largest_boot_bytes"]["value"] == 110000
+    assert rows["idf_internal_free_wifi_bytes"]["value"] is None            # that stage printed no regions
+    assert rows["gc_max_new_split_capture_bytes"]["value"] == 20000 and rows["gc_total_wifi_bytes"]["value"] == 64000
     for r in rows.values():
         assert set(r) == {"name", "value", "unit", "estimate", "ratio", "source", "note"}
         assert not r["note"].startswith("sim:")
@@ -307,3 +313,28 @@ def test_probe_set_script_prepares_loads_and_unlinks_on_the_unix_port(tmp_path):
     assert got["removed"] == 1 and got["loaded"] == 1
     assert not (flash / fwset.PROBE_REMOTE).exists() and (flash / "main.py").exists()
     assert run("clean")["removed"] == 0
+
+
+@pytest.mark.needs_micropython
+def test_micropython_without_the_satellite_says_so_for_every_figure_it_needs(tmp_path):
+    """A MicroPython board with other code on it: the stages that need the firmware say so, figures stay null."""
+    from alabama.board import fwset as fw
+    built = fw.build_probe(build_dir=tmp_path / "build")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for src in built.values():
+        (lib / src.name).write_bytes(src.read_bytes())
+    code = ("import alabama_probe as P\nP.image()\nP.mem('boot')\nP.crypto(2)\nP.handshake('127.0.0.1', 1, '00'*32, "
+            "1000)\nP.ggwave(1)\nP.audio(200)\n")
+    env = dict(os.environ, MICROPYPATH=str(lib))           # the probe set, and no satellite package
+    r = subprocess.run([micropython_cmd(), "-c", code], cwd=str(tmp_path), capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    raw = probe.parse_output(r.stdout)
+    assert raw["image"]["satellite"] is None and raw["image"]["board_id"] is None
+    rows = _by_name(probe.figures(raw, None, ESTIMATES))
+    assert rows["gc_total_boot_bytes"]["value"] > 0                 # MicroPython itself still answers
+    for name in ("aead_frame_pair_viper_pct", "x25519_ms", "ik_handshake_ms", "ggwave_listening_pct",
+                 "mic_quiet_rms_dbfs"):
+        assert rows[name]["value"] is None and "no satellite firmware" in rows[name]["note"], rows[name]
+    assert probe._board_for(None, raw)[0] is None

@@ -64,6 +64,11 @@ HEAP_TOLERANCE = 0.05
 TONE_HEARD_DB = 10.0
 FULL_SCALE = 32768.0
 STAGES = ("image", "wifi", "crypto", "handshake", "ggwave", "audio")
+#: The memory snapshots the stages take: (label, when).
+SNAPSHOTS = (("boot", "after a soft reset, only the probe loaded"), ("wifi", "with Wi-Fi connected"),
+             ("capture", "with the mic and the speaker open"))
+#: A heap region larger than the S3's internal SRAM (512 KiB) can only be PSRAM (firmware/probe: _INTERNAL_MAX).
+INTERNAL_MAX = 512 * 1024
 
 
 class ProbeError(AlabamaError):
@@ -155,9 +160,22 @@ def measured(raw, sim=False):
         f[name] = (value, unit, (s + note) if (note or sim) else note)
 
     boot = mi.get("boot")
-    put("gc_total_boot_bytes", boot and boot["total"], "B",
-        "micropython.mem_info() 'GC: total' after a soft reset with only the probe loaded" if boot
-        else "mem_info() printed no 'GC: total' line")
+    for label, when in SNAPSHOTS:
+        m = mi.get(label)
+        why = "no snapshot %s" % when
+        put("gc_total_%s_bytes" % label, m and m["total"], "B", "mem_info() 'GC: total' %s" % when if m else why)
+        put("gc_free_%s_bytes" % label, m and m["free"], "B", "mem_info() 'free' %s" % when if m else why)
+        put("gc_max_new_split_%s_bytes" % label, m and m["max_new_split"], "B",
+            "mem_info() 'max new split' (what the heap may still take from the IDF) %s" % when if m and
+            m["max_new_split"] is not None else (why if not m else "no 'max new split' (no split heap: not an esp32)"))
+        regions = ((raw.get("mem") or {}).get(label) or {}).get("idf")
+        internal = [r for r in regions or () if r[0] <= INTERNAL_MAX]
+        put("idf_internal_free_%s_bytes" % label, sum(r[1] for r in internal) if regions else None, "B",
+            "esp32.idf_heap_info(HEAP_DATA), regions of internal RAM, free %s" % when if regions
+            else "no esp32.idf_heap_info (not an esp32)" if m else why)
+        put("idf_internal_largest_%s_bytes" % label, max((r[2] for r in internal), default=0) if regions else None,
+            "B", "the largest free internal block %s" % when if regions
+            else "no esp32.idf_heap_info (not an esp32)" if m else why)
     put("heap_reachable_at_boot_bytes", _reachable(raw, "boot"), "B",
         "GC free + max new split at boot (gc.mem_free() on the esp32 port)" if boot else "no mem_info() at boot")
     wifi_note = raw.get("wifi_note")
