@@ -78,6 +78,11 @@ def image():
          "mpy": getattr(sys.implementation, "_mpy", 0), "maxsize": sys.maxsize}
     try:
         import machine
+        d["freq_hz_at_boot"] = machine.freq()
+        if sys.platform == "esp32":
+            # what the satellite's HAL sets first (hal/esp32.py): the generic S3 image may boot at 160 MHz,
+            # and every estimate assumes 240
+            machine.freq(240000000)
         d["freq_hz"] = machine.freq()
         c = machine.reset_cause()
         d["reset_cause"] = c

@@ -338,3 +338,13 @@ def test_micropython_without_the_satellite_says_so_for_every_figure_it_needs(tmp
                  "mic_quiet_rms_dbfs"):
         assert rows[name]["value"] is None and "no satellite firmware" in rows[name]["note"], rows[name]
     assert probe._board_for(None, raw)[0] is None
+
+
+def test_a_half_duplex_board_says_why_there_is_no_speaker_ring_or_loopback():
+    raw = _devkit_raw()
+    raw["audio"] = {"duplex": "half", "mic_dma_bytes": 30720, "overruns": 0, "quiet": raw["audio"]["quiet"],
+                    "tone_note": "half duplex: the speaker and the mic share one I2S bus, no loopback"}
+    rows = _by_name(probe.figures(raw, "esp32-s3-box-3", ESTIMATES))
+    assert rows["mic_dma_bytes"]["value"] == 30720
+    for name in ("spk_dma_bytes", "loopback_tone_gain_db", "mic_tone_rms_dbfs"):
+        assert rows[name]["value"] is None and "half duplex" in rows[name]["note"], rows[name]

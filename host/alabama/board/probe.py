@@ -193,9 +193,16 @@ def measured(raw, sim=False):
     au = raw.get("audio") or {}
     for k in ("mic_dma_bytes", "spk_dma_bytes"):
         v = au.get(k)
+        if v is not None:
+            why = ""
+        elif not au:
+            why = raw.get("audio_note") or "stage not run"
+        elif k == "spk_dma_bytes" and au.get("tone_note"):
+            why = au["tone_note"]
+        else:
+            why = "esp32.idf_heap_info unavailable (not an esp32)"
         put(k, v, "B", "drop of the internal data heap's free bytes (esp32.idf_heap_info) when the ring was made"
-            if v is not None else ("not measured: %s" % (raw.get("audio_note") or
-                                                       "esp32.idf_heap_info unavailable (not an esp32)")))
+            if v is not None else "not measured: %s" % why)
     aead = raw.get("aead_pair_us") or {}
     for impl in ("viper", "c"):
         us = aead.get(impl)
@@ -629,10 +636,11 @@ def render_text(report):
     img = report["image"]
     lines = ["board %s on %s%s" % (report["board"], report["port"], " (virtual board: figures of this computer, "
                                    "not a chip)" if report["sim"] else ""),
-             "image: MicroPython %s on %s, .mpy %s, reset %s, flash %s B, PSRAM %s B, %s Hz, _aead_c %s, "
-             "satellite %s" % (img.get("version"), img.get("machine"), img.get("mpy"), img.get("reset_cause"),
-                               _num(img.get("flash_bytes")), _num(img.get("psram_bytes")), _num(img.get("freq_hz")),
-                               img.get("aead_c"), img.get("satellite")),
+             "image: MicroPython %s on %s, .mpy %s, reset %s, flash %s B, PSRAM %s B, %s Hz (%s at boot), "
+             "_aead_c %s, satellite %s" % (img.get("version"), img.get("machine"), img.get("mpy"),
+                                           img.get("reset_cause"), _num(img.get("flash_bytes")),
+                                           _num(img.get("psram_bytes")), _num(img.get("freq_hz")),
+                                           _num(img.get("freq_hz_at_boot")), img.get("aead_c"), img.get("satellite")),
              "%-36s %12s %12s %7s  %s" % ("figure", "measured", "estimate", "ratio", "unit; note (estimate's source)")]
     for f in report["figures"]:
         lines.append("%-36s %12s %12s %7s  %s; %s%s" % (f["name"], _num(f["value"]), _num(f["estimate"]),
