@@ -593,6 +593,9 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
         else:
             vb = target
         port = vb.pty_path
+        if port is None:
+            raise ProbeError("this virtual board has no REPL terminal (started with pty=False): start it with "
+                             "pty=True, or probe 'sim'")
         bind = bind or "127.0.0.1"
     else:
         port = mpremote.resolve_port(target)
@@ -619,6 +622,21 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
     return {"probe": PROBE_FORMAT, "board": bid, "port": "sim" if sim else port, "sim": sim,
             "image": raw.get("image") or {}, "figures": figures(raw, bid, estimates, sim),
             "patch": patch, "patch_notes": notes}
+
+
+def load_report(path):
+    """A report written by `alabama board probe --json` (for other tools: the HIL fleet report); a file that is
+    not one of this format is a ProbeError saying so."""
+    try:
+        report = json.loads(pathlib.Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ProbeError("cannot read the probe report %s (%s): write it with `alabama board probe --json`"
+                         % (path, e)) from None
+    if not isinstance(report, dict) or report.get("probe") != PROBE_FORMAT or not isinstance(
+            report.get("figures"), list):
+        raise ProbeError("%s is not a probe report of format %d: write it again with this checkout's "
+                         "`alabama board probe --json`" % (path, PROBE_FORMAT))
+    return report
 
 
 # --- output -------------------------------------------------------------------------------------------------
