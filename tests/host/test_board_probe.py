@@ -355,3 +355,56 @@ def test_a_half_duplex_board_says_why_there_is_no_speaker_ring_or_loopback():
     assert rows["mic_dma_bytes"]["value"] == 30720
     for name in ("spk_dma_bytes", "loopback_tone_gain_db", "mic_tone_rms_dbfs"):
         assert rows[name]["value"] is None and "half duplex" in rows[name]["note"], rows[name]
+
+
+class _FakeBoard:
+    """A runner standing in for mpremote: answers the deploy probe, the load and the stages from scripted text,
+    raises MpremoteError where told, and records every command."""
+
+    def __init__(self, fail_at=None, error="", cleanup_fails=False):
+        from alabama.board import mpremote
+        self.mp, self.calls, self.fail_at, self.error, self.cleanup_fails = mpremote, [], fail_at, error, cleanup_fails
+
+    def __call__(self, port, args, on_line=None):
+        code = args[-1]
+        self.calls.append(code)
+        run = "run(%r, " % fwset.PROBE_REMOTE
+        kind = ("connect" if args[0] == "exec" else "clean" if run + "'clean'" in code else
+                "image" if run + "'load'" in code else code.split("_P.")[1].split("(")[0])
+        if kind == "clean" and self.cleanup_fails:
+            raise self.mp.MpremoteError("serial port %s is gone" % port)
+        if kind == self.fail_at:
+            raise self.mp.MpremoteError(self.error)
+        if kind == "connect":
+            return self.mp.PROBE_MARK + json.dumps({"mpy": fwset.mpy_value("xtensawin"), "files": {}})
+        if kind == "image":
+            return MARK + json.dumps({"image": {"platform": "esp32", "board_id": "devkitc1-inmp441"}})
+        return MARK + json.dumps({"x25519_us": 40000, "aead_pair_us": {"viper": 1500}})
+
+
+def test_an_exception_on_the_board_is_not_called_a_disconnect():
+    fb = _FakeBoard(fail_at="crypto", error="mpremote failed on /dev/x (exit 1): MemoryError: memory allocation "
+                                            "failed, allocating 16384 bytes")
+    with pytest.raises(probe.ProbeError) as e:
+        probe.probe_board("/dev/x", runner=fb, stages=("image", "crypto", "ggwave"), out=lambda s: None)
+    msg = str(e.value)
+    assert "crypto stage failed on the board" in msg and "MemoryError" in msg and "\n" not in msg
+    assert "'clean'" in fb.calls[-1]                       # removed even so
+    assert not any("_P.ggwave" in c for c in fb.calls)     # and nothing more run
+
+
+def test_a_load_cut_short_says_where_its_files_may_remain():
+    fb = _FakeBoard(fail_at="image", error="mpremote failed on /dev/x (exit 1): could not open port",
+                    cleanup_fails=True)
+    with pytest.raises(probe.ProbeError) as e:
+        probe.probe_board("/dev/x", runner=fb, out=lambda s: None)
+    msg = str(e.value)
+    assert "stopped answering during the probe's image stage" in msg
+    assert "may remain in /%s/" % fwset.PROBE_REMOTE in msg and "the next probe removes it" in msg
+
+
+def test_the_fake_board_report_names_the_board_from_its_board_json():
+    fb = _FakeBoard()
+    raw = probe.probe_board("/dev/x", runner=fb, stages=("image", "crypto"), out=lambda s: None)
+    assert raw["cleanup"] == "ok" and raw["x25519_us"] == 40000
+    assert probe._board_for(None, raw)[0].id == "devkitc1-inmp441"

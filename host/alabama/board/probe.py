@@ -385,6 +385,10 @@ def _call(code):
     return "import alabama_probe as _P\n%s\n" % code
 
 
+#: An exception the board raised, as mpremote's last line shows it (MemoryError: ..., OSError: [Errno 5] ...).
+_RAISED = re.compile(r"\b[A-Z]\w*(?:Error|Exception): ")
+
+
 class _Board:
     def __init__(self, port, runner, restart):
         self.port, self.runner, self.stage, self.restart = port, runner, "connect", restart
@@ -394,6 +398,10 @@ class _Board:
         try:
             return self.runner(self.port, args)
         except mpremote.MpremoteError as e:
+            if _RAISED.search(str(e)):
+                raise ProbeError("the probe's %s stage failed on the board on %s (%s): please report it with this "
+                                 "line and `alabama board probe --json --port %s` of the stages before it"
+                                 % (stage, self.port, e, self.port)) from None
             raise ProbeError("the board on %s stopped answering during the probe's %s stage (%s): check the USB "
                              "cable and power, press RESET, and run the probe again" % (self.port, stage, e)) \
                 from None
@@ -502,8 +510,13 @@ def probe_board(port, runner=mpremote.run_mpremote, core=None, wifi=("", ""), st
                 _merge(raw, _handshake(b, core, opts))
             else:
                 _merge(raw, parse_output(b.run(stage, ["resume", "exec", _stage_args(stage, opts)])))
-    finally:
+    except ProbeError as e:
         _cleanup(b, raw, loaded)
+        if raw["cleanup"] == "ok" or loaded:
+            raise
+        raise ProbeError("%s (the probe set may remain in /%s/, outside the firmware's import path: the next "
+                         "probe removes it)" % (e, REMOTE)) from None
+    _cleanup(b, raw, loaded)
     return raw
 
 
