@@ -32,6 +32,7 @@ import math
 import pathlib
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -730,7 +731,9 @@ def cmd_probe(args):
         print(json.dumps(report, indent=1, sort_keys=True))
     else:
         print(render_text(report))
-    if args.patch_out:
+    if args.patch_out and report["board"] is None:
+        print("no patch written: the board names no board file; probe again with --board NAME", file=sys.stderr)
+    elif args.patch_out:
         write_patch(report, args.patch_out)
         if not args.json:
             print("wrote %s (review it, then apply it to boards/%s.json)" % (args.patch_out, report["board"]))
