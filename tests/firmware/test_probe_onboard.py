@@ -74,3 +74,19 @@ def test_stage_limits_are_checked_before_anything_is_allocated():
     raises(ValueError, P.audio, 100)
     raises(ValueError, P.ggwave, 0)
     raises(ValueError, P.ggwave, 11)
+
+
+def test_an_esp32_module_without_idf_heap_info_gives_no_regions():
+    # the virtual board may put a simulated esp32 (flash partitions only) on the path: no heap figures from it
+    class _NoHeap:
+        HEAP_DATA = 4
+    old = sys.modules.get("esp32")
+    sys.modules["esp32"] = _NoHeap()
+    try:
+        assert P.idf_heap() is None and P.internal_free(P.idf_heap()) is None
+    finally:
+        if old is None:
+            del sys.modules["esp32"]
+        else:
+            sys.modules["esp32"] = old
+    assert P.internal_free([[300000, 200000, 1, 1], [8 * 1024 * 1024, 8000000, 1, 1]]) == 200000

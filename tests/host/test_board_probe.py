@@ -284,11 +284,6 @@ def test_cli_json_and_patch_out_on_the_virtual_board(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads(r.stdout)
     _check_format(report)
-    (tmp_path / "report.json").write_text(r.stdout)
-    assert probe.load_report(tmp_path / "report.json") == report
-    (tmp_path / "old.json").write_text(json.dumps(dict(report, probe=0)))
-    with pytest.raises(probe.ProbeError, match="not a probe report of format 1"):
-        probe.load_report(tmp_path / "old.json")
     assert "virtual board" in probe.render_text(report) and "no board-file change proposed" in \
         probe.render_text(report)
     assert report["sim"] and report["board"] == "sim"

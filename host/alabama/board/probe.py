@@ -638,21 +638,6 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
             "patch": patch, "patch_notes": notes}
 
 
-def load_report(path):
-    """A report written by `alabama board probe --json` (for other tools: the HIL fleet report); a file that is
-    not one of this format is a ProbeError saying so."""
-    try:
-        report = json.loads(pathlib.Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise ProbeError("cannot read the probe report %s (%s): write it with `alabama board probe --json`"
-                         % (path, e)) from None
-    if not isinstance(report, dict) or report.get("probe") != PROBE_FORMAT or not isinstance(
-            report.get("figures"), list):
-        raise ProbeError("%s is not a probe report of format %d: write it again with this checkout's "
-                         "`alabama board probe --json`" % (path, PROBE_FORMAT))
-    return report
-
-
 # --- output -------------------------------------------------------------------------------------------------
 
 def _num(v):
