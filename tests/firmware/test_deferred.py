@@ -5,7 +5,7 @@
 # one frame per scheduler turn (R10.1-a), and 0 bytes allocated per steady-state deferred chunk.
 import os
 
-from mpsupport import IS_MICROPYTHON, mem_alloc_delta
+from mpsupport import IS_MICROPYTHON, mem_alloc_delta, scratch
 
 import rt_harness as H
 from satellite import deferred as D
@@ -30,7 +30,7 @@ def _rmtree(p):
 
 def fresh_dir():
     _n[0] += 1
-    root = "/tmp/alabama-deferred-%d-%d" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0])
+    root = scratch("deferred")
     _rmtree(root)
     return root + "/data/deferred"
 

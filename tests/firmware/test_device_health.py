@@ -9,6 +9,7 @@ import asyncio
 
 import otaboot as B
 from satellite import health as H
+from mpsupport import scratch
 from satellite.wire import alabama_v1 as pb
 
 _HOME = os.getcwd()
@@ -16,7 +17,7 @@ _HOME = os.getcwd()
 
 def fresh():
     os.chdir(_HOME)
-    root = "/tmp/alabama-health-%d" % (os.getpid() if hasattr(os, "getpid") else 0)
+    root = scratch("health")
     B.rmtree(root)
     os.mkdir(root)
     os.chdir(root)

@@ -10,7 +10,7 @@ import os
 
 import fake_machine as FM
 import fakehal
-from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises
+from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises, scratch
 from satellite.hal import LONG, PRESS, RELEASE
 
 _HERE = __file__.rpartition("/")[0] or "."
@@ -324,7 +324,7 @@ class SimRig(Rig):
     def __init__(self, SimHal):
         hal = SimHal({"id": "sim", "duplex": "full", "audio": {"mic": {"rates": [RATE]}}}, out=_Lines())
         hal.mic_path = None           # silence, whatever ALABAMA_SIM_MIC says
-        hal.spk_path = "/tmp/alabama-hal-contract-%d.wav" % (os.getpid() if hasattr(os, "getpid") else 0)
+        hal.spk_path = scratch("hal-contract.wav")
         Rig.__init__(self, "sim", hal)
 
     def wait(self, ms):

@@ -7,7 +7,7 @@ import json
 
 import asyncio
 
-from mpsupport import raises
+from mpsupport import raises, scratch
 import otaboot as B
 from satellite import ota as O
 
@@ -19,7 +19,7 @@ def fresh():
     """A new empty flash directory as the working directory (otaboot's paths are relative, like on a board)."""
     os.chdir(_HOME)
     _n[0] += 1
-    root = "/tmp/alabama-ota-%d-%d" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0])
+    root = scratch("ota")
     B.rmtree(root)
     os.mkdir(root)
     os.chdir(root)
