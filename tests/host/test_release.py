@@ -140,6 +140,10 @@ def test_a_damaged_cached_copy_is_fetched_again(github, tmp_path):
     _, calls, _ = _flash(tmp_path)
     assert cached.read_bytes() == _image() and len(calls) == 2
     assert github.requests[0].endswith("/releases/tags/" + TAG)
+    (cached.parent / (cached.name + ".sha256")).write_text("garbage")      # so is one whose digest file is damaged
+    github.requests.clear()
+    _flash(tmp_path)
+    assert github.requests and cached.read_bytes() == _image()
 
 
 def test_digest_mismatch_is_refused_before_esptool_and_leaves_nothing(github, tmp_path):

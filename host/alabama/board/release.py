@@ -112,7 +112,7 @@ def _sha256_file(path):
 
 def _open(url, opener, accept):
     if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
-        raise ReleaseError("refusing %s: a release asset is fetched over https only" % url)
+        raise ReleaseError("refusing %s: a release is fetched over http(s) only" % url)
     req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "alabama-flash",
                                                "X-GitHub-Api-Version": "2022-11-28"})
     return (opener or urllib.request.urlopen)(req, timeout=60)
@@ -232,8 +232,11 @@ def fetch(board, tag, cache=None, opener=None, out=print, download=True, env=Non
     fallback = ("or download %s and %s from %s/tag/%s by hand and pass --firmware PATH"
                 % (name, dg.name, PAGE, tag))
     if fw.is_file() and dg.is_file():
-        want = parse_digest(dg.read_text(errors="replace")[:MAX_DIGEST_FILE], shown(dg))
-        if _sha256_file(fw) == want:
+        try:
+            want = parse_digest(dg.read_text(errors="replace")[:MAX_DIGEST_FILE], shown(dg))
+        except ReleaseError:
+            want = None
+        if want and _sha256_file(fw) == want:
             out("release %s for %s: using %s (sha256 %s...)" % (tag, board.id, shown(fw), want[:16]))
             return fw
         fw.unlink()                    # a damaged copy: fetched anew below
