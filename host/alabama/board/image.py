@@ -19,6 +19,7 @@ ports/esp32/README.md (ESP-IDF v5.5.1 recommended; v5.2, v5.2.2, v5.3, v5.4, v5.
 `make -C mpy-cross`, then `make submodules` and `make` in ports/esp32; firmware.bin in the build directory).
 """
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -76,6 +77,67 @@ def port_manifest_text(out_dir, manifest=MANIFEST):
             "include(%r)\n"
             "module(%r, base_path=%r)\n"
             % (str(pathlib.Path(manifest).resolve()), STAMP_MODULE + ".py", str(pathlib.Path(out_dir).resolve())))
+
+
+# --- what an image OTA serves: firmware.bin + firmware.bin.sha256 + ota-image.json ---------------------------
+
+#: The three files `make image` leaves in build/image/<board>/ (the release workflow uploads exactly these).
+RELEASE_FILES = ("firmware.bin", "firmware.bin.sha256", "ota-image.json")
+OTA_MANIFEST = "ota-image.json"
+#: The app partition's offset in partitions-8MiBplus-ota.csv: where ports/esp32/makeimg.py puts the app in the
+#: merged firmware.bin (the S3's bootloader is at 0x0, so the file offset is the flash offset).
+APP_OFFSET = 0x10000
+#: An app slot of partitions-8MiBplus-ota.csv (ota_0 and ota_1 are 0x270000 bytes each).
+APP_SLOT = 0x270000
+
+
+def ota_manifest(app, board_id, root=FIRMWARE, offset=0, file="firmware.bin"):
+    """The image manifest (bytes, sorted and compact: its sha256 is the pin): kind "image", the app's size and
+    sha256 (the bytes from `offset` in `file`), the firmware version and digest it froze."""
+    from .fwset import firmware_version
+    m = {"format": 1, "kind": "image", "board": board_id, "version": firmware_version(root),
+         "firmware_digest": firmware_digest(root), "file": file, "offset": offset, "size": len(app),
+         "sha256": hashlib.sha256(app).hexdigest()}
+    return (json.dumps(m, separators=(",", ":"), sort_keys=True) + "\n").encode()
+
+
+def write_release(odir, firmware, app, board_id, root=FIRMWARE, offset=0):
+    """Write firmware.bin.sha256 (sha256sum format) and ota-image.json beside odir/firmware.bin."""
+    odir = pathlib.Path(odir)
+    if len(app) > APP_SLOT:
+        raise ImageError("the app image is %d bytes, over an OTA slot of partitions-8MiBplus-ota.csv (%d): freeze "
+                         "less" % (len(app), APP_SLOT))
+    (odir / "firmware.bin.sha256").write_text("%s  firmware.bin\n" % hashlib.sha256(firmware).hexdigest())
+    (odir / OTA_MANIFEST).write_bytes(ota_manifest(app, board_id, root, offset))
+    return odir / OTA_MANIFEST
+
+
+def sim_image(root=FIRMWARE, march="x86", out=None, build_dir=None):
+    """The virtual board's app image (alabama/board/simchip/esp32.py, "sim app image"): a tar of the compiled
+    frozen set (satellite/*.mpy, otaboot.mpy) and the digest module, in the sim image envelope; written as
+    <out>/firmware.bin with the two release files beside it. Returns the firmware.bin path."""
+    import io
+    import tarfile
+    from . import fwset
+    from .simchip import esp32 as chip
+    root = pathlib.Path(root)
+    out = pathlib.Path(out) if out else OUT / ("sim-" + march)
+    staged = fwset.build(march, root, build_dir or (fwset.BUILD / "simimage" / hashlib.sha256(
+        str(root.resolve()).encode()).hexdigest()[:12]), out=lambda *a: None)
+    members = {dest[len("lib/"):]: pathlib.Path(src).read_bytes() for dest, src in staged.items()
+               if dest.startswith("lib/")}
+    members[STAMP_MODULE + ".py"] = stamp_text(root).encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(members[name]), 0o644, 0
+            t.addfile(info, io.BytesIO(members[name]))
+    app = chip.pack_image(buf.getvalue())
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "firmware.bin").write_bytes(app)
+    write_release(out, app, app, "sim", root)
+    return out / "firmware.bin"
 
 
 # --- the board, the source, the IDF ---------------------------------------------------------------
