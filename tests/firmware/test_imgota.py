@@ -14,7 +14,7 @@ from mpsupport import raises
 import otaboot as B
 from satellite import ota as O
 from satellite import imgota as I
-from test_ota import FakeSock, fresh, sha
+from test_ota import fresh, run_update, sha
 
 _here = __file__.rpartition("/")[0] or "."
 sys.path.append(_here + "/../../host/alabama/board/simchip")
@@ -105,20 +105,7 @@ def image_manifest(data, offset=0, size=None, version="2.0"):
 
 
 def run_image(site, pin):
-    log = []
-
-    async def connect(host, port):
-        return FakeSock(site, log)
-
-    up = O.Updater(connect, mpy=0, log=lambda line: None, image=True)
-
-    async def go():
-        return await up.update("http://10.0.0.2:8080/fw/manifest.json", pin)
-
-    try:
-        return asyncio.run(go()), log
-    except O.OtaError as e:
-        return e, log
+    return run_update(site, pin, image=True)
 
 
 def test_an_image_is_streamed_into_the_next_slot_verified_and_set_to_boot():

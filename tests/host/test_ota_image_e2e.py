@@ -14,6 +14,7 @@ from alabama.board import fwset, image, ota, sim
 from alabama.board import logwords as lw
 from alabama.board.simchip import esp32 as chip
 
+from test_ota_e2e import wait_info
 from vb_support import CoreThread, device_id
 
 pytestmark = pytest.mark.needs_micropython
@@ -54,17 +55,7 @@ class Rig:
         return json.loads(self.core.call(self.core.core.invoke(self.dev, "device.info", "{}")).content[0].text)
 
     def wait_info(self, pred, timeout=60):
-        import time
-        deadline, last = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
-            try:
-                last = self.info()
-                if pred(last):
-                    return last
-            except Exception as e:  # noqa: BLE001 - rebooting: not connected yet
-                last = e
-            time.sleep(0.3)
-        raise AssertionError("device.info never matched; last: %r" % (last,))
+        return wait_info(self.core, self.dev, pred, timeout)
 
     def offer(self, srv, pin, timeout=60):
         args = json.dumps({"url": srv.url("127.0.0.1"), "sha256": pin})

@@ -1,4 +1,5 @@
-"""`alabama ota`: update a connected satellite's firmware modules over the air.
+"""`alabama ota`: update a connected satellite's firmware modules over the air, or on a frozen image with
+OTA slots its whole app image (the release `make image` leaves: load_image/update_image; docs/ota.md, "Image OTA").
 
 Responsible for: building the .mpy set (fwset.build, the same compiler as `alabama deploy`) with its
 manifest (fwset.set_manifest, format 1: version, .mpy ABI, and the size and sha256 of every file; its own
@@ -141,6 +142,17 @@ def _device_info(data_dir, device, timeout=10.0):
     return json.loads(res["content"][0]["text"])
 
 
+def _offer(data_dir, device, url, pin, invoke_timeout):
+    """firmware.update {url, sha256} through the core; the tool's result dict, or OtaError with its refusal."""
+    from ..core.errors import CoreError
+    try:
+        res = _control(data_dir, {"op": "invoke", "device": device, "name": "firmware.update", "arguments":
+                                  json.dumps({"url": url, "sha256": pin}), "timeout": invoke_timeout}, invoke_timeout)
+    except CoreError as e:
+        raise OtaError("the device refused the update: %s (its running firmware is unchanged)" % e)
+    return json.loads(res["content"][0]["text"])
+
+
 def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
            out=print, invoke_timeout=120.0, image_dir=None):
     """The whole update of one device through the core running on data_dir; returns the new device.info."""
@@ -175,13 +187,7 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
     with SetServer(fw, bind=bind, port=port) as srv:
         url = srv.url(host or lan_address())
         out("ota: serving it at %s; telling the device" % url)
-        args = json.dumps({"url": url, "sha256": fw.digest})
-        try:
-            res = _control(data_dir, {"op": "invoke", "device": device, "name": "firmware.update", "arguments": args,
-                                      "timeout": invoke_timeout}, invoke_timeout)
-        except CoreError as e:
-            raise OtaError("the device refused the update: %s (its running firmware is unchanged)" % e)
-        staged = json.loads(res["content"][0]["text"])
+        staged = _offer(data_dir, device, url, fw.digest, invoke_timeout)
         out("ota: the device staged %s (%d files, every sha256 verified); it reboots into it" % (
             staged["staged"], staged["files"]))
         return wait_running(data_dir, device, fw.digest, before.get("boots"), timeout, out)
@@ -226,7 +232,6 @@ def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print):
 def update_image(data_dir, device, before, rel, host=None, bind="0.0.0.0", port=0, timeout=180.0, out=print,
                  invoke_timeout=120.0):
     """Serve the image release, tell the device, wait until it runs the image's firmware from its other slot."""
-    from ..core.errors import CoreError
     from ..local import lan_address
     if before.get("firmware_digest") == rel.firmware_digest:
         out("ota: %s already runs this image; nothing to do" % device)
@@ -234,13 +239,7 @@ def update_image(data_dir, device, before, rel, host=None, bind="0.0.0.0", port=
     with SetServer(rel, bind=bind, port=port) as srv:
         url = srv.url(host or lan_address())
         out("ota: serving it at %s; telling the device (running %s)" % (url, before.get("slot")))
-        try:
-            res = _control(data_dir, {"op": "invoke", "device": device, "name": "firmware.update", "arguments":
-                                      json.dumps({"url": url, "sha256": rel.digest}), "timeout": invoke_timeout},
-                           invoke_timeout)
-        except CoreError as e:
-            raise OtaError("the device refused the update: %s (its running image is unchanged)" % e)
-        staged = json.loads(res["content"][0]["text"])
+        staged = _offer(data_dir, device, url, rel.digest, invoke_timeout)
         out("ota: the device wrote image %s to %s (sha256 verified from flash); it reboots into it" % (
             staged["staged"], staged["slot"]))
     return wait_running(data_dir, device, rel.firmware_digest, before.get("boots"), timeout, out)
@@ -278,7 +277,9 @@ def register(sub):
                                    "sha256-pinned manifest, tell the device (tool firmware.update) through the "
                                    "running core, and wait until it runs the new set. The device verifies every "
                                    "file, swaps at the next boot and rolls back by itself if the new set does not "
-                                   "reach a session. MicroPython itself is not updated (alabama flash).")
+                                   "reach a session. On a frozen image with OTA slots (device.info: image frozen, "
+                                   "slot ota_N) the whole app image of build/image/<board>/ (--image) is sent "
+                                   "instead and the bootloader rolls it back if it is not confirmed.")
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
     p.add_argument("--data", default="./alabama-core", help="the running core's state directory (default %(default)s)")
     p.add_argument("--firmware", metavar="DIR", default=str(FIRMWARE), help="firmware tree (default: the repository's)")
