@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from alabama.board import fwset, image, ota, sim
+from alabama.board import appimage as image, fwset, ota, sim
 from alabama.board import logwords as lw
 from alabama.board.simchip import esp32 as chip
 

@@ -208,7 +208,7 @@ class ImageRelease:
 def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print):
     """The image release for the device: for the virtual board a sim app image built from `root`; else
     build/image/<board>/ (or image_dir) as `make image` left it, checked against its firmware.bin.sha256."""
-    from . import image
+    from . import appimage as image
     board = info.get("board") or "<board>"
     if board == "sim" and image_dir is None:
         d = image.sim_image(root, march or march_of(info), out=BUILD / "image-sim")
