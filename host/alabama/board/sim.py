@@ -195,7 +195,7 @@ class VirtualBoard:
         self.echo = echo                  # callable(line) for every serial log line, or None
         self.use_pty = pty
         self.compiled = compiled
-        # image=: the firmware is a sim app image (alabama.board.image.sim_image) in the simulated OTA slots of
+        # image=: the firmware is a sim app image (alabama.board.appimage.sim_image) in the simulated OTA slots of
         # <flash>.chip/ (ota_0.bin, ota_1.bin, otadata.bin; ota_0 gets it at the first start, as esptool
         # flashes it); this supervisor is the bootloader at every (re)start and puts the booted slot's frozen
         # set first on MICROPYPATH (the board's '.frozen'). /data and the flash dir are the filesystem as ever.

@@ -22,7 +22,7 @@
 #   * mark_app_valid_cancel_rollback(): the running slot's PENDING_VERIFY entry -> VALID.
 #
 # A sim "app image" (the virtual board's firmware.bin): MAGIC (8 bytes), payload length (u32 LE), 4 zero
-# bytes, the payload (a tar of the compiled frozen set, alabama.board.image.sim_image), then the sha256 of
+# bytes, the payload (a tar of the compiled frozen set, alabama.board.appimage.sim_image), then the sha256 of
 # everything before it (ESP-IDF app images end with an appended SHA-256 the bootloader checks the same way).
 #
 # Power cuts for tests: <chip>/powercut holding "EVENT N" (EVENT: erase, write, read, set_boot) kills this
