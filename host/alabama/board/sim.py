@@ -20,9 +20,11 @@ In-process API (HIL bench, tests, ``alabama demo``)::
     vb.start(); vb.pty_path; vb.press(); vb.release(); vb.long_press(); vb.set_mic(path)
     vb.heap() -> int; vb.state() -> dict; vb.command("knob volume 30"); vb.wait_log(regex, timeout)
     vb.log_text(); vb.stop()
+    VirtualBoard(..., image=PATH)   a board whose firmware is an app image in simulated OTA slots (below)
     provision(flash_dir, core_host, core_port, core_key=None, token="", token_expires=0)
 """
 import hashlib
+import io
 import json
 import os
 import pathlib
@@ -44,6 +46,9 @@ from ..provision import record as rc
 from ..provision.record import DATA_DIR
 
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n"
+#: The simulated `esp32` module (esp32.Partition, otadata, the bootloader's rollback rule); on MICROPYPATH only
+#: for a board with an app image.
+SIMCHIP = pathlib.Path(__file__).resolve().parent / "simchip"
 
 
 class SimError(AlabamaError):
@@ -172,7 +177,8 @@ def _raw_tty(fd, isig):
 
 class VirtualBoard:
     def __init__(self, flash_dir, board="sim", firmware=None, mic=None, speaker=None, duplex=None, ctl_port=0,
-                 heap=None, micropython=None, env=None, echo=None, pty=True, compiled=True):
+                 heap=None, micropython=None, env=None, echo=None, pty=True, compiled=True, image=None,
+                 slot_size=None):
         from . import boards
         self.flash = pathlib.Path(flash_dir).resolve()
         self.board = boards.load(board) if isinstance(board, str) else board
@@ -189,6 +195,15 @@ class VirtualBoard:
         self.echo = echo                  # callable(line) for every serial log line, or None
         self.use_pty = pty
         self.compiled = compiled
+        # image=: the firmware is a sim app image (alabama.board.appimage.sim_image) in the simulated OTA slots of
+        # <flash>.chip/ (ota_0.bin, ota_1.bin, otadata.bin; ota_0 gets it at the first start, as esptool
+        # flashes it); this supervisor is the bootloader at every (re)start and puts the booted slot's frozen
+        # set first on MICROPYPATH (the board's '.frozen'). /data and the flash dir are the filesystem as ever.
+        self.image = pathlib.Path(image).resolve() if image else None
+        self.chip = self.flash.parent / (self.flash.name + ".chip") if image else None
+        self.slot_size = slot_size
+        self.slot = None
+        self._appdir = None
         if not compiled and heap is None:
             self.heap_limit = "4m"
         self.proc = None
@@ -213,7 +228,9 @@ class VirtualBoard:
     def start(self):
         self.flash.mkdir(parents=True, exist_ok=True)
         (self.flash / DATA_DIR).mkdir(exist_ok=True)
-        if self.compiled:
+        if self.image is not None:
+            self.install_image()
+        elif self.compiled:
             self.install()
         else:
             (self.flash / "board.json").write_text(json.dumps(self.board.data, indent=1))
@@ -241,11 +258,54 @@ class VirtualBoard:
             d.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, d)
 
+    def install_image(self):
+        """Blank slots and otadata, the image into ota_0 unless a slot already holds one, and on the filesystem
+        only what a frozen image does not hold (main.py, boot.py, board.json: `alabama deploy` to a frozen image)."""
+        from .simchip import esp32 as chip
+        self.chip.mkdir(parents=True, exist_ok=True)
+        chip.blank(str(self.chip), self.slot_size)
+        if all(chip.check_image(str(self.chip), s) is not None for s in chip.SLOTS):
+            data = self.image.read_bytes()
+            if len(data) > chip.size_of(str(self.chip), "ota_0"):
+                raise SimError("%s (%d bytes) does not fit the simulated slot" % (self.image, len(data)))
+            with open(chip.path_of(str(self.chip), "ota_0"), "r+b") as f:
+                f.write(data)
+        for name in ("main.py", "boot.py"):
+            shutil.copyfile(self.firmware / name, self.flash / name)
+        (self.flash / "board.json").write_text(json.dumps(self.board.data, indent=1))
+
+    def _boot_slot(self):
+        """The bootloader (simchip.select_boot: ESP-IDF's slot choice and rollback rule), then the booted slot's
+        frozen set unpacked (cached by content) for MICROPYPATH."""
+        import tarfile
+        from .simchip import esp32 as chip
+        d = str(self.chip)
+        self.slot = chip.select_boot(d, log=self._note)
+        if self.slot is None:
+            self._note("[virtual board] bootloader: no bootable app image in %s" % d)
+            self._appdir = None
+            return
+        payload = chip.image_payload(d, self.slot)
+        app = self.chip / ("app-" + hashlib.sha256(payload).hexdigest()[:16])
+        if not app.is_dir():
+            tmp = self.chip / ("app.tmp.%d" % os.getpid())
+            shutil.rmtree(tmp, ignore_errors=True)
+            with tarfile.open(fileobj=io.BytesIO(payload)) as t:
+                t.extractall(tmp, filter="data")
+            os.replace(tmp, app)
+        self._appdir = app
+        self._note("[virtual board] bootloader: booting %s" % self.slot)
+
     def _env(self):
         env = dict(os.environ)
         # The board's order: '' and '.frozen' (py/runtime.c mp_init), then '/lib' (ports/esp32/main.c), so
         # an interpreter with the firmware frozen in (tools/mp32/build_frozen.sh) runs it like a custom image.
         env["MICROPYPATH"] = ".:.frozen:lib" if self.compiled else ".:%s:.frozen" % self.firmware
+        if self.chip is not None:
+            # the booted slot's frozen set first, then the interpreter's own .frozen (asyncio, as the port freezes it), /lib; esp32 last
+            env["MICROPYPATH"] = ".:%s.frozen:lib:%s" % (str(self._appdir) + ":" if self._appdir else "", SIMCHIP)
+            env["ALABAMA_SIM_CHIP"] = str(self.chip)
+            env["ALABAMA_SIM_RUNNING"] = self.slot or ""
         env["ALABAMA_SIM_CTL_PORT"] = str(self.ctl_port)
         env["ALABAMA_SIM_SPEAKER"] = self.speaker
         if self.mic:
@@ -263,6 +323,8 @@ class VirtualBoard:
         # editor (Ctrl-D at the prompt) leaves ISIG off, and the next one would never see Ctrl-C.
         _raw_tty(slave, isig=True)
         code = "import boot" if raw else "import boot\nimport main"
+        if self.chip is not None:
+            self._boot_slot()
 
         def pre():
             os.setsid()
