@@ -26,11 +26,12 @@ import urllib.request
 
 from .. import GITHUB_REPOSITORY, REPO
 from ..errors import AlabamaError, UsageError
+from .appimage import RELEASE_FILES
 from .fwset import shown
 
-#: What `make image BOARD=X` leaves in build/image/X/ for a release, in upload order: the image esptool writes
-#: at 0x0, its sha256 (`sha256sum` format: hex digest first) and the image OTA manifest.
-IMAGE_FILES = ("firmware.bin", "firmware.bin.sha256", "ota-image.json")
+#: What `make image BOARD=X` leaves in build/image/X/ for a release (appimage owns the names), in upload order:
+#: the image esptool writes at 0x0, its sha256 (`sha256sum` format: hex digest first) and the image OTA manifest.
+IMAGE_FILES = RELEASE_FILES
 FIRMWARE, DIGEST, OTA_MANIFEST = IMAGE_FILES
 #: The API root of the project's repository; ALABAMA_RELEASES_URL overrides it (a mirror, the tests' server).
 API = "https://api.github.com/repos/" + GITHUB_REPOSITORY
