@@ -38,6 +38,7 @@ class FirmwareSet:
         self.manifest = manifest
         self.digest = hashlib.sha256(manifest).hexdigest()
         self.version = json.loads(manifest)["version"]
+        self.sig = None             # the release signature (alabama.board.signing), served as manifest.json.sig
 
     @property
     def size(self):
@@ -88,6 +89,8 @@ class SetServer:
         body = None
         if path == "manifest.json":
             body = self.set.manifest
+        elif path == "manifest.json.sig":
+            body = self.set.sig
         elif path is not None:
             body = self.set.files.get(path)
         self.requests.append(path)
@@ -142,7 +145,7 @@ def _device_info(data_dir, device, timeout=10.0):
 
 
 def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
-           out=print, invoke_timeout=120.0):
+           out=print, invoke_timeout=120.0, sign_key=None):
     """The whole update of one device through the core running on data_dir; returns the new device.info."""
     from ..core.errors import CoreError
     from ..local import lan_address
@@ -161,6 +164,10 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
     fw = build_set(march, root, out=out)
     out("ota: firmware %s for %s: %d files, %d bytes, manifest sha256 %s" % (fw.version, march, len(fw.files),
                                                                             fw.size, fw.digest))
+    if sign_key is not None:        # an Ed25519PrivateKey: boards that pin its public key need the signature
+        from .signing import sign_manifest
+        fw.sig = sign_manifest(sign_key, fw.manifest)
+        out("ota: manifest signed with the release key (served as manifest.json.sig)")
     if before.get("firmware_digest") == fw.digest:
         out("ota: %s already runs this set; nothing to do" % device)
         return before
@@ -221,12 +228,18 @@ def register(sub):
                    "(default %(default)s: every interface, as the board fetches over the LAN)")
     p.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the device to come back")
+    p.add_argument("--sign-key", metavar="FILE", help="sign the manifest with this release key (alabama release-key): "
+                   "a board that pins its public key refuses an unsigned update")
     p.set_defaults(func=cmd_ota)
 
 
 def cmd_ota(args):
     if args.march and args.march not in ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
+    key = None
+    if args.sign_key:
+        from .signing import load_private
+        key = load_private(args.sign_key)     # before building: a bad key file is one line, not a half-done update
     update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
-           port=args.port, timeout=args.timeout)
+           port=args.port, timeout=args.timeout, sign_key=key)
     return 0
