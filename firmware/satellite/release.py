@@ -4,14 +4,14 @@
 # and checked before anything is written; without a pinned key it trusts the channel as before (the pinned
 # core sent the manifest's sha256). It only decides; satellite.ota fetches and writes. docs/ota.md.
 #
-# What is signed: CONTEXT + sha256(manifest) (56 bytes), not the manifest itself: SHA-512 is hand-rolled in
+# What is signed: CONTEXT + sha256(manifest) (47 bytes), not the manifest itself: SHA-512 is hand-rolled in
 # Python here (satellite.noise.sha512, ~175 KB of big-int garbage per 128-byte block on the 32-bit port), so
 # a 6 KB manifest would cost ~50 blocks; the manifest's sha256 comes from hashlib (the hardware on the ESP32)
 # and binds it as strongly as every file's sha256 already binds the files. CONTEXT keeps a release key's
 # signature over anything else from passing for a manifest signature. The host side: alabama.board.signing.
 from micropython import const
 
-CONTEXT = b"alabama ota manifest v1\n"   # mirrored by alabama.board.signing.CONTEXT (tests compare them)
+CONTEXT = b"alabama ota v1\n"   # 15 B: R + A + CONTEXT + digest stay one SHA-512 block; alabama.board.signing mirrors it
 SIG_SUFFIX = ".sig"
 SIG_LEN = const(64)                      # an Ed25519 signature; the download limit of the .sig file
 

@@ -16,7 +16,7 @@ from ..errors import AlabamaError, UsageError
 
 #: What a release key signs: CONTEXT + sha256(manifest). The firmware's satellite.release.CONTEXT is the owner;
 #: tests/host/test_release_sign.py compares the two.
-CONTEXT = b"alabama ota manifest v1\n"
+CONTEXT = b"alabama ota v1\n"
 #: The signature travels as this file beside the manifest (<manifest url>.sig), 64 raw bytes.
 SIG_SUFFIX = ".sig"
 
