@@ -231,6 +231,7 @@ class Health:
             self.updater = ota.Updater(rt._connect, free=getattr(self.hal, "flash_free", None),
                                        mpy=getattr(sys.implementation, "_mpy", 0), log=sat.log,
                                        image=bool(rt.frozen_digest()))
+        self.updater.release_key = rt.record.release_key if rt.record is not None else b""   # satellite.release
         sat.spawn(self._run_update(sat, ev.id, url, pin, reboot))
 
     async def _run_update(self, sat, id, url, pin, reboot):

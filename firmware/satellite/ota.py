@@ -17,6 +17,7 @@ import asyncio
 from micropython import const
 from time import ticks_ms, ticks_diff
 import otaboot as B
+from satellite import release          # the release signature check (issue 29)
 from satellite.link import read_some     # loaded with the runtime: no heap of its own here
 
 
@@ -335,6 +336,7 @@ class Updater:
         if got != pin:
             raise OtaError(INVALID_REQUEST, "DIGEST_MISMATCH", "the manifest's sha256 is %s..., not the pinned %s..."
                            % (got[:12], pin[:12]))
+        await release.check(self, url, body)     # a pinned release key: the manifest's signature, before any write
         m = parse_manifest(bytes(body))
         if (m.get("kind") == "image") != self.image:
             raise OtaError(INVALID_REQUEST, "WRONG_KIND", "this board runs %s: it takes %s, not %s" % (

@@ -49,10 +49,11 @@ def register(sub):
     gone.add_argument("rest", nargs=argparse.REMAINDER)
     gone.set_defaults(func=cmd_boards_gone)
 
-    from . import deploy, image, ota, repl  # `alabama deploy`, `image`, `ota`, `repl`, `logs`
+    from . import deploy, image, ota, repl, signing  # `alabama deploy`, `image`, `ota`, `repl`, `logs`, `release-key`
     deploy.register(sub)
     image.register(sub)
     ota.register(sub)
+    signing.register(sub)
     repl.register(sub)
 
 

@@ -39,6 +39,7 @@ class FirmwareSet:
         self.manifest = manifest
         self.digest = hashlib.sha256(manifest).hexdigest()
         self.version = json.loads(manifest)["version"]
+        self.sig = None             # the release signature, as SetServer serves it (ota._sign)
 
     @property
     def size(self):
@@ -89,6 +90,8 @@ class SetServer:
         body = None
         if path == "manifest.json":
             body = self.set.manifest
+        elif path == "manifest.json.sig":
+            body = self.set.sig
         elif path is not None:
             body = self.set.files.get(path)
         self.requests.append(path)
@@ -153,8 +156,18 @@ def _offer(data_dir, device, url, pin, invoke_timeout):
     return json.loads(res["content"][0]["text"])
 
 
+def _sign(release, sign_key, out):
+    """A module set or an image release, with its manifest signed when sign_key (an Ed25519PrivateKey) is given:
+    boards that pin its public key need the signature (served as manifest.json.sig)."""
+    if sign_key is not None:
+        from .signing import sign_manifest
+        release.sig = sign_manifest(sign_key, release.manifest)
+        out("ota: manifest signed with the release key (served as manifest.json.sig)")
+    return release
+
+
 def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
-           out=print, invoke_timeout=120.0, image_dir=None):
+           out=print, invoke_timeout=120.0, image_dir=None, sign_key=None):
     """The whole update of one device through the core running on data_dir; returns the new device.info."""
     from ..core.errors import CoreError
     from ..local import lan_address
@@ -167,8 +180,9 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
                        % device)
     if before.get("image") == "frozen" and before.get("slot"):
         # an image with the OTA partition table: the whole app image is replaced (docs/ota.md, "Image OTA")
-        return update_image(data_dir, device, before, load_image(before, root, image_dir, march, out), host=host,
-                            bind=bind, port=port, timeout=timeout, out=out, invoke_timeout=invoke_timeout)
+        rel = _sign(load_image(before, root, image_dir, march, out), sign_key, out)
+        return update_image(data_dir, device, before, rel, host=host, bind=bind, port=port, timeout=timeout, out=out,
+                            invoke_timeout=invoke_timeout)
     if before.get("image") == "frozen":
         # its satellite package is frozen into MicroPython (alabama image) with no OTA slot: a set in /lib
         # would be shadowed, and there is no second app slot to write an image to
@@ -181,6 +195,7 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
     fw = build_set(march, root, out=out)
     out("ota: firmware %s for %s: %d files, %d bytes, manifest sha256 %s" % (fw.version, march, len(fw.files),
                                                                             fw.size, fw.digest))
+    _sign(fw, sign_key, out)
     if before.get("firmware_digest") == fw.digest:
         out("ota: %s already runs this set; nothing to do" % device)
         return before
@@ -199,6 +214,7 @@ class ImageRelease:
 
     def __init__(self, firmware, manifest):
         self.manifest = manifest
+        self.sig = None             # the release signature, as SetServer serves it (ota._sign)
         self.digest = hashlib.sha256(manifest).hexdigest()
         m = json.loads(manifest)
         self.version, self.firmware_digest, self.size = m["version"], m["firmware_digest"], m["size"]
@@ -291,12 +307,18 @@ def register(sub):
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the device to come back")
     p.add_argument("--image", metavar="DIR", help="on a frozen image with OTA slots: the image release to send "
                    "(firmware.bin, firmware.bin.sha256, ota-image.json; default build/image/<board>)")
+    p.add_argument("--sign-key", metavar="FILE", help="sign the manifest with this release key (alabama release-key): "
+                   "a board that pins its public key refuses an unsigned update")
     p.set_defaults(func=cmd_ota)
 
 
 def cmd_ota(args):
     if args.march and args.march not in ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
+    key = None
+    if args.sign_key:
+        from .signing import load_private
+        key = load_private(args.sign_key)     # before building: a bad key file is one line, not a half-done update
     update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
-           port=args.port, timeout=args.timeout, image_dir=args.image)
+           port=args.port, timeout=args.timeout, image_dir=args.image, sign_key=key)
     return 0
