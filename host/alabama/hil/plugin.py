@@ -85,8 +85,8 @@ def pytest_configure(config):
     index = config.workerinput["hil_board_index"] if phase == "boards" else 0
     board = boards[index] if phase != "fleet" else "fleet of %d boards" % len(boards)
     btype = _board_type(config, index) if phase != "fleet" else "various"
-    run = {"run_id": config.getoption("--hil-run-id") or (time.strftime("%Y%m%d-%H%M%S") + "-%d" % (os.getpid() % 10000)),
-           "started": time.time(), "board": board,
+    run_id = config.getoption("--hil-run-id") or time.strftime("%Y%m%d-%H%M%S") + "-%d" % (os.getpid() % 10000)
+    run = {"run_id": run_id, "started": time.time(), "board": board,
            "board_type": btype or ("sim" if board == "sim" else "?"),
            "core_address": None, "firmware": _git_describe(config.getoption("--hil-firmware")),
            "host": platform.node(), "scenarios": []}
@@ -94,7 +94,8 @@ def pytest_configure(config):
         run["probe"] = report_mod.read_probe(config.getoption("--hil-probe-json"))
     if phase != "all":
         run.update(phase=phase, index=index, label=board_label(index) if phase == "boards" else "cross-board",
-                   status={"state": "running", "line": ""})
+                   status={"state": "running", "line": ""}, pid=os.getpid(),
+                   worker=getattr(config, "workerinput", {}).get("workerid", "controller"))
         run["part"] = str(_part_dir(config, run))
         report_mod.write_part(run, run["part"])
     config.stash[_RUN_KEY] = run

@@ -623,8 +623,9 @@ def render_fleet_html(fleet, aggs):
         for sc in b["scenarios"]:
             if sc["name"] not in names:
                 names.append(sc["name"])
-    head = "".join("<th>%s%s</th>" % (_e(board_column(b)), "".join(
-        "<div class='down'>%s</div>" % _e(x) for x in board_problems(b))) for b in boards)
+    head = "".join("<th>%s <span class='req'>%s</span>%s</th>" % (
+        _e(board_column(b)), _e(b.get("worker") or ""),
+        "".join("<div class='down'>%s</div>" % _e(x) for x in board_problems(b))) for b in boards)
     rows = []
     for n in names:
         cells = []
