@@ -17,7 +17,7 @@ import time
 from ..errors import AlabamaError
 from . import report
 from .cli import pytest_argv
-from .plugin import board_label
+from .report import board_label
 
 #: pytest's exit codes this module reads (pytest.ExitCode, named here so the merge reads plainly).
 OK, TESTS_FAILED, INTERRUPTED, NO_TESTS = 0, 1, 2, 5

@@ -27,6 +27,7 @@ import pytest
 from alabama import REPO
 
 from . import report as report_mod
+from .report import board_label
 from .bench import Fleet, open_scenario
 from .targets import make_target
 
@@ -104,11 +105,6 @@ def pytest_configure(config):
 
 def _boards(config):
     return config.getoption("--board", None) or []
-
-
-def board_label(index):
-    """A board's name in a fleet's report and directories: its place on the command line."""
-    return "board %d" % (index + 1)
 
 
 def _per_real_board(config, values, index):

@@ -599,6 +599,11 @@ def read_part(part_dir, label=None, board=None):
     return meta
 
 
+def board_label(index):
+    """A board's name in a fleet's report and directories: its place on the command line (0-based index)."""
+    return "board %d" % (index + 1)
+
+
 def board_column(b):
     """A board's column head: its label, port and type."""
     return "%s: %s (%s)" % (b.get("label"), b.get("board"), b.get("board_type"))
