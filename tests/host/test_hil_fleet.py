@@ -247,3 +247,14 @@ def test_exit_status_of_the_two_phases():
     s = fleet_mod.exit_status
     assert s(0, 0, False) == 0 and s(0, 5, False) == 0 and s(5, 0, False) == 0 and s(5, 5, False) == 5
     assert s(1, 0, False) == 1 and s(0, 1, False) == 1 and s(0, 0, True) == 1 and s(2, 5, True) == 2
+
+
+def test_one_boards_report_shows_its_probe_in_the_header(tmp_path):
+    """`alabama hil --board PORT --probe-json FILE`: the single-board page carries the same header block; a figure
+    more than 1.5x off its estimate is flagged, a chip's figures are not labelled as the simulator's."""
+    run = {"run_id": "r", "board": "/dev/a", "board_type": "devkitc1-inmp441", "scenarios": [],
+           "probe": probe_doc(board="devkitc1-inmp441", port="/dev/a", sim=False, ratio=0.5)}
+    head = report.render_html(run, {}, []).split("</header>")[0]
+    assert "gc heap total" in head and "class='num off'>0.50\u00d7" in head and "simulator" not in head
+    run["probe"]["figures"][0]["ratio"] = 1.2
+    assert "num off" not in report.render_html(run, {}, []).split("</header>")[0]
