@@ -101,6 +101,7 @@ class Runtime:
         self.ping_ms = self.opt.get("ping_ms", 10000)
         self.wdt_ms = board.get("watchdog_ms", _WDT_MS)
         self._wdt = None             # hal.wdt_feed once run() armed the watchdog (module comment)
+        self.watchdog = None         # its timeout in ms while the runtime feeds it (device.info watchdog_ms)
         self._fed = 0
         self.record_wait_ms = _RECORD_WAIT_MS
         self.settings = D.load_settings(keystore, self._log)
@@ -153,12 +154,17 @@ class Runtime:
         start = getattr(self.hal, "wdt_start", None)
         if start is None:
             return
+        ms = self.wdt_ms
+        if type(ms) is not int or ms < 1000:      # a board.json deployed without `alabama board validate`
+            self.log("board.json watchdog_ms %r is not a whole number of ms >= 1000: using %d" % (ms, _WDT_MS))
+            self.wdt_ms = _WDT_MS
         try:
             start(self.wdt_ms)
         except (OSError, ValueError) as e:
             self.log("watchdog NOT armed (%s: %s): a hang will need a reset by hand" % (type(e).__name__, e))
             return
         self._wdt = self.hal.wdt_feed
+        self.watchdog = self.wdt_ms
         self._fed = time.ticks_ms()
         self.log("watchdog armed: %d ms" % self.wdt_ms)
 
@@ -173,7 +179,7 @@ class Runtime:
         """app.main, on Ctrl-C: the REPL has the board now; the HAL feeds the armed watchdog until a reset."""
         park = getattr(self.hal, "wdt_park", None)
         if self._wdt is not None and park is not None:
-            self._wdt = None
+            self._wdt = self.watchdog = None
             park()
             self.log("watchdog parked: fed by the HAL while the REPL has the board (reset or Ctrl-D: the "
                      "runtime starts again and feeds it)")

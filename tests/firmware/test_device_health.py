@@ -50,6 +50,7 @@ class Rt:
         self.record = None
         self.core_key_in_use = b"\x01" * 32
         self.frozen = ""
+        self.watchdog = 30000
 
         class KS:
             def pinned_core_key(self):
@@ -102,6 +103,7 @@ def test_device_info_fields_come_from_runtime_hal_and_otaboot():
     assert i["firmware"] == "1.2.3" and i["uptime_ms"] == 42 and i["firmware_digest"] == ""
     assert i["rssi"] == -50 and i["reset_reason"] == "crash" and i["boots"] == 7 and i["crash_count"] == 2
     assert i["reconnect_count"] == 2 and i["connect_failures"] == 1 and i["frames_dropped"] == 7
+    assert i["watchdog_ms"] == 30000                                  # the runtime feeds one (runtime.py)
     assert i["flash_free"] == 123456 and i["heap_min"] <= i["heap_free"] or i["heap_free"] == 0
     assert i["ota"] == {"state": "rolled_back", "version": "9", "error": "did not reach a session within 3 boots"}
     B.write_json(B.BOOTREC, {"boots": 1})

@@ -63,18 +63,22 @@ def test_armed_with_the_board_files_timeout_or_the_30_s_default():
     rt, hal = _rt()
     assert rt.wdt_ms == 30000 and hal.armed == []            # Runtime() arms nothing: run() does
     rt._arm()
-    assert hal.armed == [30000] and "watchdog armed: 30000 ms" in hal.lines[-1]
+    assert hal.armed == [30000] and "watchdog armed: 30000 ms" in hal.lines[-1] and rt.watchdog == 30000
     b = dict(H.BOARD)
     b["watchdog_ms"] = 3000
     rt, hal = _rt(b)
     rt._arm()
     assert hal.armed == [3000]
+    b["watchdog_ms"] = "30s"                                  # a board.json nobody validated: said, default used
+    rt, hal = _rt(b)
+    rt._arm()
+    assert hal.armed == [30000] and "watchdog_ms '30s' is not a whole number" in hal.lines[0]
 
 
 def test_a_watchdog_that_cannot_start_is_said_and_never_fed():
     rt, hal = _rt(fail=OSError(22))
     rt._arm()
-    assert "watchdog NOT armed" in hal.lines[-1]
+    assert "watchdog NOT armed" in hal.lines[-1] and rt.watchdog is None
     rt._feed(time.ticks_ms())
     asyncio.run(rt._sleep(20))
     assert hal.feeds == 0
@@ -240,6 +244,6 @@ def test_ctrl_c_parks_an_armed_watchdog_and_the_runtime_stops_feeding_it():
     assert not hal.parked                   # never armed: nothing to park
     _armed(rt)
     rt.park_watchdog()
-    assert hal.parked and "watchdog parked" in hal.lines[-1]
+    assert hal.parked and "watchdog parked" in hal.lines[-1] and rt.watchdog is None
     rt._feed(time.ticks_ms())
     assert hal.feeds == 0                   # the HAL's feeder has it now

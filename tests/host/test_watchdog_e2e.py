@@ -79,7 +79,7 @@ def test_a_trial_set_that_hangs_is_rolled_back_after_its_watchdog_resets(core, t
         vb.wait_log(lw.PAIRED, 30)
         dev = device_id(vb)
         old = info(core, dev)
-        assert old["firmware"] == RUNNING and old["reset_reason"] == "PWRON_RESET"
+        assert old["firmware"] == RUNNING and old["reset_reason"] == "PWRON_RESET" and old["watchdog_ms"] == WDT_MS
         fw = ota.build_set(march(vb), hanging_firmware(tmp_path, "0.9.1-hangs", "handler_loops"),
                            out=lambda *a: None)
         m = vb.mark()
