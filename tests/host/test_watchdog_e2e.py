@@ -97,3 +97,26 @@ def test_a_trial_set_that_hangs_is_rolled_back_after_its_watchdog_resets(core, t
         assert (vb.flash / "ota" / "bad" / "satellite" / "app_real.mpy").exists()
     finally:
         vb.stop()
+
+
+def test_ctrl_c_to_the_repl_parks_the_watchdog_so_the_user_is_not_reset(core, tmp_path):
+    """The watchdog cannot be stopped: Ctrl-C out of the runtime hands it to the HAL's feeder (app.main ->
+    Runtime.park_watchdog -> hal.wdt_park), so a user at the REPL is not reset `watchdog_ms` later."""
+    import os
+    import time
+    vb = board(tmp_path, core, board_name=short_watchdog_board())
+    vb.start()
+    try:
+        vb.wait_log(lw.WDT_ARMED, 30)
+        vb.wait_log(lw.ACCEPTED, 30)
+        fd = os.open(vb.pty_path, os.O_RDWR | os.O_NOCTTY)
+        try:
+            os.write(fd, b"\x03")
+            vb.wait_log(r"sat: watchdog parked", 10)
+            vb.wait_log(r"KeyboardInterrupt", 10)
+            time.sleep(2.5 * WDT_MS / 1000)                  # well past the timeout, at the REPL
+        finally:
+            os.close(fd)
+        assert vb.wdt_resets == 0 and vb.boots == 1 and not re.search(lw.WDT_RESET, vb.log_text())
+    finally:
+        vb.stop()
