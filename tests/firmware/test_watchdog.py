@@ -247,3 +247,18 @@ def test_ctrl_c_parks_an_armed_watchdog_and_the_runtime_stops_feeding_it():
     assert hal.parked and "watchdog parked" in hal.lines[-1] and rt.watchdog is None
     rt._feed(time.ticks_ms())
     assert hal.feeds == 0                   # the HAL's feeder has it now
+
+
+def test_boot_py_parks_a_soft_reset_on_the_timer_the_esp32_hal_stops():
+    """One timer id for the park feeder (hal/esp32.py PARK_TIMER): boot.py's, after a soft reset, must be the
+    one Esp32Hal.wdt_start stops when the runtime takes the watchdog back, and feed within the timeout."""
+    from satellite.hal import esp32 as E
+    here = __file__.rpartition("/")[0] or "."
+    with open(here + "/../../firmware/boot.py") as f:
+        text = f.read()
+    assert ("machine.Timer(%d).init(" % E.PARK_TIMER) in text and "machine.SOFT_RESET" in text
+    i = text.index("WDT(timeout=") + len("WDT(timeout=")
+    timeout = int(text[i:text.index(")", i)])
+    i = text.index("period=") + len("period=")
+    period = int(text[i:text.index(",", i)])
+    assert 0 < period * 4 <= timeout, (period, timeout)
