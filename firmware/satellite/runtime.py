@@ -456,7 +456,7 @@ class Runtime:
                     last_ping = now
                     p = sess.ping(self.now_us())
                     link.send(p)
-            if time.ticks_diff(now, self.last_rx) <= dead_ms:
+            if time.ticks_diff(now, self.last_rx) <= dead_ms or sess.state == S.HELLO_SENT:
                 self._feed(now)                          # the liveness rule (module comment: the watchdog)
             g = self.hal.gesture()
             while g:

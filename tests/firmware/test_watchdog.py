@@ -167,6 +167,26 @@ def test_the_serve_loop_feeds_while_the_core_is_heard_within_the_liveness_limit(
     assert hal.feeds == 0
 
 
+def test_waiting_for_the_hello_response_feeds_it_within_the_hello_timeout():
+    """Before the HelloResponse the bound is the Hello's 10 s, not the liveness limit (short with a test ping)."""
+    rt, hal = _rt()
+    _armed(rt)
+
+    class Hello(_Sess):
+        state = S.HELLO_SENT
+    rt.ping_ms = 1                                            # liveness limit 1 s + one frame: already past
+    rt.last_rx = time.ticks_add(time.ticks_ms(), -2000)       # the Hello went out 2 s ago
+    n = [0]
+
+    def count():
+        n[0] += 1
+        if n[0] >= 4:
+            rt.stopped = True
+    hal.on_gesture = count
+    asyncio.run(rt._serve(Hello(), _Link(rt), _Sat()))
+    assert hal.feeds >= 3
+
+
 def test_a_handler_that_blocks_the_serve_loop_stops_the_feeding():
     """What the watchdog is for: a pass that never finishes (here: the gesture poll blocks, as a frame handler
     would) is never followed by another feed. The loop is stopped from inside the blocked call after 150 ms."""
