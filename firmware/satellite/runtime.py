@@ -14,7 +14,8 @@
 # would keep feeding through a handler that loops or an await that never returns):
 #   - serving: each pass of _serve while the core was heard within the liveness limit (3 pings + one max frame:
 #     dead_ms, R10.1-b), or the Hello is within its timeout; past them _serve ends the connection anyway;
-#   - connecting: each poll of _connect and each handshake read (both end at _HANDSHAKE_TIMEOUT_MS);
+#   - connecting: each poll of _connect and each handshake read (both end at _HANDSHAKE_TIMEOUT_MS; the OTA
+#     updater's download task connects through _connect too, so it may feed for those 10 s at most);
 #   - the backoff: each tick of _sleep (capped at 60 s);
 #   - listening mode / halted: each pass of the ggwave receiver (its stop() callback) or of the record poll;
 #   - a DEFERRED recording in progress: each wait of run(), for at most _RECORD_WAIT_MS.
