@@ -135,6 +135,7 @@ class Health:
             "reconnect_count": max(0, rt.connections - 1), "connect_failures": rt.attempts,
             "frames_dropped": rt.frames_dropped + rt.ring.dropped + (self._hal("mic_lost_frames") or 0),
             "flash_free": self._hal("flash_free"), "mpy": getattr(sys.implementation, "_mpy", 0),
+            "watchdog_ms": rt.watchdog,       # null: no watchdog armed (a HAL without one) or parked (REPL)
             "ota": B.status(),
         })
         rec = B.boot_record()

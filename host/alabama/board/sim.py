@@ -8,6 +8,13 @@ REPL on a pseudo-terminal (``mpremote connect <pty>``). It restarts the interpre
 the way a board reboots: after a Ctrl-D in the raw REPL (mpremote's soft reset) the new interpreter is
 put back into the raw REPL without running main.py, as a board does. It holds no protocol logic.
 
+It is also the board's watchdog: the simulated HAL's wdt_start/wdt_feed write a heartbeat file
+(``$ALABAMA_SIM_WDT``: the timeout in ms, rewritten at every feed; 0 when parked); when it has not moved for
+longer than that timeout the supervisor kills the interpreter and boots it again, the next boot's
+``$ALABAMA_SIM_RESET_CAUSE`` saying ``WDT_RESET`` (the HAL's reset_cause(), device.info's reset_reason). Every
+boot starts disarmed: a hard reset clears the chip's watchdog, and after a soft reset boot.py parks it until
+the runtime arms it again (docs/reliability.md), which the supervisor models by not watching until then.
+
 Like ``alabama deploy``, start() compiles the firmware with mpy-cross (for the unix port's native arch,
 cached under build/sim) and installs it into the flash dir: ``main.py``, ``boot.py``, ``board.json``,
 ``lib/satellite/*.mpy``. Running compiled modules is what makes the heap limit meaningful (compiling
@@ -35,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import termios
 import threading
 import time
@@ -208,6 +216,11 @@ class VirtualBoard:
             self.heap_limit = "4m"
         self.proc = None
         self.boots = 0
+        self.wdt_resets = 0               # resets by the simulated watchdog (the interpreter stopped feeding it)
+        self._cause = "PWRON_RESET"       # why the next boot happens (ALABAMA_SIM_RESET_CAUSE)
+        self._wdt_path = None             # the heartbeat file (start() makes it, stop() removes it)
+        self._wdt_seen = None             # (mtime_ns, size) last seen, the monotonic time then, timeout ms
+        self._wdt_fired = False
         self._log = bytearray()
         self._lines = []
         self._lock = threading.Lock()
@@ -241,6 +254,8 @@ class VirtualBoard:
             _raw_tty(self._b_slave, isig=False)
             self.pty_path = os.ttyname(self._b_slave)
         os.set_blocking(self._a_master, False)
+        fd, self._wdt_path = tempfile.mkstemp(prefix="alabama-wdt-")
+        os.close(fd)
         self._spawn(raw=False)
         self._thread = threading.Thread(target=self._pump, name="virtual-board", daemon=True)
         self._thread.start()
@@ -308,6 +323,8 @@ class VirtualBoard:
             env["ALABAMA_SIM_RUNNING"] = self.slot or ""
         env["ALABAMA_SIM_CTL_PORT"] = str(self.ctl_port)
         env["ALABAMA_SIM_SPEAKER"] = self.speaker
+        env["ALABAMA_SIM_WDT"] = self._wdt_path or ""
+        env["ALABAMA_SIM_RESET_CAUSE"] = self._cause
         if self.mic:
             env["ALABAMA_SIM_MIC"] = self.mic
         else:
@@ -331,14 +348,18 @@ class VirtualBoard:
             import fcntl
             fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
+        if self._wdt_path:
+            open(self._wdt_path, "wb").close()      # every boot starts with the watchdog disarmed (docstring)
+        self._wdt_seen = None
         argv = [self.micropython, "-X", "heapsize=%s" % self.heap_limit, "-i", "-c", code]
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=str(self.flash),
                                      env=self._env(), preexec_fn=pre, close_fds=True)
         self.boots += 1
         if raw:
             self._swallow = b""
-        self._note("[virtual board] boot %d: %s -X heapsize=%s (pid %d)%s" % (
-            self.boots, self.micropython, self.heap_limit, self.proc.pid, " into the raw REPL" if raw else ""))
+        self._note("[virtual board] boot %d: %s: %s -X heapsize=%s (pid %d)%s" % (
+            self.boots, self._cause, self.micropython, self.heap_limit, self.proc.pid,
+            " into the raw REPL" if raw else ""))
 
     def _terminate(self):
         """SIGTERM to the interpreter's process group; -> the process, or None when it is not running."""
@@ -372,6 +393,11 @@ class VirtualBoard:
         finally:
             if got:
                 self._ctl_lock.release()
+        if self._wdt_path:
+            try:
+                os.unlink(self._wdt_path)
+            except OSError:
+                pass
         for fd in (self._a_master, self._a_slave, self._b_master, self._b_slave):
             if fd is not None:
                 try:
@@ -489,6 +515,7 @@ class VirtualBoard:
                     self._from_user(data)
             if self._shim is not None:
                 self._shim_io(self._shim.poll(time.monotonic()), b"")
+            self._watchdog()
             p = self.proc
             if p is not None and p.poll() is not None and not self._stop.is_set():
                 # Drain what it printed last, then reboot it like a board.
@@ -501,6 +528,8 @@ class VirtualBoard:
                 except (BlockingIOError, OSError):
                     pass
                 raw = self._raw_mode
+                self._cause = "WDT_RESET" if self._wdt_fired else "SOFT_RESET" if raw else "HARD_RESET"
+                self._wdt_fired = False
                 self._note("[virtual board] interpreter exited (status %d): rebooting" % p.returncode)
                 if self._b_master is not None:
                     try:
@@ -513,6 +542,38 @@ class VirtualBoard:
                         self._ctl = None
                 time.sleep(0.05)
                 self._spawn(raw=raw)
+
+    def _watchdog(self):
+        """The simulated watchdog (module docstring): called by the pump every 50 ms."""
+        p = self.proc
+        if self._wdt_path is None or p is None or p.poll() is not None:
+            return
+        try:
+            st = os.stat(self._wdt_path)
+        except OSError:
+            return
+        now = time.monotonic()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if self._wdt_seen is None or self._wdt_seen[0] != stamp:
+            try:
+                with open(self._wdt_path, "rb") as f:
+                    ms = int((f.read().split() or [b"0"])[0])
+            except (OSError, ValueError):
+                ms = 0
+            self._wdt_seen = (stamp, now, ms)
+            return
+        _, fed, ms = self._wdt_seen
+        if ms > 0 and (now - fed) * 1000 > ms:
+            self.wdt_resets += 1
+            self._note("[virtual board] watchdog: not fed for %d ms (timeout %d ms): WDT reset"
+                       % ((now - fed) * 1000, ms))
+            self._wdt_fired = True
+            self._raw_mode = False
+            self._wdt_seen = None
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     # ------------------------------------------------------------------------------ log
     def log_text(self):
