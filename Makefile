@@ -6,6 +6,7 @@ ALABAMA := $(BIN)/alabama
 BOARD ?= devkitc1-inmp441
 PORT ?=
 FIRMWARE ?=
+RELEASE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
@@ -17,7 +18,7 @@ help:
 	@echo "make codegen            regenerate pb2 + firmware codec from proto/"
 	@echo "make demo               reference core + virtual board + one voice exchange"
 	@echo "make demo-ambient       the same hands-free: ambient board, \"hey alabama, what time is it\""
-	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware"
+	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware (RELEASE=vX.Y.Z: a release image)"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
 	@echo "make image BOARD= MICROPY_DIR=  MicroPython v1.27.0 with the firmware frozen in (needs ESP-IDF; docs/image.md)"
 	@echo "make ota DEVICE= [DATA=] update a connected device's firmware modules over the air (via the core)"
@@ -89,7 +90,7 @@ snr-table: install
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
 
 flash: install
-	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(ALLOW_MPY),--allow-mpy)
+	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy)
 
 deploy: install
 	$(ALABAMA) deploy --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(ALLOW_MPY),--allow-mpy)

@@ -21,6 +21,13 @@
 #             past BOOT_BUDGET boots -> rollback
 #   rollback  putting prev back (resumable like swap) -> rolled_back
 #   rolled_back  the previous set runs again; the state records why (health and device.info show it)
+# and for an app image (a frozen image updated by satellite.imgota; the slots and otadata belong to ESP-IDF's
+# bootloader, which boots the new slot once and rolls it back by itself at a reset before it is confirmed):
+#   image_pending  the new slot is written, verified and set to boot (or about to be): at this boot, running
+#                  the new slot -> image_trial; running the old one -> refused (it never booted)
+#   image_trial    the new image runs until its first session confirms it (confirm(): the bootloader's
+#                  mark_app_valid_cancel_rollback -> ok); booting the old slot in this state means the
+#                  bootloader rolled it back -> rolled_back, rollback counted
 import json
 import os
 import sys
@@ -185,6 +192,7 @@ def _rollback(st):
     rmtree(PREV)
     st["state"] = "rolled_back"
     set_state(st)
+    note("rolled back %s: %s" % (st.get("version"), st.get("error")))
     log("ROLLED BACK: firmware %s %s; the previous firmware runs again" % (st.get("version"), st.get("error")))
 
 
@@ -202,6 +210,58 @@ def _on_pending(st):
     _swap(st)
 
 
+def running_slot():
+    """The label of the running app partition ("ota_0", "ota_1", "factory"), None without esp32.Partition."""
+    try:
+        import esp32
+        return esp32.Partition(esp32.Partition.RUNNING).info()[4]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+
+
+def note(result):
+    """The last update's outcome and the rollback count live in the boot record (device.info reads them)."""
+    try:
+        rec = boot_record()
+        rec["last_update"] = result[:160]
+        if result.startswith("rolled back"):
+            rec["rollbacks"] = rec.get("rollbacks", 0) + 1
+        write_json(BOOTREC, rec)
+    except OSError:
+        pass
+
+
+def _on_image_pending(st):
+    run = running_slot()
+    if run is None:
+        return
+    if run == st.get("to"):
+        st["state"] = "image_trial"
+        st["boots"] = 1
+        set_state(st)
+        log("image %s boots from %s: on trial until its first session (a reset before it rolls it back)"
+            % (st.get("version"), run))
+        return
+    st["state"] = "refused"
+    st["error"] = "the new image in %s never booted (cut before set_boot, or the bootloader refused it)" % st.get("to")
+    set_state(st)
+    note("refused: " + st["error"])
+    log(st["error"] + "; %s runs" % run)
+
+
+def _on_image_trial(st):
+    run = running_slot()
+    if run is None or run == st.get("to"):
+        st["boots"] = st.get("boots", 0) + 1
+        set_state(st)
+        return
+    st["state"] = "rolled_back"
+    st["error"] = "the new image did not reach a session: the bootloader booted %s again" % run
+    set_state(st)
+    note("rolled back %s: %s" % (st.get("version"), st["error"]))
+    log("ROLLED BACK: image %s %s" % (st.get("version"), st["error"]))
+
+
 def _on_trial(st):
     st["boots"] = st.get("boots", 0) + 1
     if st["boots"] > BOOT_BUDGET:
@@ -215,7 +275,8 @@ def _on_trial(st):
 
 
 # What boot() does per state: the transition table.
-_ON_BOOT = {"pending": _on_pending, "swap": _swap, "trial": _on_trial, "rollback": _rollback}
+_ON_BOOT = {"pending": _on_pending, "swap": _swap, "trial": _on_trial, "rollback": _rollback,
+            "image_pending": _on_image_pending, "image_trial": _on_image_trial}
 
 
 def boot():
@@ -256,9 +317,29 @@ def status():
     return out
 
 
+def _mark_valid():
+    """ESP-IDF's rollback: the running app is good (OK on every boot, docs/library/esp32.rst)."""
+    try:
+        import esp32
+        esp32.Partition.mark_app_valid_cancel_rollback()
+        return True
+    except (ImportError, OSError, AttributeError):     # no esp32 / OSError(-261): a bootloader without rollback
+        return False
+
+
 def confirm():
-    """The running set reached a session: a trial becomes the firmware (its predecessor is removed)."""
+    """The running firmware reached a session: a trial set becomes the firmware (its predecessor is removed);
+    on an app image the bootloader is told the image is good (mark_app_valid_cancel_rollback)."""
     st = state()
+    if st.get("state") in ("image_trial", "image_pending") or running_slot() in ("ota_0", "ota_1"):
+        _mark_valid()
+        if st.get("state") == "image_trial":
+            st["state"] = "ok"
+            st["confirmed"] = True
+            set_state(st)
+            note("confirmed image %s" % st.get("version"))
+            log("image %s confirmed (it reached a session)" % st.get("version"))
+            return True
     if st.get("state") != "trial":
         return False
     rmtree(PREV)
@@ -306,7 +387,7 @@ def crashed(exc):
     if hasattr(sys, "print_exception"):
         sys.print_exception(exc)
     st = state()
-    if st.get("state") == "trial":
+    if st.get("state") in ("trial", "image_trial"):
         log("trial firmware %s crashed (%s): resetting (boot %d of %d)" % (
             st.get("version"), type(exc).__name__, st.get("boots", 0), BOOT_BUDGET))
         reset("crash")

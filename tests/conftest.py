@@ -11,9 +11,12 @@ so a firmware test that only passes on CPython fails here:
   skip, saying how to build it; under CI (``CI`` set) they fail instead, so CI always proves 32-bit.
 Helpers for tests live in tests/mpharness.py (``from mpharness import run_micropython``).
 """
+import atexit
 import os
-import sys
 import pathlib
+import shutil
+import sys
+import tempfile
 
 import pytest
 
@@ -25,6 +28,12 @@ for p in (str(_TESTS.parent / "firmware"), str(_TESTS.parent / "host"), str(_TES
 from alabama import mpcompat  # noqa: E402
 mpcompat.install()          # the CPython stand-ins firmware modules import plainly (micropython.const, ticks_*)
 from mpharness import MP32, MP32_HEAP, ROOT, SHARED, micropython32_cmd, run_micropython  # noqa: E402
+
+# Scratch files of firmware tests (mpsupport.scratch): one directory per test process, this one and the
+# micropython runs it starts (they inherit the variable). Set in every process, not inherited from the xdist
+# controller: workers and other worktrees run the same tests at the same time.
+os.environ["ALABAMA_TEST_TMP"] = tempfile.mkdtemp(prefix="alabama-test-")
+atexit.register(shutil.rmtree, os.environ["ALABAMA_TEST_TMP"], True)
 
 DUAL_MARK = "# dual: cpython micropython"
 

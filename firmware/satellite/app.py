@@ -54,7 +54,11 @@ def main(board=None, hal=None):
     rt = boot(board, hal)
     import asyncio
     rt.hal.log("sat: alabama satellite on %s (%s)" % (board.get("id"), sys.implementation.name))
-    asyncio.run(rt.run())
+    try:
+        asyncio.run(rt.run())
+    except KeyboardInterrupt:
+        rt.park_watchdog()     # Ctrl-C: the REPL gets the board; the armed watchdog must not reset it under the user
+        raise
     return rt
 
 

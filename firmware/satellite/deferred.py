@@ -213,10 +213,14 @@ class Store:
             self.tag, self.next, self.dropped, self.boot = head[1], int(head[2]), int(head[3]), int(head[4])
             for ln in lines[1:]:
                 p = ln.split()
-                if len(p) == 8 or len(p) == 9:
+                # 8 fields, a 9th (shift) since issue 32; more come from a newer firmware this one was rolled
+                # back from (OTA): its recordings are kept, the fields this firmware does not know dropped
+                if len(p) >= 8:
                     self.recs.append(Recording(int(p[0]), int(p[1]), int(p[2]), int(p[3]), int(p[4]), int(p[5]),
                                                int(p[6]), None if p[7] == "-" else int(p[7]),
-                                               int(p[8]) if len(p) == 9 else None))
+                                               None if len(p) < 9 or p[8] == "-" else int(p[8])))
+                elif p:
+                    self.log("deferred: index line %r unreadable: its recording is dropped" % ln[:40])
         except (OSError, ValueError, IndexError) as e:
             if _exists(self.path + "/idx"):
                 self.log("deferred: index unreadable (%s): starting an empty store" % e)

@@ -45,9 +45,21 @@ def image_digest():
     return d
 
 
+def image_slot():
+    """The running OTA app slot ("ota_0"/"ota_1") of an image with the OTA partition table, else None: a frozen
+    image takes an image update (satellite.imgota) only there."""
+    s = B.running_slot()
+    return s if s in ("ota_0", "ota_1") else None
+
+
+def updatable(frozen):
+    return not frozen or image_slot() is not None
+
+
 def tools(frozen=False):
-    """Every tool the device declares; `frozen` (image_digest() is not ""): no firmware.update, so an Invoke of
-    it draws CAPABILITY_MISSING from the session ("no tool") instead of an update that changes nothing.
+    """Every tool the device declares; `frozen` (image_digest() is not "") without an OTA slot: no
+    firmware.update, so an Invoke of it draws CAPABILITY_MISSING from the session ("no tool") instead of an
+    update that changes nothing (a set in /lib is shadowed by the frozen package).
     device.set_volume's bounds are the settings table's (satellite.device.SETTINGS)."""
     from satellite.device import row
     r = row("volume")
@@ -57,11 +69,11 @@ def tools(frozen=False):
                           description="Health as JSON: firmware version and digest, uptime, free and lowest heap, "
                                       "Wi-Fi RSSI, reset reason, crash/reconnect/dropped-frame counts, update state"),
     ]
-    if not frozen:
+    if updatable(frozen):
         t.append(pb.ToolDescriptor(name="firmware.update", input_schema=UPDATE_SCHEMA,
-                                   description="Download the firmware set whose manifest is at url (sha256 pins it), "
-                                               "verify every file, and swap it in at the next boot (rolled back if "
-                                               "it fails)"))
+                                   description="Download the firmware (a module set, or an app image on a frozen "
+                                               "image) whose manifest is at url (sha256 pins it), verify it, and "
+                                               "boot it next (rolled back if it fails)"))
     t.append(pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (%d-%d)" % (lo, hi),
                                input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
                                             '"minimum":%d,"maximum":%d}},"required":["volume"]}' % (lo, hi)))
@@ -123,8 +135,14 @@ class Health:
             "reconnect_count": max(0, rt.connections - 1), "connect_failures": rt.attempts,
             "frames_dropped": rt.frames_dropped + rt.ring.dropped + (self._hal("mic_lost_frames") or 0),
             "flash_free": self._hal("flash_free"), "mpy": getattr(sys.implementation, "_mpy", 0),
+            "watchdog_ms": rt.watchdog,       # null: no watchdog armed (a HAL without one) or parked (REPL)
             "ota": B.status(),
         })
+        rec = B.boot_record()
+        d["rollback_count"] = rec.get("rollbacks", 0)
+        d["last_update"] = rec.get("last_update", "")
+        if frozen:
+            d["slot"] = image_slot()
         if mversion and mversion != d["firmware"]:
             d["manifest_version"] = mversion
         return d
@@ -181,7 +199,7 @@ class Health:
             info["offset_us"] = sat.offset_us
             sat.send(sat.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps(info))]))
             return True
-        if ev.name == "firmware.update" and not self.rt.frozen_digest():   # not declared on a frozen image
+        if ev.name == "firmware.update" and updatable(self.rt.frozen_digest()):   # declared where it can work
             self._update(sat, ev)
             return True
         return False
@@ -212,7 +230,9 @@ class Health:
             return
         if self.updater is None:
             self.updater = ota.Updater(rt._connect, free=getattr(self.hal, "flash_free", None),
-                                       mpy=getattr(sys.implementation, "_mpy", 0), log=sat.log)
+                                       mpy=getattr(sys.implementation, "_mpy", 0), log=sat.log,
+                                       image=bool(rt.frozen_digest()))
+        self.updater.release_key = rt.record.release_key if rt.record is not None else b""   # satellite.release
         sat.spawn(self._run_update(sat, ev.id, url, pin, reboot))
 
     async def _run_update(self, sat, id, url, pin, reboot):

@@ -17,6 +17,7 @@ import asyncio
 from micropython import const
 from time import ticks_ms, ticks_diff
 import otaboot as B
+from satellite import release          # the release signature check (issue 29)
 from satellite.link import read_some     # loaded with the runtime: no heap of its own here
 
 
@@ -189,14 +190,21 @@ async def http_get(connect, url, limit, sink, buf):
             pass
 
 
-def check_manifest(raw, mpy):
-    """The manifest bytes (already matched against the pin) -> its dict. Every field is checked against the
-    limits; `mpy` is sys.implementation._mpy of this interpreter (the .mpy ABI must match exactly)."""
+def parse_manifest(raw):
     try:
         m = json.loads(raw)
     except ValueError:
         raise OtaError(INVALID_REQUEST, "BAD_MANIFEST", "the manifest is not JSON")
-    if type(m) is not dict or m.get("format") != 1 or m.get("package") != B.PKG:
+    if type(m) is not dict:
+        raise OtaError(INVALID_REQUEST, "BAD_MANIFEST", "the manifest is not a JSON object")
+    return m
+
+
+def check_manifest(raw, mpy):
+    """The manifest bytes (already matched against the pin) -> its dict. Every field is checked against the
+    limits; `mpy` is sys.implementation._mpy of this interpreter (the .mpy ABI must match exactly)."""
+    m = parse_manifest(raw) if type(raw) is not dict else raw
+    if m.get("format") != 1 or m.get("package") != B.PKG:
         raise OtaError(INVALID_REQUEST, "BAD_MANIFEST", "not a format-1 manifest of package %s" % B.PKG)
     v = m.get("version")
     if type(v) is not str or not 0 < len(v) <= 32:
@@ -261,8 +269,9 @@ class Updater:
     """One firmware.update at a time. connect(host, port) -> socket (async); free() -> free flash bytes;
     mpy: this interpreter's sys.implementation._mpy; log(line)."""
 
-    def __init__(self, connect, free=None, mpy=0, log=print):
+    def __init__(self, connect, free=None, mpy=0, log=print, image=False):
         self.connect = connect
+        self.image = image          # a frozen image: it takes image manifests (satellite.imgota), not sets
         self.free = free or flash_free
         self.mpy = mpy
         self.log = log
@@ -278,7 +287,7 @@ class Updater:
             raise OtaError(INVALID_REQUEST, "BAD_ARGUMENTS", "sha256 must be 64 lower-case hex digits")
         parse_url(url)
         st = B.state()
-        if st.get("state") in ("pending", "swap", "trial", "rollback"):
+        if st.get("state") in ("pending", "swap", "trial", "rollback", "image_pending", "image_trial"):
             raise OtaError(UNAVAILABLE, "BUSY", "an update is %s: reboot the board first" % st.get("state"))
         self.busy = True
         try:
@@ -311,6 +320,7 @@ class Updater:
             B.rmtree(B.STAGE)
         except OSError:
             pass
+        B.note("refused %s: %s" % (e.reason, e))
         self.log("ota: update refused (%s): %s; the running firmware is untouched" % (e.reason, e))
 
     async def _update(self, url, pin):
@@ -326,14 +336,25 @@ class Updater:
         if got != pin:
             raise OtaError(INVALID_REQUEST, "DIGEST_MISMATCH", "the manifest's sha256 is %s..., not the pinned %s..."
                            % (got[:12], pin[:12]))
-        m = check_manifest(bytes(body), self.mpy)
+        await release.check(self, url, body)     # a pinned release key: the manifest's signature, before any write
+        m = parse_manifest(bytes(body))
+        if (m.get("kind") == "image") != self.image:
+            raise OtaError(INVALID_REQUEST, "WRONG_KIND", "this board runs %s: it takes %s, not %s" % (
+                ("a frozen image", "an image manifest (ota-image.json of make image)", "a module set")
+                if self.image else ("firmware from files", "a module set", "an image manifest")))
+        base = url.rpartition("/")[0] + "/"
+        if self.image:
+            from satellite import imgota
+            res = await imgota.apply(self, m, pin, base)
+            B.note("image %s written to %s" % (m["version"], res["slot"]))
+            return res
+        m = check_manifest(m, self.mpy)
         need = flash_need(m)
         free = self.free()
         if need > free:
             raise OtaError(RESOURCE_EXHAUSTED, "FLASH_FULL", "flash full: the set needs %d bytes, %d are free"
                            % (need, free))
         self.log("ota: manifest %s... ok: firmware %s, %d files; downloading" % (pin[:12], m["version"], len(m["files"])))
-        base = url.rpartition("/")[0] + "/"
         total = 0
         for e in m["files"]:
             p = B.STAGE + "/" + e["path"]

@@ -7,6 +7,22 @@
 #
 # Steady state allocates nothing: sockets are non-blocking and polled with asyncio.sleep_ms (asyncio's
 # IOQueue allocates ~100 bytes per wait on MicroPython, so it is used for nothing here).
+#
+# The watchdog (hal.wdt_start/wdt_feed/wdt_park, optional; docs/reliability.md). run() arms it first thing with
+# the board file's watchdog_ms (default _WDT_MS). It is fed (_feed, at most every watchdog_ms/4) only from this
+# module's own loops, and only while they make progress against a bound, never from a task of its own (a task
+# would keep feeding through a handler that loops or an await that never returns):
+#   - serving: each pass of _serve while the core was heard within the liveness limit (3 pings + one max frame:
+#     dead_ms, R10.1-b), or the Hello is within its timeout; past them _serve ends the connection anyway;
+#   - connecting: each poll of _connect and each handshake read (both end at _HANDSHAKE_TIMEOUT_MS; the OTA
+#     updater's download task connects through _connect too, so it may feed for those 10 s at most);
+#   - the backoff: each tick of _sleep (capped at 60 s);
+#   - listening mode / halted: each pass of the ggwave receiver (its stop() callback) or of the record poll;
+#   - a DEFERRED recording in progress: each wait of run(), for at most _RECORD_WAIT_MS.
+# So a frame handler that never returns (it runs inside _serve), an await that never completes in the connect or
+# serve path, or a stuck receiver stops the feeding and the board resets (WDT_RESET); a trial firmware set
+# that does so on every boot is rolled back by otaboot after its BOOT_BUDGET boots. The longest unfed stretch
+# by design is network_up (Wi-Fi: up to 20 s on esp32), hence the 25 s minimum on chips (boards.py).
 import gc
 import os
 import sys
@@ -30,6 +46,8 @@ from satellite import keystore as K
 from satellite import VERSION
 _HANDSHAKE_TIMEOUT_MS = const(10000)
 _CLOCK_EPOCH_US = const(1 << 40)          # now_us() at boot (see now_us)
+_WDT_MS = const(30000)      # the board file's watchdog_ms when it has none (boards/README.md, docs/boards.md)
+_RECORD_WAIT_MS = const(35000)  # run() waits out a DEFERRED recording: deferred.MAX_RECORD_MS (30 s) + 5 s
 
 # Why a connection ended (Runtime decides what to do next).
 _END_LOST = const(0)        # EOF, reset, silence, timeout: reconnect with backoff
@@ -82,6 +100,11 @@ class Runtime:
         # MCLK on the official esp32 image) declares no mic and opens no capture (docs/boards.md).
         self.has_mic = getattr(hal, "mic_supported", True)
         self.ping_ms = self.opt.get("ping_ms", 10000)
+        self.wdt_ms = board.get("watchdog_ms", _WDT_MS)
+        self._wdt = None             # hal.wdt_feed once run() armed the watchdog (module comment)
+        self.watchdog = None         # its timeout in ms while the runtime feeds it (device.info watchdog_ms)
+        self._fed = 0
+        self.record_wait_ms = _RECORD_WAIT_MS
         self.settings = D.load_settings(keystore, self._log)
         D.apply_settings(hal, self.settings)
         self.sat = None
@@ -126,6 +149,41 @@ class Runtime:
 
     def log(self, line):
         self._log("sat: " + line)
+
+    # -- the watchdog (module comment: when it is fed) ----------------------------------------------------
+    def _arm(self):
+        start = getattr(self.hal, "wdt_start", None)
+        if start is None:
+            return
+        ms = self.wdt_ms
+        if type(ms) is not int or ms < 1000:      # a board.json deployed without `alabama board validate`
+            self.log("board.json watchdog_ms %r is not a whole number of ms >= 1000: using %d" % (ms, _WDT_MS))
+            self.wdt_ms = _WDT_MS
+        try:
+            start(self.wdt_ms)
+        except (OSError, ValueError) as e:
+            self.log("watchdog NOT armed (%s: %s): a hang will need a reset by hand" % (type(e).__name__, e))
+            return
+        self._wdt = self.hal.wdt_feed
+        self.watchdog = self.wdt_ms
+        self._fed = time.ticks_ms()
+        self.log("watchdog armed: %d ms" % self.wdt_ms)
+
+    def _feed(self, now):
+        """Feed the watchdog (at most every wdt_ms/4); only the loops the module comment names call it. 0 B."""
+        f = self._wdt
+        if f is not None and time.ticks_diff(now, self._fed) >= self.wdt_ms >> 2:
+            self._fed = now
+            f()
+
+    def park_watchdog(self):
+        """app.main, on Ctrl-C: the REPL has the board now; the HAL feeds the armed watchdog until a reset."""
+        park = getattr(self.hal, "wdt_park", None)
+        if self._wdt is not None and park is not None:
+            self._wdt = self.watchdog = None
+            park()
+            self.log("watchdog parked: fed by the HAL while the REPL has the board (reset or Ctrl-D: the "
+                     "runtime starts again and feeds it)")
 
     def frozen_digest(self):
         """The frozen image's firmware digest, "" when the firmware runs from files (health.image_digest)."""
@@ -242,9 +300,11 @@ class Runtime:
                     s.close()
                     raise L.LinkError("CONNECT", "cannot connect to %s:%d (refused)" % (host, port))
                 break
-            if time.ticks_diff(time.ticks_ms(), t0) > _HANDSHAKE_TIMEOUT_MS:
+            now = time.ticks_ms()
+            if time.ticks_diff(now, t0) > _HANDSHAKE_TIMEOUT_MS:
                 s.close()
                 raise L.LinkError("CONNECT", "connect to %s:%d timed out" % (host, port))
+            self._feed(now)
             await asyncio.sleep_ms(L.POLL_MS)
         return s
 
@@ -283,6 +343,7 @@ class Runtime:
             out = conn.start()
             link.write(out, len(out))
             while not conn.handshake_done:
+                self._feed(time.ticks_ms())
                 n = await link.read(self.buffers.rx, _HANDSHAKE_TIMEOUT_MS)
                 self.last_rx = time.ticks_ms()
                 conn.receive_into(self.buffers.rx, 0, n)
@@ -396,6 +457,8 @@ class Runtime:
                     last_ping = now
                     p = sess.ping(self.now_us())
                     link.send(p)
+            if time.ticks_diff(now, self.last_rx) <= dead_ms or sess.state == S.HELLO_SENT:
+                self._feed(now)                          # the liveness rule (module comment: the watchdog)
             g = self.hal.gesture()
             while g:
                 if self.deferred is not None and self.deferred.take_gesture(g):
@@ -432,14 +495,15 @@ class Runtime:
         return d // 2 + j                                       # jitter: uniform in [d/2, d)
 
     async def run(self):
+        self._arm()
         await self.hal.network_up(self)
+        self._feed(time.ticks_ms())
         if self.display is not None:
             asyncio.create_task(self.display.run())
         if self.deferred is not None:
             asyncio.create_task(self._button_offline())
         while not self.stopped:
-            while self.deferred is not None and self.deferred.recording is not None and not self.stopped:
-                await asyncio.sleep_ms(20)               # no X25519 while the mic records (see _quiet_mic)
+            await self._wait_recording()
             end = _END_LOST
             try:
                 end = await self.connect_once()
@@ -472,6 +536,16 @@ class Runtime:
             self.log("reconnecting in %d ms (attempt %d)" % (d, self.attempts))
             await self._sleep(d)
 
+    async def _wait_recording(self):
+        """No X25519 while the mic records (see _quiet_mic): wait out a DEFERRED recording. It is bounded
+        (record_wait_ms), so the watchdog is fed only that long: a recording that never ends is a hang."""
+        t0 = time.ticks_ms()
+        while self.deferred is not None and self.deferred.recording is not None and not self.stopped:
+            now = time.ticks_ms()
+            if time.ticks_diff(now, t0) <= self.record_wait_ms:
+                self._feed(now)
+            await asyncio.sleep_ms(20)
+
     async def _button_offline(self):
         """The button while no session is served (the serve loop reads it then): one gesture per 10 ms to the
         DEFERRED recorder, which records offline (a press) until the release."""
@@ -484,8 +558,11 @@ class Runtime:
 
     async def _sleep(self, ms):
         t0 = time.ticks_ms()
-        while time.ticks_diff(time.ticks_ms(), t0) < ms and not self.stopped:
+        now = t0
+        while time.ticks_diff(now, t0) < ms and not self.stopped:
+            self._feed(now)                              # the backoff ticking (module comment: the watchdog)
             await asyncio.sleep_ms(min(50, ms))
+            now = time.ticks_ms()
 
     def _provision_gesture(self, now):
         """Five short presses within 3 s enter listening mode (gesture.Gesture: a press imports only that
@@ -503,6 +580,7 @@ class Runtime:
 
         def stop():
             calls[0] += 1
+            self._feed(time.ticks_ms())      # each pass of the receiver: listening mode makes progress
             if self.stopped:
                 return True
             return calls[0] % 25 == 0 and self.ks.read(K.RECORD) != old
@@ -520,6 +598,7 @@ class Runtime:
             self.log("provision: %s" % e)
             rec = None
             while not self.stopped and self.ks.read(K.RECORD) == old:
+                self._feed(time.ticks_ms())
                 await asyncio.sleep_ms(500)
         if rec is not None or self.ks.read(K.RECORD) != old:
             self.log("new provisioning record: connecting again")

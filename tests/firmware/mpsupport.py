@@ -18,6 +18,18 @@ def shared_path(*parts):
     return "/".join((base,) + parts)
 
 
+_scratch_n = [0]
+
+
+def scratch(tag):
+    """A path for a test's scratch file or directory, unique to this test process: tests/conftest.py gives
+    every pytest process its own ALABAMA_TEST_TMP (the unix port has no os.getpid, and several test runs, from
+    xdist workers or other worktrees, share /tmp)."""
+    _scratch_n[0] += 1
+    base = _env("ALABAMA_TEST_TMP") or "/tmp"      # tests/conftest.py sets it; /tmp for a file run by hand
+    return "%s/%s-%d" % (base, tag, _scratch_n[0])
+
+
 def load_json(*parts):
     import json
     with open(shared_path(*parts)) as f:

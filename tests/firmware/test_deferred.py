@@ -5,7 +5,7 @@
 # one frame per scheduler turn (R10.1-a), and 0 bytes allocated per steady-state deferred chunk.
 import os
 
-from mpsupport import IS_MICROPYTHON, mem_alloc_delta
+from mpsupport import IS_MICROPYTHON, mem_alloc_delta, scratch
 
 import rt_harness as H
 from satellite import deferred as D
@@ -30,7 +30,7 @@ def _rmtree(p):
 
 def fresh_dir():
     _n[0] += 1
-    root = "/tmp/alabama-deferred-%d-%d" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0])
+    root = scratch("deferred")
     _rmtree(root)
     return root + "/data/deferred"
 
@@ -85,6 +85,31 @@ def test_store_survives_a_reboot_with_a_stable_correlation_ref():
     assert st2.read_all(r2) == bytes(records(8))
     assert any("closed after a reset" in ln for ln in lines)
     assert st2.begin(320, 16000).n == 2          # numbering goes on: never a ref reused
+
+
+def test_index_from_a_newer_firmware_keeps_its_recordings():
+    # an OTA rollback (docs/ota.md) boots this firmware over an index a newer one wrote, with fields this one
+    # does not know: the recordings stay (nothing in /data is lost), only the unknown fields go
+    p = fresh_dir()
+    st = store(p)
+    rec = st.begin(320, 16000)
+    st.append(rec, records(8), 8)
+    st.finish(rec)
+    with open(p + "/idx") as f:
+        text = f.read().split("\n")
+    text[1] = text[1] + " 7 future"
+    with open(p + "/idx", "w") as f:
+        f.write("\n".join(text))
+    lines = []
+    st2 = store(p, lines=lines)
+    (r2,) = st2.queued()
+    assert st2.ref(r2) == st.ref(rec) and r2.count == 8 and st2.read_all(r2) == bytes(records(8))
+    assert str(r2.n) + ".rec" in os.listdir(p)
+    # a line too short to be a recording is reported, not dropped silently
+    with open(p + "/idx", "a") as f:
+        f.write("3 1 320\n")
+    st3 = store(p, lines=lines)
+    assert len(st3.recs) == 1 and any("unreadable" in ln for ln in lines)
 
 
 def test_crash_between_append_and_index_keeps_only_committed_records():

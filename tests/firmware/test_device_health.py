@@ -9,6 +9,7 @@ import asyncio
 
 import otaboot as B
 from satellite import health as H
+from mpsupport import IS_MICROPYTHON, scratch
 from satellite.wire import alabama_v1 as pb
 
 _HOME = os.getcwd()
@@ -16,7 +17,7 @@ _HOME = os.getcwd()
 
 def fresh():
     os.chdir(_HOME)
-    root = "/tmp/alabama-health-%d" % (os.getpid() if hasattr(os, "getpid") else 0)
+    root = scratch("health")
     B.rmtree(root)
     os.mkdir(root)
     os.chdir(root)
@@ -50,6 +51,7 @@ class Rt:
         self.record = None
         self.core_key_in_use = b"\x01" * 32
         self.frozen = ""
+        self.watchdog = 30000
 
         class KS:
             def pinned_core_key(self):
@@ -102,6 +104,7 @@ def test_device_info_fields_come_from_runtime_hal_and_otaboot():
     assert i["firmware"] == "1.2.3" and i["uptime_ms"] == 42 and i["firmware_digest"] == ""
     assert i["rssi"] == -50 and i["reset_reason"] == "crash" and i["boots"] == 7 and i["crash_count"] == 2
     assert i["reconnect_count"] == 2 and i["connect_failures"] == 1 and i["frames_dropped"] == 7
+    assert i["watchdog_ms"] == 30000                                  # the runtime feeds one (runtime.py)
     assert i["flash_free"] == 123456 and i["heap_min"] <= i["heap_free"] or i["heap_free"] == 0
     assert i["ota"] == {"state": "rolled_back", "version": "9", "error": "did not reach a session within 3 boots"}
     B.write_json(B.BOOTREC, {"boots": 1})
@@ -167,10 +170,26 @@ def _tool_names(frozen):
 
 
 def test_a_frozen_image_offers_no_firmware_update_and_reports_its_own_digest():
-    """On a frozen image the satellite package comes from flash before /lib, so an OTA set would be staged,
-    swapped and confirmed while the old firmware went on running: the tool is not declared (an Invoke draws
-    CAPABILITY_MISSING from the session), Health does not serve it, and device.info reports the image's
-    digest, not the manifest of a set left in /lib."""
+    """On a frozen image WITHOUT OTA slots the satellite package comes from flash before /lib, so an OTA set
+    would be staged, swapped and confirmed while the old firmware went on running: the tool is not declared (an
+    Invoke draws CAPABILITY_MISSING from the session), Health does not serve it, and device.info reports the
+    image's digest, not the manifest of a set left in /lib. (No esp32 module: no slot. test_imgota imports the
+    simulated one, which reports ota_0, into the same interpreter when both files share a test worker.)"""
+    import sys
+    if IS_MICROPYTHON:                # one interpreter per test file there: no esp32 module on the unix port
+        return _frozen_without_slots()
+    chip = sys.modules.get("esp32", False)
+    sys.modules["esp32"] = None       # CPython: `import esp32` raises ImportError, whatever sys.path holds
+    try:
+        _frozen_without_slots()
+    finally:
+        if chip is False:
+            del sys.modules["esp32"]
+        else:
+            sys.modules["esp32"] = chip
+
+
+def _frozen_without_slots():
     fresh()
     assert _tool_names(False) == ["device.info", "firmware.update", "device.set_volume"]   # health owns every tool
     assert _tool_names(True) == ["device.info", "device.set_volume"]

@@ -10,7 +10,7 @@ import os
 
 import fake_machine as FM
 import fakehal
-from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises
+from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises, scratch
 from satellite.hal import LONG, PRESS, RELEASE
 
 _HERE = __file__.rpartition("/")[0] or "."
@@ -22,6 +22,8 @@ REQUIRED = ("log", "set_volume", "set_mic_gain", "set_led_brightness", "led", "g
             "mic_open", "mic_wait_ms", "mic_take", "mic_skip", "mic_close",
             "spk_open", "spk_wait_ms", "spk_write", "spk_drain_ms", "spk_stop", "spk_close")
 HEALTH = ("rssi", "reset_cause", "flash_free", "mic_lost_frames")
+WDT = ("wdt_start", "wdt_feed", "wdt_park")
+WDT_MS = 4000
 
 
 def _sleep_ms(ms):
@@ -51,6 +53,11 @@ class Rig:
 
     def played(self):
         """Everything the speaker played since spk_open, after spk_close; None where it cannot be seen."""
+        return None
+
+    def watchdog(self):
+        """What the HAL's watchdog looks like from outside: (timeout ms armed, feeds so far, parked), or None
+        where it cannot be seen (a HAL without one)."""
         return None
 
     def done(self):
@@ -156,6 +163,32 @@ def check(rig):
             assert type(v) is str and v, (who, name, v)
         else:
             assert type(v) is int and v >= 0, (who, name, v)
+    # -- the watchdog: all three members or none; harmless before wdt_start; feeding allocates nothing -------
+    have = [getattr(hal, name, None) is not None for name in WDT]
+    assert have in ([True] * 3, [False] * 3), (who, "wdt_start/wdt_feed/wdt_park come together", have)
+    if have[0]:
+        hal.wdt_feed()
+        hal.wdt_park()
+        seen = rig.watchdog()
+        assert seen is None or seen[0] == 0, (who, "nothing armed before wdt_start", seen)
+        hal.wdt_start(WDT_MS)
+        for measure in (False, True):
+            before = rig.watchdog()
+            if measure:
+                d = _alloc(hal.wdt_feed)
+                assert d == 0, (who, "wdt_feed allocates", d)
+            else:
+                hal.wdt_feed()
+            after = rig.watchdog()
+            if after is not None:
+                assert after[0] == WDT_MS and not after[2], (who, "armed with the timeout given", after)
+                assert after[1] == before[1] + 1, (who, "each wdt_feed reaches the watchdog", before, after)
+        hal.wdt_park()
+        parked = rig.watchdog()
+        assert parked is None or parked[2], (who, "wdt_park hands it to a feeder", parked)
+        hal.wdt_start(WDT_MS)          # the runtime takes it back (a second run() after a Ctrl-C and Ctrl-D)
+        again = rig.watchdog()
+        assert again is None or not again[2], (who, "wdt_start ends a park", again)
     pl = getattr(hal, "provision_led", None)
     assert pl is None or callable(pl), who
     panel = getattr(hal, "panel", None)
@@ -257,6 +290,30 @@ class _PinMachine(FM.FakeMachine):
                 FM.Pin.__init__(self, pin_id, mode, pull, value)
                 pins[pin_id] = self
         self.Pin = BoardPin
+        wdt = self.wdt = {"timeout": 0, "feeds": 0, "timer": None}
+
+        class WDT:                    # ports/esp32/machine_wdt.c: one task-WDT user; WDT() again reconfigures
+            def __init__(self, id=0, timeout=5000):
+                assert timeout > 0
+                wdt["timeout"] = timeout
+
+            def feed(self):
+                wdt["feeds"] += 1
+
+        class Timer:                  # ports/esp32/machine_timer.c: Timer(id) of a known id is that timer
+            def __init__(self, id):
+                self.id = id
+
+            def init(self, period=-1, callback=None, mode=1):
+                assert period > 0 and mode == 1
+                wdt["timer"] = (self.id, period, callback)
+                callback(self)        # one tick now: the feeder feeds
+
+            def deinit(self):
+                if wdt["timer"] is not None and wdt["timer"][0] == self.id:
+                    wdt["timer"] = None
+        self.WDT = WDT
+        self.Timer = Timer
 
 
 class Esp32Rig(Rig):
@@ -301,6 +358,10 @@ class Esp32Rig(Rig):
         hold(100)
         return got
 
+    def watchdog(self):
+        w = self.fm.wdt
+        return (w["timeout"], w["feeds"], w["timer"] is not None)
+
     def played(self):
         c = self.fm.controllers[self.board["audio"]["speaker"].get("i2s_id", 1)]
         return bytes(c.played)
@@ -324,8 +385,25 @@ class SimRig(Rig):
     def __init__(self, SimHal):
         hal = SimHal({"id": "sim", "duplex": "full", "audio": {"mic": {"rates": [RATE]}}}, out=_Lines())
         hal.mic_path = None           # silence, whatever ALABAMA_SIM_MIC says
-        hal.spk_path = "/tmp/alabama-hal-contract-%d.wav" % (os.getpid() if hasattr(os, "getpid") else 0)
+        hal.spk_path = scratch("hal-contract.wav")
+        hal.wdt_path = hal.spk_path + ".wdt"      # the supervisor's heartbeat file (docs/virtual-board.md)
+        self.stamps = []
         Rig.__init__(self, "sim", hal)
+
+    def watchdog(self):
+        """The heartbeat file as the supervisor reads it: its timeout line (0: parked). A feed rewrites it: each
+        look that finds the line counts one feed and empties the file, so only the next feed brings it back."""
+        try:
+            with open(self.hal.wdt_path, "rb") as f:
+                text = f.read()
+        except OSError:
+            return (0, 0, False)
+        ms = int(text.split()[0]) if text.split() else -1
+        if ms > 0:
+            with open(self.hal.wdt_path, "wb") as f:
+                f.write(b"")                      # the next feed must bring the line back
+            self.stamps.append(ms)
+        return (ms if ms > 0 else self.stamps[-1] if ms == 0 and self.stamps else 0, len(self.stamps), ms == 0)
 
     def wait(self, ms):
         _sleep_ms(ms)                 # the sim paces by the real clock
@@ -344,6 +422,10 @@ class SimRig(Rig):
 
     def done(self):
         os.remove(self.hal.spk_path)
+        try:
+            os.remove(self.hal.wdt_path)
+        except OSError:
+            pass
 
 
 def test_sim_hal_keeps_the_contract():

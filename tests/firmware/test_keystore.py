@@ -1,7 +1,7 @@
 # dual: cpython micropython
 # Identity, pinning and atomic writes of the key store.
 import os
-from mpsupport import raises
+from mpsupport import raises, scratch
 from satellite import keystore as K
 
 _n = [0]
@@ -9,7 +9,7 @@ _n = [0]
 
 def fresh():
     _n[0] += 1
-    root = "/tmp/alabama-ks-%d-%d" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0])
+    root = scratch("ks")
     try:
         for f in os.listdir(root):
             os.remove(root + "/" + f)

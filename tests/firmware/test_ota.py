@@ -7,7 +7,7 @@ import json
 
 import asyncio
 
-from mpsupport import raises
+from mpsupport import raises, scratch
 import otaboot as B
 from satellite import ota as O
 
@@ -19,7 +19,7 @@ def fresh():
     """A new empty flash directory as the working directory (otaboot's paths are relative, like on a board)."""
     os.chdir(_HOME)
     _n[0] += 1
-    root = "/tmp/alabama-ota-%d-%d" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0])
+    root = scratch("ota")
     B.rmtree(root)
     os.mkdir(root)
     os.chdir(root)
@@ -262,14 +262,14 @@ def site_for(files, man, cut=None, spoil=None):
     return s
 
 
-def run_update(site, pin, free=10 ** 7):
+def run_update(site, pin, free=10 ** 7, image=False):
     log = []
 
     async def connect(host, port):
         assert (host, port) == ("10.0.0.2", 8080)
         return FakeSock(site, log)
 
-    up = O.Updater(connect, free=lambda: free, mpy=_mpy(), log=lambda line: None)
+    up = O.Updater(connect, free=lambda: free, mpy=_mpy(), log=lambda line: None, image=image)
 
     async def go():
         return await up.update("http://10.0.0.2:8080/fw/manifest.json", pin)

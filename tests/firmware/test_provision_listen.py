@@ -7,7 +7,7 @@ import os
 from array import array
 
 from fakehal import MicHal
-from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises
+from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises, scratch
 
 from satellite import keystore as K
 from satellite.provision import ggwave_rx as G
@@ -29,7 +29,7 @@ _n = [0]
 
 def fresh():
     _n[0] += 1
-    root = "/tmp/alabama-listen-%d-%d" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0])
+    root = scratch("listen")
     try:
         for f in os.listdir(root):
             os.remove(root + "/" + f)

@@ -5,7 +5,7 @@
 # per-frame calls (WAV read, WAV write). Measured with gc.mem_alloc() on micropython.
 import os
 
-from mpsupport import IS_MICROPYTHON, mem_alloc_delta
+from mpsupport import IS_MICROPYTHON, mem_alloc_delta, scratch
 
 import rt_harness as H
 from satellite.wire import alabama_v1 as pb
@@ -82,7 +82,7 @@ def test_sim_hal_per_frame_calls_allocate_nothing():
     if not IS_MICROPYTHON:
         return                                    # the simulated HAL is unix-port code (time.ticks_*)
     from satellite.hal.sim import SimHal, wav_header
-    path = "/tmp/alabama-test-sim-hal-mic.wav"
+    path = scratch("sim-hal-mic.wav")
     with open(path, "wb") as f:
         f.write(wav_header(16000, 16000))
         f.write(bytes(32000))

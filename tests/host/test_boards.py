@@ -164,6 +164,27 @@ def test_an_expander_amp_enable_needs_its_mask_and_the_codec_bus():
     assert msg.startswith("boards/atoms3r-echobase.json: amp_enable.expander: needs i2c and a codec")
 
 
+def test_watchdog_ms_is_optional_bounded_and_outlasts_wifi_on_a_chip():
+    """watchdog_ms (docs/reliability.md): absent -> the firmware's 30 s default; a chip's must outlast the
+    runtime's longest unfed stretch (Wi-Fi bring-up, 20 s); the virtual board takes a short one for tests."""
+    assert boards.load("devkitc1-inmp441").watchdog_ms is None          # the default applies
+    d = _data("devkitc1-inmp441")
+    d["watchdog_ms"] = 30000
+    assert _problems(d, "devkitc1-inmp441") == []
+    d["watchdog_ms"] = 5000
+    (msg,) = _problems(d, "devkitc1-inmp441")
+    assert msg.startswith("boards/devkitc1-inmp441.json: watchdog_ms: 5000 ms is shorter than the firmware's "
+                          "longest unfed stretch") and "at least 25000" in msg
+    d["watchdog_ms"] = "30s"
+    assert _problems(d, "devkitc1-inmp441") == [
+        "boards/devkitc1-inmp441.json: watchdog_ms: must be an integer, got a string"]
+    d = _data("sim")
+    d["watchdog_ms"] = 3000
+    assert _problems(d, "sim") == []
+    d["watchdog_ms"] = 999
+    assert _problems(d, "sim") == ["boards/sim.json: watchdog_ms: 999 is outside 1000..600000"]
+
+
 def test_load_raises_one_line_board_error(tmp_path):
     d = _data("sim")
     d["duplex"] = "both"

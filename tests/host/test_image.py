@@ -142,6 +142,7 @@ def fake_source(tmp_path, version=(1, 27, 0)):
     (b / "mpconfigboard.cmake").write_text("set(IDF_TARGET esp32s3)\n")
     (b / "mpconfigvariant_SPIRAM_OCT.cmake").write_text("")
     (src / "ports" / "esp32" / "boards" / "manifest.py").write_text("")
+    (src / "ports" / "esp32" / image.PARTITIONS).write_text("")
     return src
 
 
@@ -159,7 +160,7 @@ def test_dry_run_prints_the_build_the_maker_runs(tmp_path, board_id, variant):
     env, which = fake_idf(tmp_path)
     out, lines = tmp_path / "out", []
     cmds = image.build(boards.load(board_id), src=src, out=out, dry_run=True, env=env, which=which, say=lines.append)
-    port = ["make", "-C", str(src / "ports/esp32"), "BOARD=ESP32_GENERIC_S3"] + variant + ["BUILD=%s/idf" % out,
+    port = ["make", "-C", str(src / "ports/esp32"), "BOARD_DIR=%s/ALABAMA_S3_OTA" % out] + variant + ["BUILD=%s/idf" % out,
             "USER_C_MODULES=%s" % (FIRMWARE / "native" / "micropython.cmake")]
     assert cmds == [["make", "-C", str(src / "mpy-cross")], port + ["submodules"],
                     port + ["FROZEN_MANIFEST=%s/manifest.py" % out]]
@@ -167,6 +168,17 @@ def test_dry_run_prints_the_build_the_maker_runs(tmp_path, board_id, variant):
     assert lines[-1] == " ".join(cmds[-1])
     assert (out / "manifest.py").read_text() == image.port_manifest_text(out)
     assert "DIGEST = %r" % fwset.firmware_digest() in (out / "alabama_image.py").read_text()
+    bdir = out / "ALABAMA_S3_OTA"
+    assert (bdir / "sdkconfig.ota").read_text() == image.SDKCONFIG_OTA
+    assert "include(%s)" % (src / "ports/esp32/boards/ESP32_GENERIC_S3/mpconfigboard.cmake") in \
+        (bdir / "mpconfigboard.cmake").read_text()
+    assert (bdir / "mpconfigboard.h").read_text() == '#include "%s"\n' % (src / "ports/esp32/boards/ESP32_GENERIC_S3/mpconfigboard.h")
+    if variant:
+        assert "include(%s)" % (src / "ports/esp32/boards/ESP32_GENERIC_S3/mpconfigvariant_SPIRAM_OCT.cmake") in \
+            (bdir / "mpconfigvariant_SPIRAM_OCT.cmake").read_text()
+
+
+APP = b"\xe9" + bytes(range(256)) * 40       # a stand-in app image (idf/micropython.bin)
 
 
 def test_a_build_copies_firmware_bin_and_a_failing_step_is_one_line(tmp_path):
@@ -178,17 +190,31 @@ def test_a_build_copies_firmware_bin_and_a_failing_step_is_one_line(tmp_path):
         ran.append(argv)
         if argv[-1].startswith("FROZEN_MANIFEST="):
             (out / "idf").mkdir(parents=True, exist_ok=True)
-            (out / "idf" / "firmware.bin").write_bytes(b"\xe9" + bytes(255))
+            (out / "idf" / "micropython.bin").write_bytes(APP)
+            (out / "idf" / "firmware.bin").write_bytes(b"\xe9" + bytes(image.APP_OFFSET - 1) + APP)
         return 0
 
     board = boards.load("devkitc1-inmp441")
     lines = []
     got = image.build(board, src=src, out=out, env=env, which=which, runner=runner, say=lines.append)
     assert got == out / "firmware.bin" and got.read_bytes()[:1] == b"\xe9" and len(ran) == 3
-    assert lines[-1].startswith("built ") and "FIRMWARE=" in lines[-1]
+    # the three release files: the merged image, its sha256 (sha256sum format), the OTA manifest of the app in it
+    import hashlib
+    import json
+    assert sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".py") == sorted(image.RELEASE_FILES)
+    assert (out / "firmware.bin.sha256").read_text() == "%s  firmware.bin\n" % hashlib.sha256(got.read_bytes()).hexdigest()
+    m = json.loads((out / image.OTA_MANIFEST).read_text())
+    assert m == {"format": 1, "kind": "image", "board": "devkitc1-inmp441", "version": fwset.firmware_version(),
+                 "firmware_digest": fwset.firmware_digest(), "file": "firmware.bin", "offset": 0x10000,
+                 "size": len(APP), "sha256": hashlib.sha256(APP).hexdigest()}
+    assert got.read_bytes()[m["offset"]:m["offset"] + m["size"]] == APP
+    assert lines[-2].startswith("built ") and "FIRMWARE=" in lines[-1]
     with pytest.raises(image.ImageError) as e:
         image.build(board, src=src, out=out, env=env, which=which, runner=lambda argv: 2, say=lambda s: None)
     assert str(e.value).startswith("`make -C %s` failed (exit 2): see its output above" % (src / "mpy-cross"))
+    (out / "idf" / "firmware.bin").write_bytes(b"\xe9" + bytes(255))
+    with pytest.raises(image.ImageError, match="does not hold idf/micropython.bin at 0x10000"):
+        image.build(board, src=src, out=out, env=env, which=which, runner=lambda argv: 0, say=lambda s: None)
     (out / "idf" / "firmware.bin").unlink()
     with pytest.raises(image.ImageError, match="^the build left no firmware image: firmware .* does not exist"):
         image.build(board, src=src, out=out, env=env, which=which, runner=lambda argv: 0, say=lambda s: None)
@@ -415,3 +441,37 @@ def test_an_image_without_the_c_modules_is_refused_in_one_line(tmp_path):
     with pytest.raises(image.ImageError, match="^no .*native/micropython.cmake: the image builds the C modules"):
         image.build(boards.load("devkitc1-inmp441"), src=fake_source(tmp_path), out=tmp_path / "out", dry_run=True,
                     env=env, which=which, say=lambda s: None, root=fw)
+
+
+def test_the_ota_partition_table_and_sdkconfig_against_micropython_v1_27_0():
+    """At the tag: partitions-8MiBplus-ota.csv has otadata and two app slots of APP_SLOT bytes ending inside
+    8 MiB (the filesystem takes the rest: ports/esp32/main.c), the generic S3 board's defaults end with a
+    factory table our fragment replaces, and sdkconfig.base already enables the rollback we set again."""
+    if not MIRROR.is_dir():
+        pytest.skip("no MicroPython git mirror")
+
+    def show(path):
+        r = subprocess.run(["git", "--git-dir", str(MIRROR), "show", "v1.27.0:" + path], capture_output=True, text=True)
+        if r.returncode:
+            pytest.skip("v1.27.0 not in the mirror")
+        return r.stdout
+
+    rows = {}
+    for ln in show("ports/esp32/" + image.PARTITIONS).splitlines():
+        f = [c.strip() for c in ln.split(",")]
+        if ln.strip() and not ln.startswith("#"):
+            rows[f[0]] = (f[1], f[2], int(f[3], 16), int(f[4], 16))
+    assert rows["otadata"][:2] == ("data", "ota") and rows["otadata"][3] == 0x2000
+    assert rows["ota_0"] == ("app", "ota_0", image.APP_OFFSET, image.APP_SLOT)
+    assert rows["ota_1"][:2] == ("app", "ota_1") and rows["ota_1"][3] == image.APP_SLOT
+    assert max(off + size for _, _, off, size in rows.values()) <= 8 * 1024 * 1024
+    from alabama.board.simchip import esp32 as chip        # the virtual board models the same table
+    assert {k: (v[2], v[3]) for k, v in chip.TABLE.items()} == {k: rows[k][2:] for k in chip.TABLE}
+    base = show("ports/esp32/boards/sdkconfig.base")
+    assert "CONFIG_BOOTLOADER_APP_ROLLBACK_ENABLE=y" in base and '"partitions-4MiBplus.csv"' in base
+    cmake = show("ports/esp32/boards/ESP32_GENERIC_S3/mpconfigboard.cmake")
+    assert "SDKCONFIG_DEFAULTS" in cmake and "sdkconfig.base" in cmake
+    combined = base + show("ports/esp32/boards/ESP32_GENERIC_S3/sdkconfig.board") + image.SDKCONFIG_OTA
+    last = [ln for ln in combined.splitlines() if ln.startswith("CONFIG_PARTITION_TABLE_CUSTOM_FILENAME=")][-1]
+    assert last == 'CONFIG_PARTITION_TABLE_CUSTOM_FILENAME="%s"' % image.PARTITIONS
+    assert "BOARD_DIR" in show("ports/esp32/Makefile")      # an out-of-tree board directory is supported

@@ -39,7 +39,7 @@ def test_firmware_refuses_damage_with_typed_codes():
     assert pytest.raises(fw.RecordError, fw.decode, flipped).value.code == "CRC"
     assert pytest.raises(fw.RecordError, fw.decode, b"\x02" + bytes(data[1:])).value.code == "VERSION"
     assert pytest.raises(fw.RecordError, fw.decode, bytes(data[:4])).value.code == "LENGTH"
-    assert pytest.raises(fw.RecordError, fw.decode, b"\x01" * 289).value.code == "LENGTH"
+    assert pytest.raises(fw.RecordError, fw.decode, b"\x01" * 321).value.code == "LENGTH"
     # a well-formed CRC over a body that is not a record with an address
     body = b"\x01" + provisioning_pb2.ProvisioningRecord(core_port=5).SerializeToString()
     crc = binascii.crc32(body).to_bytes(4, "little")

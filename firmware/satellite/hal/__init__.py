@@ -115,6 +115,20 @@ LONG = const(3)
 # flash_free() -> bytes        free bytes of the filesystem (also the OTA updater's room check);
 # mic_lost_frames() -> frames  microphone frames lost to DMA overruns so far. Absent, or raising OSError,
 #                              ValueError or AttributeError: reported as null (health._hal; lost frames: 0).
+# wdt_start(ms)                Arm the hardware watchdog: the board resets when wdt_feed is not called within `ms`
+#                              (the board file's watchdog_ms). Runtime.run calls it once, first thing; calling it
+#                              again sets a new timeout and restarts the countdown. It can never be stopped: esp32
+#                              machine.WDT(timeout=ms) (ports/esp32/machine_wdt.c v1.27.0: esp_task_wdt_reconfigure,
+#                              then a task-WDT user that nothing removes, soft reset included); it also stops a
+#                              park (below). sim: the supervisor's watchdog (docs/virtual-board.md). May raise
+#                              OSError/ValueError from machine.WDT; the runtime then runs without one (logged).
+# wdt_feed()                   Restart the countdown. Only the runtime calls it, and only while its loop is
+#                              healthy (runtime.py, "The watchdog"), at most every ms/4. 0 B per call (it is on
+#                              the serve loop's path). Harmless before wdt_start.
+# wdt_park()                   The runtime stopped on purpose (Ctrl-C to the REPL, app.main): hand the armed
+#                              watchdog to a feeder of the HAL's own until the next wdt_start or reset (esp32: a
+#                              machine.Timer, timer PARK_TIMER, which boot.py uses after a soft reset too; sim:
+#                              tells the supervisor). Harmless before wdt_start. Absent (all three): no watchdog.
 # provision_led(state, pct)    listen.run's LED when present (listen.LED_* state, progress 0..100); absent:
 #                              listen maps the state to led(phase, level).
 # Implementation-only members (not part of the contract, read by their own tests or tools): board, duplex,

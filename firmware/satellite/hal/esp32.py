@@ -50,6 +50,12 @@ _MIC_DMA_MS = const(240)      # when the board file does not say (audio.mic.dma_
 _SPK_DMA_MS = const(64)       # audio.speaker.dma_ms default: stop latency is a deinit, not this depth
 
 
+# The watchdog's park feeder (wdt_park, and boot.py after a soft reset): hardware timer 0, fed every quarter of
+# the timeout. machine.Timer(id) of an id already made returns that object (ports/esp32/machine_timer.c v1.27.0,
+# machine_timer_make_new), so wdt_start stops a park boot.py began; a soft reset deinits every timer
+# (main.c soft_reset_exit: machine_timer_deinit_all) but not the watchdog.
+PARK_TIMER = const(0)
+
 _RESET_CAUSES = ("PWRON_RESET", "HARD_RESET", "WDT_RESET", "DEEPSLEEP_RESET", "SOFT_RESET")
 
 
@@ -141,6 +147,8 @@ class Esp32Hal:
         self._chunk_rem = 0
         self._frac = 0
         self.mic_dma_frames = 0
+        self._wdt = None                       # machine.WDT once the runtime armed it (wdt_start)
+        self._wdt_ms = 0
         amp = board.get("amp_enable")
         self._amp = self._Pin(amp["pin"], self._Pin.OUT) if amp and "pin" in amp else None
         self._amp_on = amp.get("active_level", 1) if amp else 1
@@ -257,6 +265,29 @@ class Esp32Hal:
             if getattr(self._machine, name, None) == c:
                 return name
         return "reset_cause %d" % c
+
+    # -- watchdog (the runtime's rule: runtime.py, "The watchdog"; docs/reliability.md) --------------------
+    def wdt_start(self, ms):
+        """machine.WDT(timeout=ms): the ESP32 task watchdog with a user that nothing removes (not even a soft
+        reset); constructing it again only reconfigures the timeout (ports/esp32/machine_wdt.c v1.27.0)."""
+        m = self._machine
+        m.Timer(PARK_TIMER).deinit()           # a park feeder (ours or boot.py's) ends: the runtime feeds now
+        self._wdt = m.WDT(timeout=ms)
+        self._wdt_ms = ms
+
+    def wdt_feed(self):
+        w = self._wdt
+        if w is not None:
+            w.feed()
+
+    def wdt_park(self):
+        w = self._wdt
+        if w is None:
+            return
+
+        def feed(t):
+            w.feed()
+        self._machine.Timer(PARK_TIMER).init(period=max(self._wdt_ms // 4, 1), callback=feed)
 
     def flash_free(self):
         """Free bytes of the filesystem (os.statvfs: f_bsize * f_bavail)."""

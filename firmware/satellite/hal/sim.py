@@ -19,6 +19,10 @@
 # Environment: ALABAMA_SIM_CTL_PORT, ALABAMA_SIM_MIC, ALABAMA_SIM_SPEAKER, ALABAMA_SIM_DUPLEX (full|half),
 # ALABAMA_SIM_PING_MS, ALABAMA_SIM_BACKOFF_BASE_MS, ALABAMA_SIM_BACKOFF_CAP_MS (test knobs), ALABAMA_SIM_RSSI,
 # ALABAMA_SIM_FLASH_FREE (health and OTA: the flash is the flash dir; this caps what it reports free).
+# The watchdog (set by the supervisor, host/alabama/board/sim.py): ALABAMA_SIM_WDT names a heartbeat file;
+# wdt_start writes the timeout in ms into it, every wdt_feed rewrites it (its mtime moves), wdt_park writes 0;
+# the supervisor kills and reboots the interpreter when it stops moving for longer than the timeout, and tells
+# the next boot why in ALABAMA_SIM_RESET_CAUSE (reset_cause(): WDT_RESET, HARD_RESET, ...). Unset: no watchdog.
 import gc
 import json
 import os
@@ -138,6 +142,9 @@ class SimHal:
         self._spk_frames = 0
         self.led_phase = 0
         self._panel = None
+        self.wdt_path = _env("ALABAMA_SIM_WDT")   # the supervisor's heartbeat file (None: no watchdog)
+        self._wdt = None             # the open heartbeat file once armed
+        self._wdt_line = b""
 
     def log(self, line):
         self._out.write(line)
@@ -185,7 +192,33 @@ class SimHal:
         return r if r is not None else int(_env("ALABAMA_SIM_RSSI", "-52"))
 
     def reset_cause(self):
-        return "PWRON_RESET"     # the unix port cannot tell; otaboot's own note (crash, ota) takes precedence
+        # why the supervisor (re)started this interpreter; otaboot's own note (crash, ota) takes precedence
+        return _env("ALABAMA_SIM_RESET_CAUSE", "PWRON_RESET")
+
+    # -- watchdog (simulated: a heartbeat file the supervisor watches; module comment) -------------------------
+    def wdt_start(self, ms):
+        if not self.wdt_path:
+            return
+        self._wdt_line = ("%d\n" % ms).encode()
+        self._rewrite()
+
+    def wdt_feed(self):
+        f = self._wdt
+        if f is not None:
+            f.seek(0)
+            f.write(self._wdt_line)
+            f.flush()
+
+    def wdt_park(self):
+        if self._wdt is not None:
+            self._wdt_line = b"0\n"
+            self._rewrite()
+
+    def _rewrite(self):
+        if self._wdt is not None:
+            self._wdt.close()
+        self._wdt = open(self.wdt_path, "wb")
+        self.wdt_feed()
 
     def flash_free(self):
         v = _env("ALABAMA_SIM_FLASH_FREE")

@@ -56,8 +56,9 @@ def _sqn(x, n):
     return x
 
 
-def _invert(z):
-    """z ** (p - 2) (0 for 0) by the 254-square, 11-multiply chain: no 3-argument pow needed."""
+def _pow250(z):
+    """(z ** (2**250 - 1), z ** 11): the shared head of the inversion chain (satellite.noise.ed25519's square
+    root uses it too: z ** (2**252 - 3) = _pow250(z)[0] ** 4 * z)."""
     p = _P
     z2 = z * z % p
     z9 = _sqn(z2, 2) * z % p
@@ -69,5 +70,10 @@ def _invert(z):
     t50 = _sqn(t, 10) * t10 % p
     t100 = _sqn(t50, 50) * t50 % p
     t = _sqn(t100, 100) * t100 % p          # z^(2^200 - 1)
-    t = _sqn(t, 50) * t50 % p               # z^(2^250 - 1)
-    return _sqn(t, 5) * z11 % p             # z^(2^255 - 21)
+    return _sqn(t, 50) * t50 % p, z11       # z^(2^250 - 1)
+
+
+def _invert(z):
+    """z ** (p - 2) (0 for 0) by the 254-square, 11-multiply chain: no 3-argument pow needed."""
+    t, z11 = _pow250(z)
+    return _sqn(t, 5) * z11 % _P            # z^(2^255 - 21)

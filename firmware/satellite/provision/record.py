@@ -9,7 +9,7 @@ from satellite.wire import alabama_v1 as pb
 from satellite.wire import pb as codec
 
 VERSION = const(1)
-MAX_RECORD = const(288)     # every record within the field bounds fits (QR, serial); sound carries <= 140
+MAX_RECORD = const(320)     # every record within the field bounds fits (QR, serial); sound carries <= 140
 _MIN_RECORD = const(5)      # version + CRC
 
 
@@ -38,6 +38,8 @@ def decode(data):
         raise RecordError("FIELD", "record has no usable core address")
     if rec.core_key and len(rec.core_key) != 32:
         raise RecordError("FIELD", "core_key must be 32 bytes")
+    if rec.release_key and len(rec.release_key) != 32:
+        raise RecordError("FIELD", "release_key must be 32 bytes")
     return rec
 
 

@@ -38,7 +38,7 @@ PING_RESPONSE_MAX_SIZE = const(33)
 PIPELINE_STATE_MAX_SIZE = const(22)
 PLAYBACK_DONE_MAX_SIZE = const(11)
 PRESENCE_MAX_SIZE = const(2227)
-PROVISIONING_RECORD_MAX_SIZE = const(283)
+PROVISIONING_RECORD_MAX_SIZE = const(317)
 REJECTED_MAX_SIZE = const(270)
 RENDER_MAX_SIZE = const(262673)
 REQUEST_CAPTURE_MAX_SIZE = const(88)
@@ -950,6 +950,7 @@ class ProvisioningRecord(pb.Message):
     token_expires = 0
     wifi_ssid = ""
     wifi_passphrase = ""
+    release_key = b""
     _F = (
         (1, "core_host", 13, 0, 64, None),
         (2, "core_port", 3, 0, None, None),
@@ -958,6 +959,7 @@ class ProvisioningRecord(pb.Message):
         (5, "token_expires", 4, 0, None, None),
         (6, "wifi_ssid", 13, 0, 32, None),
         (7, "wifi_passphrase", 13, 0, 64, None),
+        (8, "release_key", 14, 0, 32, None),
     )
-    _x = b"\x00\x01\x02\x03\x04\x05\x06\x07"
+    _x = b"\x00\x01\x02\x03\x04\x05\x06\x07\x08"
 

@@ -44,6 +44,12 @@ CODEC_ADDRESSES = {"es8311": (0x18, 0x19), "es7210": (0x40, 0x41, 0x42, 0x43)}
 
 HEAP_RE = re.compile(r"^[1-9][0-9]*[kKmM]?$")
 
+#: The watchdog (``watchdog_ms``, docs/reliability.md): absent, the firmware takes 30 s (runtime._WDT_MS). On a chip
+#: it must outlast the longest stretch the runtime does not feed by design: Wi-Fi bring-up, up to 20 s
+#: (hal/esp32.py network_up), plus margin for an X25519 and a flash write. The virtual board takes down to 1 s
+#: (tests that prove a hang is reset keep it short).
+WATCHDOG_MIN_CHIP_MS = 25000
+
 
 # --- the schema: a shape is ("str",), ("int", lo, hi), ("enum", values), ("pin",), ("list", item, min),
 # ("obj", {name: (shape, required)}), ("nullable", shape). Unknown keys are errors (typos caught early).
@@ -87,6 +93,7 @@ SCHEMA = _obj(
     image=req(("nullable", ("enum", images.VARIANTS))),
     duplex=req(("enum", ("full", "half"))),
     heap=req(STR),
+    watchdog_ms=opt(("int", 1000, 600000)),
     audio=req(_obj(mic=req(I2S_END), speaker=req(I2S_END))),
     i2c=opt(("nullable", _obj(sda=req(PIN), scl=req(PIN), freq=opt(("int", 10000, 1000000))))),
     codecs=opt(("list", _obj(
@@ -140,6 +147,7 @@ class Board:
         self.image = data["image"]
         self.duplex = data["duplex"]
         self.heap = data["heap"]
+        self.watchdog_ms = data.get("watchdog_ms")     # None: the firmware's default (docs/reliability.md)
         self.limits = dict(data["limits"])
 
     @property
@@ -318,6 +326,10 @@ def _check_rest(d, errs):
                          % (json.dumps(image), json.dumps(psram), want)))
     elif image is not None:
         errs.append(("image", "the virtual board (chip \"unix\") takes no MicroPython image: set null"))
+    if chip != "unix" and d.get("watchdog_ms", WATCHDOG_MIN_CHIP_MS) < WATCHDOG_MIN_CHIP_MS:
+        errs.append(("watchdog_ms", "%d ms is shorter than the firmware's longest unfed stretch (Wi-Fi bring-up, up "
+                     "to 20 s): use at least %d, or leave it out for the default 30000 (docs/reliability.md)"
+                     % (d["watchdog_ms"], WATCHDOG_MIN_CHIP_MS)))
     if not HEAP_RE.match(d["heap"]):
         errs.append(("heap", "%s is not a micropython -X heapsize value such as \"256k\" or \"8m\"" % json.dumps(d["heap"])))
     codecs = d.get("codecs") or []

@@ -10,10 +10,17 @@ def register(sub):
     p = sub.add_parser("flash", help="erase a board and write the pinned MicroPython image, then deploy",
                        description="Erase the board, write the official MicroPython image its board file "
                                    "names (downloaded once to ~/.cache/alabama/images and checked against "
-                                   "the pinned sha256), then deploy the firmware.")
+                                   "the pinned sha256), then deploy the firmware. --release TAG writes the image "
+                                   "with the firmware frozen in from the project's release TAG instead (no ESP-IDF "
+                                   "needed; docs/image.md).")
     p.add_argument("--board", required=True, metavar="NAME", help="board id (boards/NAME.json) or a board file path")
     p.add_argument("--port", metavar="PORT", help="serial port (default: the one Espressif USB device attached)")
-    p.add_argument("--firmware", metavar="PATH", help="flash this .bin instead of the pinned image")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--firmware", metavar="PATH", help="flash this .bin instead of the pinned image")
+    src.add_argument("--release", metavar="TAG",
+                     help="flash the image with the firmware frozen in that the project's release TAG carries for "
+                          "--board (downloaded into build/releases/, its sha256 checked; ALABAMA_RELEASES_URL "
+                          "overrides GitHub's API)")
     p.add_argument("--no-deploy", action="store_true", help="stop after writing MicroPython")
     p.add_argument("--dry-run", action="store_true", help="print the esptool commands, touch nothing")
     p.add_argument("--allow-mpy", action="store_true",
@@ -44,10 +51,11 @@ def register(sub):
     gone.add_argument("rest", nargs=argparse.REMAINDER)
     gone.set_defaults(func=cmd_boards_gone)
 
-    from . import deploy, image, ota, repl  # `alabama deploy`, `image`, `ota`, `repl`, `logs`
+    from . import deploy, image, ota, repl, signing  # `alabama deploy`, `image`, `ota`, `repl`, `logs`, `release-key`
     deploy.register(sub)
     image.register(sub)
     ota.register(sub)
+    signing.register(sub)
     repl.register(sub)
 
 
@@ -55,7 +63,7 @@ def cmd_flash(args):
     from . import flash
     board = boards.load(args.board)
     flash.flash(board, port=args.port, firmware=args.firmware, deploy=not args.no_deploy, dry_run=args.dry_run,
-                allow_mpy=args.allow_mpy)
+                allow_mpy=args.allow_mpy, release=args.release)
     return 0
 
 

@@ -1,8 +1,10 @@
-"""`alabama flash`: put the pinned official MicroPython image on a board with esptool, then deploy.
+"""`alabama flash`: put the pinned official MicroPython image (or a release / built image) on a board with
+esptool, then deploy.
 
 Responsible for: finding the serial port, resolving and checking the image (cache, download, sha256),
 running esptool (erase, then write at FLASH_OFFSET) and turning its failures into one line each.
-Not responsible for: copying the firmware package (alabama.board.deploy) or knowing board pins.
+Not responsible for: copying the firmware package (alabama.board.deploy), knowing board pins, or finding a
+project release's image (alabama.board.release: `--release TAG` hands its checked file over as --firmware).
 """
 import hashlib
 import os
@@ -170,15 +172,26 @@ def _deploy_module():
 
 
 def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=None, list_ports=None,
-          cache=None, opener=None, out=print, allow_mpy=False):
+          cache=None, opener=None, out=print, allow_mpy=False, release=None, release_cache=None):
     """Flash `board` (a boards.Board). `runner(args) -> (rc, output)` replaces esptool in tests.
 
+    release=TAG: the image the project's release TAG carries for this board (release.fetch: downloaded into
+    build/releases/ or release_cache, sha256 checked), then written exactly as a --firmware file.
     The official image with a deploy after it is refused up front, before anything is erased, where the board
     file's heap cannot hold the firmware as .mpy files (deploy.mpy_set_fits): that board needs the image
     with the firmware frozen (`alabama image`, then --firmware); allow_mpy overrides, as for deploy."""
     if board.is_virtual:
         raise UsageError("board %s is the virtual board: nothing to flash (it runs on the unix port)" % board.id)
-    image = resolve_image(board, firmware, cache=cache, opener=opener, out=out, download=not dry_run)
+    if release and firmware:
+        raise UsageError("give --release TAG or --firmware PATH, not both")
+    if release:
+        from . import release as releases
+        firmware = releases.fetch(board, release, cache=release_cache, opener=opener, out=out, download=not dry_run)
+        image = firmware
+        if not dry_run:
+            check_image(image)
+    else:
+        image = resolve_image(board, firmware, cache=cache, opener=opener, out=out, download=not dry_run)
     if port is None:
         port = detect_port(list_ports)
     elif not dry_run and not str(port).upper().startswith("COM") and not os.path.exists(port):
@@ -199,7 +212,7 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
         rc, output = runner(args)
         if rc != 0:
             raise FlashError(explain_failure(port, rc, output))
-    out("MicroPython %s (%s) written to %s" % (images.MICROPYTHON_VERSION, image.name, port))
+    out("MicroPython %s (%s) written to %s" % (images.MICROPYTHON_VERSION, pathlib.Path(image).name, port))
     if not deploy:
         return steps
     if mod is None or not hasattr(mod, "deploy"):

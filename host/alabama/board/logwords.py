@@ -127,6 +127,8 @@ def record_stored(host, port):
 HEALTH_BOOT = r"event device\.health \(boot\)"
 SIM_DUPLEX = r"sim: board sim, (\w+) duplex"                # hal/sim.py at start
 BOOT = r"\[virtual board\] boot \d+: .*\(pid \d+\)$"         # alabama.board.sim, each (re)start of main.py
+WDT_ARMED = r"sat: watchdog armed: (\d+) ms"                  # runtime.py _arm, when run() starts
+WDT_RESET = r"\[virtual board\] watchdog: not fed for \d+ ms"  # alabama.board.sim's simulated watchdog fired
 
 
 def ota_refused(reason):

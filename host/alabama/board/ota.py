@@ -1,4 +1,5 @@
-"""`alabama ota`: update a connected satellite's firmware modules over the air.
+"""`alabama ota`: update a connected satellite's firmware modules over the air, or on a frozen image with
+OTA slots its whole app image (the release `make image` leaves: load_image/update_image; docs/ota.md, "Image OTA").
 
 Responsible for: building the .mpy set (fwset.build, the same compiler as `alabama deploy`) with its
 manifest (fwset.set_manifest, format 1: version, .mpy ABI, and the size and sha256 of every file; its own
@@ -38,6 +39,7 @@ class FirmwareSet:
         self.manifest = manifest
         self.digest = hashlib.sha256(manifest).hexdigest()
         self.version = json.loads(manifest)["version"]
+        self.sig = None             # the release signature, as SetServer serves it (ota._sign)
 
     @property
     def size(self):
@@ -88,6 +90,8 @@ class SetServer:
         body = None
         if path == "manifest.json":
             body = self.set.manifest
+        elif path == "manifest.json.sig":
+            body = self.set.sig
         elif path is not None:
             body = self.set.files.get(path)
         self.requests.append(path)
@@ -141,8 +145,29 @@ def _device_info(data_dir, device, timeout=10.0):
     return json.loads(res["content"][0]["text"])
 
 
+def _offer(data_dir, device, url, pin, invoke_timeout):
+    """firmware.update {url, sha256} through the core; the tool's result dict, or OtaError with its refusal."""
+    from ..core.errors import CoreError
+    try:
+        res = _control(data_dir, {"op": "invoke", "device": device, "name": "firmware.update", "arguments":
+                                  json.dumps({"url": url, "sha256": pin}), "timeout": invoke_timeout}, invoke_timeout)
+    except CoreError as e:
+        raise OtaError("the device refused the update: %s (its running firmware is unchanged)" % e)
+    return json.loads(res["content"][0]["text"])
+
+
+def _sign(release, sign_key, out):
+    """A module set or an image release, with its manifest signed when sign_key (an Ed25519PrivateKey) is given:
+    boards that pin its public key need the signature (served as manifest.json.sig)."""
+    if sign_key is not None:
+        from .signing import sign_manifest
+        release.sig = sign_manifest(sign_key, release.manifest)
+        out("ota: manifest signed with the release key (served as manifest.json.sig)")
+    return release
+
+
 def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
-           out=print, invoke_timeout=120.0):
+           out=print, invoke_timeout=120.0, image_dir=None, sign_key=None):
     """The whole update of one device through the core running on data_dir; returns the new device.info."""
     from ..core.errors import CoreError
     from ..local import lan_address
@@ -150,8 +175,17 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
         before = _device_info(data_dir, device)
     except CoreError as e:
         raise OtaError("cannot ask %s for device.info (%s): is it connected to the core on %s?" % (device, e, data_dir))
+    if image_dir and before.get("image") != "frozen":
+        raise OtaError("%s runs its firmware from files: it takes a module set, not an image; drop --image"
+                       % device)
+    if before.get("image") == "frozen" and before.get("slot"):
+        # an image with the OTA partition table: the whole app image is replaced (docs/ota.md, "Image OTA")
+        rel = _sign(load_image(before, root, image_dir, march, out), sign_key, out)
+        return update_image(data_dir, device, before, rel, host=host, bind=bind, port=port, timeout=timeout, out=out,
+                            invoke_timeout=invoke_timeout)
     if before.get("image") == "frozen":
-        # its satellite package is frozen into MicroPython (alabama image): a set in /lib would be shadowed
+        # its satellite package is frozen into MicroPython (alabama image) with no OTA slot: a set in /lib
+        # would be shadowed, and there is no second app slot to write an image to
         b = before.get("board") or "<board>"
         raise OtaError("%s runs a frozen image (firmware digest %s...): OTA cannot replace it; build and flash a "
                        "new one: make image BOARD=%s, then make flash BOARD=%s PORT=<port> "
@@ -161,22 +195,70 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
     fw = build_set(march, root, out=out)
     out("ota: firmware %s for %s: %d files, %d bytes, manifest sha256 %s" % (fw.version, march, len(fw.files),
                                                                             fw.size, fw.digest))
+    _sign(fw, sign_key, out)
     if before.get("firmware_digest") == fw.digest:
         out("ota: %s already runs this set; nothing to do" % device)
         return before
     with SetServer(fw, bind=bind, port=port) as srv:
         url = srv.url(host or lan_address())
         out("ota: serving it at %s; telling the device" % url)
-        args = json.dumps({"url": url, "sha256": fw.digest})
-        try:
-            res = _control(data_dir, {"op": "invoke", "device": device, "name": "firmware.update", "arguments": args,
-                                      "timeout": invoke_timeout}, invoke_timeout)
-        except CoreError as e:
-            raise OtaError("the device refused the update: %s (its running firmware is unchanged)" % e)
-        staged = json.loads(res["content"][0]["text"])
+        staged = _offer(data_dir, device, url, fw.digest, invoke_timeout)
         out("ota: the device staged %s (%d files, every sha256 verified); it reboots into it" % (
             staged["staged"], staged["files"]))
         return wait_running(data_dir, device, fw.digest, before.get("boots"), timeout, out)
+
+
+class ImageRelease:
+    """What an image OTA serves (SetServer's shape): files {"firmware.bin": bytes}, the ota-image.json bytes
+    (manifest; its sha256 is the pin), version, and the firmware digest the image froze."""
+
+    def __init__(self, firmware, manifest):
+        self.manifest = manifest
+        self.sig = None             # the release signature, as SetServer serves it (ota._sign)
+        self.digest = hashlib.sha256(manifest).hexdigest()
+        m = json.loads(manifest)
+        self.version, self.firmware_digest, self.size = m["version"], m["firmware_digest"], m["size"]
+        self.files = {m["file"]: firmware}
+
+
+def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print):
+    """The image release for the device: for the virtual board a sim app image built from `root`; else
+    build/image/<board>/ (or image_dir) as `make image` left it, checked against its firmware.bin.sha256."""
+    from . import appimage as image
+    board = info.get("board") or "<board>"
+    if board == "sim" and image_dir is None:
+        d = image.sim_image(root, march or march_of(info), out=BUILD / "image-sim")
+        d = d.parent
+    else:
+        d = pathlib.Path(image_dir) if image_dir else image.OUT / board
+    try:
+        fw = (d / "firmware.bin").read_bytes()
+        man = (d / image.OTA_MANIFEST).read_bytes()
+        pin = (d / "firmware.bin.sha256").read_text().split()[0]
+    except (OSError, IndexError):
+        raise OtaError("no image release in %s (firmware.bin, firmware.bin.sha256, %s): build it with `make image "
+                       "BOARD=%s`" % (d, image.OTA_MANIFEST, board)) from None
+    if hashlib.sha256(fw).hexdigest() != pin:
+        raise OtaError("%s/firmware.bin does not match its firmware.bin.sha256: download or build it again" % d)
+    rel = ImageRelease(fw, man)
+    out("ota: image %s (%d bytes of app, manifest sha256 %s) from %s" % (rel.version, rel.size, rel.digest, d))
+    return rel
+
+
+def update_image(data_dir, device, before, rel, host=None, bind="0.0.0.0", port=0, timeout=180.0, out=print,
+                 invoke_timeout=120.0):
+    """Serve the image release, tell the device, wait until it runs the image's firmware from its other slot."""
+    from ..local import lan_address
+    if before.get("firmware_digest") == rel.firmware_digest:
+        out("ota: %s already runs this image; nothing to do" % device)
+        return before
+    with SetServer(rel, bind=bind, port=port) as srv:
+        url = srv.url(host or lan_address())
+        out("ota: serving it at %s; telling the device (running %s)" % (url, before.get("slot")))
+        staged = _offer(data_dir, device, url, rel.digest, invoke_timeout)
+        out("ota: the device wrote image %s to %s (sha256 verified from flash); it reboots into it" % (
+            staged["staged"], staged["slot"]))
+    return wait_running(data_dir, device, rel.firmware_digest, before.get("boots"), timeout, out)
 
 
 def wait_running(data_dir, device, digest, old_boots, timeout, out=print):
@@ -211,7 +293,9 @@ def register(sub):
                                    "sha256-pinned manifest, tell the device (tool firmware.update) through the "
                                    "running core, and wait until it runs the new set. The device verifies every "
                                    "file, swaps at the next boot and rolls back by itself if the new set does not "
-                                   "reach a session. MicroPython itself is not updated (alabama flash).")
+                                   "reach a session. On a frozen image with OTA slots (device.info: image frozen, "
+                                   "slot ota_N) the whole app image of build/image/<board>/ (--image) is sent "
+                                   "instead and the bootloader rolls it back if it is not confirmed.")
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
     p.add_argument("--data", default="./alabama-core", help="the running core's state directory (default %(default)s)")
     p.add_argument("--firmware", metavar="DIR", default=str(FIRMWARE), help="firmware tree (default: the repository's)")
@@ -221,12 +305,20 @@ def register(sub):
                    "(default %(default)s: every interface, as the board fetches over the LAN)")
     p.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the device to come back")
+    p.add_argument("--image", metavar="DIR", help="on a frozen image with OTA slots: the image release to send "
+                   "(firmware.bin, firmware.bin.sha256, ota-image.json; default build/image/<board>)")
+    p.add_argument("--sign-key", metavar="FILE", help="sign the manifest with this release key (alabama release-key): "
+                   "a board that pins its public key refuses an unsigned update")
     p.set_defaults(func=cmd_ota)
 
 
 def cmd_ota(args):
     if args.march and args.march not in ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
+    key = None
+    if args.sign_key:
+        from .signing import load_private
+        key = load_private(args.sign_key)     # before building: a bad key file is one line, not a half-done update
     update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
-           port=args.port, timeout=args.timeout)
+           port=args.port, timeout=args.timeout, image_dir=args.image, sign_key=key)
     return 0

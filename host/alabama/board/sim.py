@@ -8,6 +8,13 @@ REPL on a pseudo-terminal (``mpremote connect <pty>``). It restarts the interpre
 the way a board reboots: after a Ctrl-D in the raw REPL (mpremote's soft reset) the new interpreter is
 put back into the raw REPL without running main.py, as a board does. It holds no protocol logic.
 
+It is also the board's watchdog: the simulated HAL's wdt_start/wdt_feed write a heartbeat file
+(``$ALABAMA_SIM_WDT``: the timeout in ms, rewritten at every feed; 0 when parked); when it has not moved for
+longer than that timeout the supervisor kills the interpreter and boots it again, the next boot's
+``$ALABAMA_SIM_RESET_CAUSE`` saying ``WDT_RESET`` (the HAL's reset_cause(), device.info's reset_reason). Every
+boot starts disarmed: a hard reset clears the chip's watchdog, and after a soft reset boot.py parks it until
+the runtime arms it again (docs/reliability.md), which the supervisor models by not watching until then.
+
 Like ``alabama deploy``, start() compiles the firmware with mpy-cross (for the unix port's native arch,
 cached under build/sim) and installs it into the flash dir: ``main.py``, ``boot.py``, ``board.json``,
 ``lib/satellite/*.mpy``. Running compiled modules is what makes the heap limit meaningful (compiling
@@ -20,9 +27,11 @@ In-process API (HIL bench, tests, ``alabama demo``)::
     vb.start(); vb.pty_path; vb.press(); vb.release(); vb.long_press(); vb.set_mic(path)
     vb.heap() -> int; vb.state() -> dict; vb.command("knob volume 30"); vb.wait_log(regex, timeout)
     vb.log_text(); vb.stop()
+    VirtualBoard(..., image=PATH)   a board whose firmware is an app image in simulated OTA slots (below)
     provision(flash_dir, core_host, core_port, core_key=None, token="", token_expires=0)
 """
 import hashlib
+import io
 import json
 import os
 import pathlib
@@ -33,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import termios
 import threading
 import time
@@ -44,6 +54,9 @@ from ..provision import record as rc
 from ..provision.record import DATA_DIR
 
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n"
+#: The simulated `esp32` module (esp32.Partition, otadata, the bootloader's rollback rule); on MICROPYPATH only
+#: for a board with an app image.
+SIMCHIP = pathlib.Path(__file__).resolve().parent / "simchip"
 
 
 class SimError(AlabamaError):
@@ -172,7 +185,8 @@ def _raw_tty(fd, isig):
 
 class VirtualBoard:
     def __init__(self, flash_dir, board="sim", firmware=None, mic=None, speaker=None, duplex=None, ctl_port=0,
-                 heap=None, micropython=None, env=None, echo=None, pty=True, compiled=True):
+                 heap=None, micropython=None, env=None, echo=None, pty=True, compiled=True, image=None,
+                 slot_size=None):
         from . import boards
         self.flash = pathlib.Path(flash_dir).resolve()
         self.board = boards.load(board) if isinstance(board, str) else board
@@ -189,10 +203,24 @@ class VirtualBoard:
         self.echo = echo                  # callable(line) for every serial log line, or None
         self.use_pty = pty
         self.compiled = compiled
+        # image=: the firmware is a sim app image (alabama.board.appimage.sim_image) in the simulated OTA slots of
+        # <flash>.chip/ (ota_0.bin, ota_1.bin, otadata.bin; ota_0 gets it at the first start, as esptool
+        # flashes it); this supervisor is the bootloader at every (re)start and puts the booted slot's frozen
+        # set first on MICROPYPATH (the board's '.frozen'). /data and the flash dir are the filesystem as ever.
+        self.image = pathlib.Path(image).resolve() if image else None
+        self.chip = self.flash.parent / (self.flash.name + ".chip") if image else None
+        self.slot_size = slot_size
+        self.slot = None
+        self._appdir = None
         if not compiled and heap is None:
             self.heap_limit = "4m"
         self.proc = None
         self.boots = 0
+        self.wdt_resets = 0               # resets by the simulated watchdog (the interpreter stopped feeding it)
+        self._cause = "PWRON_RESET"       # why the next boot happens (ALABAMA_SIM_RESET_CAUSE)
+        self._wdt_path = None             # the heartbeat file (start() makes it, stop() removes it)
+        self._wdt_seen = None             # (mtime_ns, size) last seen, the monotonic time then, timeout ms
+        self._wdt_fired = False
         self._log = bytearray()
         self._lines = []
         self._lock = threading.Lock()
@@ -213,7 +241,9 @@ class VirtualBoard:
     def start(self):
         self.flash.mkdir(parents=True, exist_ok=True)
         (self.flash / DATA_DIR).mkdir(exist_ok=True)
-        if self.compiled:
+        if self.image is not None:
+            self.install_image()
+        elif self.compiled:
             self.install()
         else:
             (self.flash / "board.json").write_text(json.dumps(self.board.data, indent=1))
@@ -224,6 +254,8 @@ class VirtualBoard:
             _raw_tty(self._b_slave, isig=False)
             self.pty_path = os.ttyname(self._b_slave)
         os.set_blocking(self._a_master, False)
+        fd, self._wdt_path = tempfile.mkstemp(prefix="alabama-wdt-")
+        os.close(fd)
         self._spawn(raw=False)
         self._thread = threading.Thread(target=self._pump, name="virtual-board", daemon=True)
         self._thread.start()
@@ -241,13 +273,58 @@ class VirtualBoard:
             d.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, d)
 
+    def install_image(self):
+        """Blank slots and otadata, the image into ota_0 unless a slot already holds one, and on the filesystem
+        only what a frozen image does not hold (main.py, boot.py, board.json: `alabama deploy` to a frozen image)."""
+        from .simchip import esp32 as chip
+        self.chip.mkdir(parents=True, exist_ok=True)
+        chip.blank(str(self.chip), self.slot_size)
+        if all(chip.check_image(str(self.chip), s) is not None for s in chip.SLOTS):
+            data = self.image.read_bytes()
+            if len(data) > chip.size_of(str(self.chip), "ota_0"):
+                raise SimError("%s (%d bytes) does not fit the simulated slot" % (self.image, len(data)))
+            with open(chip.path_of(str(self.chip), "ota_0"), "r+b") as f:
+                f.write(data)
+        for name in ("main.py", "boot.py"):
+            shutil.copyfile(self.firmware / name, self.flash / name)
+        (self.flash / "board.json").write_text(json.dumps(self.board.data, indent=1))
+
+    def _boot_slot(self):
+        """The bootloader (simchip.select_boot: ESP-IDF's slot choice and rollback rule), then the booted slot's
+        frozen set unpacked (cached by content) for MICROPYPATH."""
+        import tarfile
+        from .simchip import esp32 as chip
+        d = str(self.chip)
+        self.slot = chip.select_boot(d, log=self._note)
+        if self.slot is None:
+            self._note("[virtual board] bootloader: no bootable app image in %s" % d)
+            self._appdir = None
+            return
+        payload = chip.image_payload(d, self.slot)
+        app = self.chip / ("app-" + hashlib.sha256(payload).hexdigest()[:16])
+        if not app.is_dir():
+            tmp = self.chip / ("app.tmp.%d" % os.getpid())
+            shutil.rmtree(tmp, ignore_errors=True)
+            with tarfile.open(fileobj=io.BytesIO(payload)) as t:
+                t.extractall(tmp, filter="data")
+            os.replace(tmp, app)
+        self._appdir = app
+        self._note("[virtual board] bootloader: booting %s" % self.slot)
+
     def _env(self):
         env = dict(os.environ)
         # The board's order: '' and '.frozen' (py/runtime.c mp_init), then '/lib' (ports/esp32/main.c), so
         # an interpreter with the firmware frozen in (tools/mp32/build_frozen.sh) runs it like a custom image.
         env["MICROPYPATH"] = ".:.frozen:lib" if self.compiled else ".:%s:.frozen" % self.firmware
+        if self.chip is not None:
+            # the booted slot's frozen set first, then the interpreter's own .frozen (asyncio, as the port freezes it), /lib; esp32 last
+            env["MICROPYPATH"] = ".:%s.frozen:lib:%s" % (str(self._appdir) + ":" if self._appdir else "", SIMCHIP)
+            env["ALABAMA_SIM_CHIP"] = str(self.chip)
+            env["ALABAMA_SIM_RUNNING"] = self.slot or ""
         env["ALABAMA_SIM_CTL_PORT"] = str(self.ctl_port)
         env["ALABAMA_SIM_SPEAKER"] = self.speaker
+        env["ALABAMA_SIM_WDT"] = self._wdt_path or ""
+        env["ALABAMA_SIM_RESET_CAUSE"] = self._cause
         if self.mic:
             env["ALABAMA_SIM_MIC"] = self.mic
         else:
@@ -263,20 +340,26 @@ class VirtualBoard:
         # editor (Ctrl-D at the prompt) leaves ISIG off, and the next one would never see Ctrl-C.
         _raw_tty(slave, isig=True)
         code = "import boot" if raw else "import boot\nimport main"
+        if self.chip is not None:
+            self._boot_slot()
 
         def pre():
             os.setsid()
             import fcntl
             fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
+        if self._wdt_path:
+            open(self._wdt_path, "wb").close()      # every boot starts with the watchdog disarmed (docstring)
+        self._wdt_seen = None
         argv = [self.micropython, "-X", "heapsize=%s" % self.heap_limit, "-i", "-c", code]
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=str(self.flash),
                                      env=self._env(), preexec_fn=pre, close_fds=True)
         self.boots += 1
         if raw:
             self._swallow = b""
-        self._note("[virtual board] boot %d: %s -X heapsize=%s (pid %d)%s" % (
-            self.boots, self.micropython, self.heap_limit, self.proc.pid, " into the raw REPL" if raw else ""))
+        self._note("[virtual board] boot %d: %s: %s -X heapsize=%s (pid %d)%s" % (
+            self.boots, self._cause, self.micropython, self.heap_limit, self.proc.pid,
+            " into the raw REPL" if raw else ""))
 
     def _terminate(self):
         """SIGTERM to the interpreter's process group; -> the process, or None when it is not running."""
@@ -310,6 +393,11 @@ class VirtualBoard:
         finally:
             if got:
                 self._ctl_lock.release()
+        if self._wdt_path:
+            try:
+                os.unlink(self._wdt_path)
+            except OSError:
+                pass
         for fd in (self._a_master, self._a_slave, self._b_master, self._b_slave):
             if fd is not None:
                 try:
@@ -427,6 +515,7 @@ class VirtualBoard:
                     self._from_user(data)
             if self._shim is not None:
                 self._shim_io(self._shim.poll(time.monotonic()), b"")
+            self._watchdog()
             p = self.proc
             if p is not None and p.poll() is not None and not self._stop.is_set():
                 # Drain what it printed last, then reboot it like a board.
@@ -439,6 +528,8 @@ class VirtualBoard:
                 except (BlockingIOError, OSError):
                     pass
                 raw = self._raw_mode
+                self._cause = "WDT_RESET" if self._wdt_fired else "SOFT_RESET" if raw else "HARD_RESET"
+                self._wdt_fired = False
                 self._note("[virtual board] interpreter exited (status %d): rebooting" % p.returncode)
                 if self._b_master is not None:
                     try:
@@ -451,6 +542,38 @@ class VirtualBoard:
                         self._ctl = None
                 time.sleep(0.05)
                 self._spawn(raw=raw)
+
+    def _watchdog(self):
+        """The simulated watchdog (module docstring): called by the pump every 50 ms."""
+        p = self.proc
+        if self._wdt_path is None or p is None or p.poll() is not None:
+            return
+        try:
+            st = os.stat(self._wdt_path)
+        except OSError:
+            return
+        now = time.monotonic()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if self._wdt_seen is None or self._wdt_seen[0] != stamp:
+            try:
+                with open(self._wdt_path, "rb") as f:
+                    ms = int((f.read().split() or [b"0"])[0])
+            except (OSError, ValueError):
+                ms = 0
+            self._wdt_seen = (stamp, now, ms)
+            return
+        _, fed, ms = self._wdt_seen
+        if ms > 0 and (now - fed) * 1000 > ms:
+            self.wdt_resets += 1
+            self._note("[virtual board] watchdog: not fed for %d ms (timeout %d ms): WDT reset"
+                       % ((now - fed) * 1000, ms))
+            self._wdt_fired = True
+            self._raw_mode = False
+            self._wdt_seen = None
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     # ------------------------------------------------------------------------------ log
     def log_text(self):

@@ -32,15 +32,17 @@ class ScenarioFailed(AssertionError):
 class Bench:
     """Created per scenario by the plugin's ``hil`` fixture; see docs/hil.md for the scenario API."""
 
-    def __init__(self, target, workdir, bind="127.0.0.1", relay_port=0, log=print):
+    def __init__(self, target, workdir, bind="127.0.0.1", relay_port=0, log=print, timeline=None):
         self.target = target
         self.workdir = pathlib.Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.bind = bind
         self.relay_port = relay_port
-        self.tl = Timeline()
+        self.tl = Timeline() if timeline is None else timeline
         self.core = None
+        self._owns_core = True       # False: a Fleet's other board, on the core the first board's bench runs
         self.device_id = None
+        self.public_key = None       # the board's public key after provision() (None: it cannot tell)
         self.measurements = {}
         self.notes = []
         self.waves = []
@@ -64,6 +66,11 @@ class Bench:
             self.log("alabama hil: core for the board at %s:%d (key %s)" % (*self.core.address,
                                                                           self.core.public_key_hex))
         return self.core
+
+    def attach_core(self, core):
+        """Use a core another bench started (a Fleet: one core, several boards); this bench never stops it."""
+        self.core = core
+        self._owns_core = False
 
     def restart_core(self, down_s=0.0, **changes):
         self.core.restart(down_s, **changes)
@@ -108,7 +115,7 @@ class Bench:
             rec = self.record(key=bytes(range(1, 33)) if kw.get("key") is None else kw["key"])
         else:
             raise BenchError("unknown provisioning path %r" % path)
-        pub = self.target.provision(rec, fresh_identity=kw.get("fresh", True))
+        pub = self.public_key = self.target.provision(rec, fresh_identity=kw.get("fresh", True))
         self.note("board provisioned (%s): core %s:%d%s%s" % (path, rec.core_host, rec.core_port,
                                                             ", key pinned" if rec.core_key else "",
                                                             ", token" if rec.pairing_token else ""))
@@ -219,7 +226,8 @@ class Bench:
                 self.sample_health()
         except Exception as e:  # noqa: BLE001
             errors.append("health: %s" % e)
-        for what, fn in (("board", self.target.stop), ("core", self.core.stop if self.core else None)):
+        core_stop = self.core.stop if self.core is not None and self._owns_core else None
+        for what, fn in (("board", self.target.stop), ("core", core_stop)):
             if fn is None:
                 continue
             try:
@@ -227,7 +235,8 @@ class Bench:
             except Exception as e:  # noqa: BLE001
                 errors.append("%s stop: %s" % (what, e))
         try:
-            self.finish_measurements()
+            if self._owns_core:          # a shared timeline is measured once, by the bench that owns the core
+                self.finish_measurements()
         except Exception as e:  # noqa: BLE001
             errors.append("measurements: %s" % e)
         return errors
@@ -281,6 +290,103 @@ class Bench:
 def _what(dir_, op, id_):
     s = {SAT_TO_CORE: "Sat \u2192 Core ", CORE_TO_SAT: "Core \u2192 Sat ", NOTE: "note "}.get(dir_, "")
     return "%s%s%s" % (s, op or "any frame", "" if id_ is None else " on id %d" % id_)
+
+
+class Fleet:
+    """Several boards on one reference core at once (the cross-board scenarios, docs/hil.md "A fleet").
+
+    One ``Bench`` per board, all on one timeline and on the core the first one starts (``start_core``); the
+    others attach to it. Each board's frames are told apart by its core session (``mine``). Closing stops
+    every board, then the core; ``artifacts`` packs one record with every board's log and waves.
+    """
+
+    def __init__(self, targets, workdir, labels=None, bind="127.0.0.1", relay_port=0, log=print):
+        self.workdir = pathlib.Path(workdir)
+        self.tl = Timeline()
+        self.boards = []
+        labels = labels or ["board %d" % (i + 1) for i in range(len(targets))]
+        for label, target in zip(labels, targets):
+            d = self.workdir / label.replace(" ", "")
+            b = Bench(target, d, bind=bind, relay_port=relay_port, log=log, timeline=self.tl)
+            target.begin_scenario(d / "board", t0=self.tl.t0)
+            b.label = label
+            self.boards.append(b)
+        self.core = None
+
+    def start_core(self, **opts):
+        self.core = self.boards[0].start_core(**opts)
+        for b in self.boards[1:]:
+            b.attach_core(self.core)
+        return self.core
+
+    def boot(self, boards=None, timeout=ADMIT_TIMEOUT_S):
+        """Start the boards all at once, then wait until the core admitted each (by its own key when it could
+        tell it at provisioning); returns their device ids."""
+        from alabama.core.registry import fingerprint
+        boards = self.boards if boards is None else boards
+        for b in boards:
+            b.boot(wait=False)
+        deadline = time.monotonic() + timeout
+        for b in boards:
+            want = fingerprint(b.public_key) if b.public_key is not None else None
+            did = self.core.wait_device(device_id=want, timeout=max(0.1, deadline - time.monotonic()))
+            if did is None:
+                self.fail("%s was not admitted within %.0f s" % (b.label, timeout))
+            b.device_id = did
+        return [b.device_id for b in boards]
+
+    def sessions(self, bench):
+        """The core sessions of one board so far (its conformance reports and its live connection)."""
+        out = {r["session"] for r in self.core.reports() if r.get("device_id") == bench.device_id}
+        conn = self.core.server.connections.get(bench.device_id) if self.core.server is not None else None
+        if conn is not None:
+            out.add(conn.session_id)
+        return out
+
+    def mine(self, bench, pred=None):
+        """A timeline predicate: frames of ``bench``'s board (its sessions now), and ``pred`` if given."""
+        ss = self.sessions(bench)
+        return lambda e: e.session in ss and (pred is None or pred(e))
+
+    def expect(self, bench, dir_=None, op=None, id_=None, after=0, pred=None, timeout=10.0, what=None):
+        """``Bench.expect`` for one board's frames on the shared timeline; the failure names the board."""
+        return self.boards[0].expect(dir_, op, id_, after, self.mine(bench, pred), timeout,
+                                     "%s: %s" % (bench.label, what or _what(dir_, op, id_)))
+
+    def note(self, text):
+        self.tl.note(text)
+
+    def fail(self, msg):
+        self.boards[0].fail(msg)
+
+    def assert_conformant(self, allow=()):
+        self.boards[0].assert_conformant(allow)
+
+    def close(self):
+        """Stop every board, then the core (the first bench owns it); never raises."""
+        errors = []
+        for b in reversed(self.boards):
+            errors.extend("%s: %s" % (b.label, e) for e in b.close())
+        return errors
+
+    def artifacts(self, dest):
+        """One record for the scenario: the shared timeline and conformance, every board's serial log (one
+        after another, each headed by its board) and waves (titles prefixed with the board)."""
+        dest = pathlib.Path(dest)
+        logs, waves, heap, notes, ms, rec = [], [], [], [], {}, None
+        for b in self.boards:
+            r = b.artifacts(dest / b.label.replace(" ", ""))
+            rec = rec or r
+            notes.extend("%s: %s" % (b.label, n) for n in r["notes"])
+            for k, v in r["measurements"].items():
+                ms.setdefault(k, []).extend(v)
+            logs.append("===== %s: %s =====\n%s" % (b.label, b.target.name, r["serial_log"]))
+            waves.extend(dict(w, title="%s: %s" % (b.label, w["title"])) for w in r["waves"])
+            heap.extend(r["heap"])
+        rec = dict(rec, serial_log="\n".join(logs), waves=waves, heap=sorted(heap), notes=notes, measurements=ms,
+                   health={k: v for b in self.boards for k, v in b.health.items()},
+                   boards=["%s: %s" % (b.label, b.target.name) for b in self.boards])
+        return rec
 
 
 def open_scenario(target, workdir, board_dir, **kw):

@@ -1,7 +1,8 @@
 """`alabama hil`: run the HIL scenario suite against the virtual board or a real one; argument parsing only.
 
 Runs pytest in-process on the scenarios shipped in ``alabama.hil.scenarios`` with the plugin
-``alabama.hil.plugin``; everything after ``--`` goes to pytest unchanged.
+``alabama.hil.plugin``; everything after ``--`` goes to pytest unchanged. ``--board`` more than once runs a
+fleet (``alabama.hil.fleet``).
 """
 import os
 import pathlib
@@ -21,19 +22,27 @@ def register(sub):
                        description="Bring up a reference core, provision the board, run every scenario (spec "
                                    "§4 examples, §7.3 admission, limits, forward compatibility, liveness, long run) "
                                    "and write DIR/report.html, DIR/junit.xml and DIR/history.json.")
-    p.add_argument("--board", required=True, metavar="sim|PORT",
-                   help="'sim' for the virtual board, or the serial port of a real board (e.g. /dev/ttyACM0)")
-    p.add_argument("--board-type", metavar="NAME", help="board file name (boards/NAME.json); default sim "
-                                                        "for the virtual board, required for a real one")
+    p.add_argument("--board", required=True, action="append", metavar="sim|PORT",
+                   help="'sim' for the virtual board, or the serial port of a real board (e.g. /dev/ttyACM0); "
+                        "repeat it for a fleet: every board runs the suite at once (one pytest-xdist worker "
+                        "each), then the cross-board scenarios run on all of them with one core, one report")
+    p.add_argument("--board-type", action="append", metavar="NAME",
+                   help="board file name (boards/NAME.json); default sim for the virtual board, required for a "
+                        "real one; a fleet: once for every real board, or once per real board in --board order")
     p.add_argument("-k", dest="pattern", metavar="PATTERN", help="only scenarios matching this pytest -k expression")
     p.add_argument("--report", metavar="DIR", default=DEFAULT_REPORT, help="report directory (default %(default)s)")
     p.add_argument("--bind", metavar="ADDR", help="real board: the LAN address of this computer the board "
                                                   "connects to (the core listens there)")
-    p.add_argument("--port", type=int, default=0, metavar="N", help="TCP port for the board (default: any free)")
+    p.add_argument("--port", type=int, default=0, metavar="N", help="TCP port for the board (default: any free); "
+                                                                   "a fleet's board n gets N + n - 1")
     p.add_argument("--loopback", action="store_true", help="real board: speaker acoustically looped to the mic")
-    p.add_argument("--speaker-out", metavar="DEVICE", help="real board: the host's audio output (ALSA device) "
-                   "next to the board's microphone; the intelligibility scenarios play known utterances there "
-                   "(skipped without it)")
+    p.add_argument("--speaker-out", action="append", metavar="DEVICE",
+                   help="real board: the host's audio output (ALSA device) next to the board's microphone; the "
+                        "intelligibility scenarios play known utterances there (skipped without it); a fleet: "
+                        "once per real board, in --board order (each board its own loudspeaker)")
+    p.add_argument("--probe-json", action="append", metavar="FILE",
+                   help="`alabama board probe --json` output of a board, shown in the report's header beside our "
+                        "estimates; once per board, in --board order")
     p.add_argument("--no-deploy", action="store_true", help="real board: do not run `alabama deploy` first")
     p.add_argument("--firmware", metavar="DIR", help="virtual board: run this firmware tree instead of firmware/")
     p.add_argument("--long-runs", type=int, default=10, metavar="N", help="exchanges in the long-run scenario")
@@ -45,19 +54,33 @@ def register(sub):
     p.set_defaults(func=cmd_hil)
 
 
-def pytest_argv(args):
-    if args.board != "sim" and not args.board_type:
+def pytest_argv(args, extra=()):
+    """pytest's arguments for the run (``extra`` go before what followed ``--``); one line for a bad option."""
+    boards = args.board
+    real = [b for b in boards if b != "sim"]
+    types = args.board_type or []
+    speakers = args.speaker_out or []
+    if len(boards) == 1 and len(types) > 1:
+        raise UsageError("one board takes one --board-type")
+    if len(boards) > 1 and len(types) > 1 and len(types) != len(real):
+        raise UsageError("--board-type given %d times for %d real boards: give it once (every real board) or once "
+                         "per real board, in --board order" % (len(types), len(real)))
+    if real and not types:
         raise UsageError("a real board needs --board-type NAME (see `alabama board list`)")
     if args.timeout < 0:
         raise UsageError("--timeout %d: give the seconds a scenario may take, or 0 for no limit" % args.timeout)
-    if args.board != "sim" and not args.bind and not args.list:
+    if real and not args.bind and not args.list:
         raise UsageError("a real board reaches the core over Wi-Fi: pass --bind <this computer's LAN address>")
+    if len(boards) > 1 and len(set(real)) != len(real):
+        raise UsageError("%s is given twice: a board runs in one worker only (give each real board once)"
+                         % next(b for b in real if real.count(b) > 1))
     argv = [str(SCENARIOS), "-p", "alabama.hil.plugin", "-p", "no:cacheprovider", "--rootdir", str(SCENARIOS),
-            "-c", os.devnull, "-o", "console_output_style=classic", "-ra",
-            "--board", args.board, "--report", args.report, "--hil-long-runs", str(args.long_runs),
-            "-o", "timeout=%d" % args.timeout]
-    if args.board_type:
-        argv += ["--board-type", args.board_type]
+            "-c", os.devnull, "-o", "console_output_style=classic", "-ra"]
+    for b in boards:
+        argv += ["--board", b]
+    argv += ["--report", args.report, "--hil-long-runs", str(args.long_runs), "-o", "timeout=%d" % args.timeout]
+    for t in types:
+        argv += ["--board-type", t]
     if args.pattern:
         argv += ["-k", args.pattern]
     if args.bind:
@@ -68,18 +91,35 @@ def pytest_argv(args):
         argv.append("--hil-loopback")
     if args.no_deploy:
         argv.append("--hil-no-deploy")
-    if args.speaker_out:
-        if args.board == "sim":
+    if speakers:
+        if not real:
             raise UsageError("--speaker-out is for a real board: the virtual board hears the WAV itself")
-        argv += ["--hil-speaker-out", args.speaker_out]
+        if len(speakers) != len(real):
+            raise UsageError("--speaker-out given %d times for %d real boards: one loudspeaker per real board, in "
+                             "--board order (boards run at once: one speaker cannot serve two)"
+                             % (len(speakers), len(real)))
+        for sp in speakers:
+            argv += ["--hil-speaker-out", sp]
     if args.firmware:
         if not os.path.isdir(os.path.join(args.firmware, "satellite")):
             raise UsageError("--firmware %s holds no satellite/ package: give a copy of the repository's firmware/"
                              % args.firmware)
         argv += ["--hil-firmware", os.path.abspath(args.firmware)]
+    from . import report              # here, not at import: `alabama --help` need not load numpy
+    probes = args.probe_json or []
+    if len(probes) > len(boards):
+        raise UsageError("--probe-json given %d times for %d boards: one probe report per board, in --board order"
+                         % (len(probes), len(boards)))
+    for f in probes:
+        try:
+            report.read_probe(f)
+        except report.ProbeFileError as e:
+            raise UsageError("--probe-json %s: give the file `alabama board probe --json` wrote" % e) from None
+    if len(boards) == 1 and probes:
+        argv += ["--hil-probe-json", os.path.abspath(probes[0])]
     if args.list:
         argv += ["--collect-only", "-q"]
-    return argv + list(args.pytest_args)
+    return argv + list(extra) + list(args.pytest_args)
 
 
 def cmd_hil(args):
@@ -90,6 +130,9 @@ def cmd_hil(args):
         raise AlabamaError("alabama hil runs its scenarios with pytest and pytest-timeout, and %s is not installed: "
                            "reinstall the host package (pip install -e .) or `pip install pytest pytest-timeout`"
                            % " and ".join(missing))
+    if len(args.board) > 1 and not args.list:
+        from . import fleet
+        return fleet.run(args)
     import pytest
     code = pytest.main(argv)
     return int(code)

@@ -3,6 +3,9 @@
 Responsible for rendering a finished run (a plain dict the pytest plugin builds, see ``RUN_FIELDS``)
 into ``DIR/<run_id>/report.html`` + ``junit.xml`` + ``run.json``, appending its measurements to
 ``DIR/history.json`` and copying the latest page/XML to ``DIR/report.html`` / ``DIR/junit.xml``.
+A fleet's run arrives in parts (``DIR/<run_id>/boards/<n>/`` per board, ``fleet/`` for the cross-board
+scenarios: ``write_part``/``append_scenario``) and ``write_fleet`` merges them into the same files, one
+column per board; a board's ``probe.json`` (``alabama board probe --json``) goes into the page's header.
 Pictures are inline SVG computed with numpy (waveforms, heap, history sparklines): the page loads
 nothing from anywhere. It never runs scenarios and never talks to a board or a core.
 """
@@ -218,6 +221,9 @@ max-height:420px;font-size:12px;white-space:pre-wrap}pre.fail{background:#450a0a
 .tl td{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.tl td.sum{white-space:normal}
 .dir-sat{color:#1d4ed8}.dir-core{color:#b45309}.dir-note{color:#64748b;font-style:italic}
 .doc{color:#334155}.req{color:#475569;font-size:12px}.viol{color:#b91c1c}
+header table{margin:8px 0 4px}header th{background:#1e293b;color:#f8fafc}header td{color:#e2e8f0}
+header tr:nth-child(even) td{background:#111c33}.probe{margin-top:10px;font-size:12px}.off{color:#fca5a5}
+.down{color:#b91c1c;font-weight:600}td.cell{text-align:center}
 .figs{display:flex;flex-wrap:wrap;gap:12px}.fig{font-size:12px;color:#334155}.transcript{font:13px ui-monospace,monospace;color:#0f172a}
 """
 
@@ -327,16 +333,18 @@ def run_health(scenarios):
     return out
 
 
-def scenario_html(sc, idx):
+def scenario_html(sc, idx, anchor=None):
     parts = []
     outcome = sc.get("outcome", "error")
-    parts.append('<details id="sc%d"%s><summary>%s %s <span class="req">%.1f s</span></summary>'
-                 % (idx, " open" if outcome in ("failed", "error") or idx == 0 else "", _badge(outcome), _e(sc.get("name")),
+    parts.append('<details id="%s"%s><summary>%s %s <span class="req">%.1f s</span></summary>'
+                 % (anchor or "sc%d" % idx, " open" if outcome in ("failed", "error") or idx == 0 else "", _badge(outcome), _e(sc.get("name")),
                     sc.get("duration") or 0.0))
     if sc.get("doc"):
         parts.append('<p class="doc">%s</p>' % _e(sc["doc"]))
     if sc.get("requirements"):
         parts.append('<p class="req">requirements: %s</p>' % _e(", ".join(sc["requirements"])))
+    if sc.get("boards"):
+        parts.append('<p class="req">boards on one core: %s</p>' % _e("; ".join(sc["boards"])))
     if sc.get("message"):
         parts.append('<pre class="fail">%s</pre>' % _e(sc["message"]))
     if sc.get("notes"):
@@ -390,7 +398,7 @@ def render_html(run, agg, history):
     title = "Alabama HIL run %s \u2014 %s" % (run.get("run_id"), run.get("board"))
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>%s</title><style>%s</style></head>"
             "<body><header><h1>%s</h1><div class='meta'>board type %s \u00b7 core %s \u00b7 firmware %s \u00b7 host %s"
-            " \u00b7 started %s \u00b7 %.1f s</div></header><main>"
+            " \u00b7 started %s \u00b7 %.1f s</div>%s</header><main>"
             "<p class='totals'><span>%s %d</span><span>%s %d</span><span>%s %d</span><span>%s %d</span></p>"
             "<h2>Scenarios</h2><table><tr><th>scenario</th><th>outcome</th><th>s</th><th>violations</th>"
             "<th>key numbers</th></tr>%s</table>"
@@ -401,7 +409,7 @@ def render_html(run, agg, history):
             % (_e(title), CSS, _e(title), _e(run.get("board_type")), _e(run.get("core_address")),
                _e(run.get("firmware")), _e(run.get("host", "")),
                _e(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.get("started") or 0))),
-               run.get("duration") or 0.0,
+               run.get("duration") or 0.0, probe_html(run["probe"]) if run.get("probe") else "",
                _badge("passed"), c["passed"], _badge("failed"), c["failed"] + c.get("error", 0),
                _badge("skipped"), c["skipped"], "total", len(scs), "".join(rows),
                health_html(run_health(scs)),
@@ -412,18 +420,26 @@ def render_html(run, agg, history):
 
 # ------------------------------------------------------------------------------------------ JUnit
 def render_junit(run, agg):
+    suites = ET.Element("testsuites")
+    _junit_suite(suites, run, agg, "alabama-hil[%s]" % run.get("board"))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+
+
+def _junit_suite(suites, run, agg, name):
     scs = run.get("scenarios", [])
     c = counts(scs)
-    suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name="alabama-hil[%s]" % run.get("board"), tests=str(len(scs)),
+    suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(scs)),
                           failures=str(c["failed"]), errors=str(c.get("error", 0)), skipped=str(c["skipped"]),
                           time="%.3f" % (run.get("duration") or 0.0),
                           timestamp=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(run.get("started") or 0)))
     props = ET.SubElement(suite, "properties")
     for k in ("board", "board_type", "core_address", "firmware"):
         ET.SubElement(props, "property", name=k, value=str(run.get(k)))
-    for name, a in agg.items():
-        ET.SubElement(props, "property", name="median." + name, value=_fmt(a["median"]))
+    if run.get("status", {}).get("line"):
+        ET.SubElement(props, "property", name="board_status", value=run["status"]["line"])
+    for name_, a in agg.items():
+        ET.SubElement(props, "property", name="median." + name_, value=_fmt(a["median"]))
     for sc in scs:
         mod = sc.get("module") or ""
         tc = ET.SubElement(suite, "testcase", classname="alabama.hil.scenarios." + mod, name=sc.get("name", ""),
@@ -440,8 +456,7 @@ def render_junit(run, agg):
         log = sc.get("serial_log") or ""
         if log:
             ET.SubElement(tc, "system-out").text = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+    return suite
 
 
 # ------------------------------------------------------------------------------------------ writing
@@ -463,6 +478,249 @@ def write(run, report_dir):
     shutil.copyfile(paths["html"], paths["latest_html"])
     shutil.copyfile(paths["junit"], paths["latest_junit"])
     return paths
+
+
+# ------------------------------------------------------------------------------------------ probe figures
+#: A probed figure further than this factor from its estimate is flagged in the header.
+PROBE_OFF_RATIO = 1.5
+#: The files of a fleet's part (one per board, one for the cross-board scenarios) and a board's probe report.
+PART_META, PART_SCENARIOS, PROBE_FILE = "board.json", "scenarios.jsonl", "probe.json"
+
+
+class ProbeFileError(ValueError):
+    """A probe file that is not `alabama board probe --json` output (format 1)."""
+
+
+def read_probe(path):
+    """The probe report in ``path`` (``{"probe": 1, "board", "port", "sim", "image", "figures": [...]}``)."""
+    try:
+        data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ProbeFileError("%s: cannot read it (%s)" % (path, e.strerror or e)) from None
+    except ValueError as e:
+        raise ProbeFileError("%s is not JSON (%s)" % (path, e)) from None
+    if not isinstance(data, dict) or data.get("probe") != 1 or not isinstance(data.get("figures"), list) \
+            or not all(isinstance(f, dict) and f.get("name") for f in data["figures"]):
+        raise ProbeFileError('%s is not a probe report (format 1: {"probe": 1, "figures": [{"name": ...}, ...]})'
+                             % path)
+    return data
+
+
+def _pv(v):
+    if v is None or v == "":
+        return "\u2013"
+    return _fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
+def probe_html(probe, label=""):
+    """A board's probe figures for the page header: measured beside our estimate, the ratio, where it came from."""
+    img = probe.get("image") or {}
+    img_s = " \u00b7 ".join("%s %s" % (k, v) for k, v in sorted(img.items()) if not isinstance(v, (dict, list)))
+    rows = []
+    for f in probe["figures"]:
+        r = f.get("ratio")
+        off = isinstance(r, (int, float)) and r > 0 and (r > PROBE_OFF_RATIO or r < 1 / PROBE_OFF_RATIO)
+        rows.append("<tr><td>%s</td><td class='num'>%s %s</td><td class='num'>%s</td><td class='num%s'>%s</td>"
+                    "<td>%s</td><td>%s</td></tr>" % (
+                        _e(f["name"]), _e(_pv(f.get("value"))), _e(f.get("unit") or ""), _e(_pv(f.get("estimate"))),
+                        " off" if off else "", _e("%.2f\u00d7" % r if isinstance(r, (int, float)) else _pv(r)),
+                        _e(f.get("source") or ""), _e(f.get("note") or "")))
+    return ("<div class='probe'><b>%s%s</b> \u00b7 %s on %s%s%s<table><tr><th>figure</th><th>measured</th>"
+            "<th>our estimate</th><th>ratio</th><th>source</th><th>note</th></tr>%s</table></div>" % (
+                _e(label + ": " if label else ""), "probe", _e(probe.get("board") or "?"), _e(probe.get("port") or "?"),
+                " \u00b7 <span class='off'>virtual board: the simulator's figures, not a chip's</span>"
+                if probe.get("sim") else "", (" \u00b7 " + _e(img_s)) if img_s else "", "".join(rows)))
+
+
+# ------------------------------------------------------------------------------------------ a fleet's parts
+def _write_json(path, data):
+    path = pathlib.Path(path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_json(path):
+    try:
+        return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_part(run, part_dir):
+    """A part's run fields (everything but its scenarios, which ``append_scenario`` writes as they finish)."""
+    d = pathlib.Path(part_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    old = _read_json(d / PART_META) or {}
+    meta = {k: v for k, v in run.items() if k not in ("scenarios", "probe")}
+    meta["crashes"] = old.get("crashes", [])        # noted by the xdist controller; a new worker keeps them
+    _write_json(d / PART_META, meta)
+
+
+def append_scenario(part_dir, sc):
+    with open(pathlib.Path(part_dir) / PART_SCENARIOS, "a", encoding="utf-8") as f:
+        f.write(json.dumps(sc, default=str) + "\n")
+
+
+def note_crash(part_dir, line):
+    """The xdist controller saw this part's worker die (its replacement goes on with the same board)."""
+    d = pathlib.Path(part_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    meta = _read_json(d / PART_META) or {}
+    meta.setdefault("crashes", []).append(line)
+    _write_json(d / PART_META, meta)
+
+
+def read_part(part_dir, label=None, board=None):
+    """A part as a run dict (scenarios included, its probe.json as ``probe``); a part whose process never ended
+    its session, or never started, says so in its status."""
+    d = pathlib.Path(part_dir)
+    meta = _read_json(d / PART_META) or {"label": label, "board": board, "status": {
+        "state": "lost", "line": "no result: its bench process never started (see the terminal output)"}}
+    scs = []
+    try:
+        lines = (d / PART_SCENARIOS).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for ln in lines:
+        try:
+            scs.append(json.loads(ln))
+        except ValueError:            # the last line of a process that died while writing it
+            pass
+    meta["scenarios"] = scs
+    if meta.get("status", {}).get("state") == "running":
+        meta["status"] = {"state": "lost", "line": "its bench process stopped before the end of the run (killed or "
+                                                   "interrupted): the scenarios it finished are shown"}
+    if (d / PROBE_FILE).exists():
+        try:
+            meta["probe"] = read_probe(d / PROBE_FILE)
+        except ProbeFileError as e:
+            meta["probe_error"] = str(e)
+    return meta
+
+
+def board_label(index):
+    """A board's name in a fleet's report and directories: its place on the command line (0-based index)."""
+    return "board %d" % (index + 1)
+
+
+def board_column(b):
+    """A board's column head: its label, port and type."""
+    return "%s: %s (%s)" % (b.get("label"), b.get("board"), b.get("board_type"))
+
+
+def board_problems(b):
+    """One line per thing that went wrong with a board itself (not with a scenario)."""
+    out = []
+    st = b.get("status") or {}
+    if st.get("state") in ("failed", "lost"):
+        out.append(st["line"])
+    out.extend(b.get("crashes") or [])
+    if b.get("probe_error"):
+        out.append("probe: " + b["probe_error"])
+    return out
+
+
+def render_fleet_html(fleet, aggs):
+    boards, cross = fleet["boards"], fleet.get("cross")
+    names = []
+    for b in boards:
+        for sc in b["scenarios"]:
+            if sc["name"] not in names:
+                names.append(sc["name"])
+    head = "".join("<th>%s <span class='req'>%s</span>%s</th>" % (
+        _e(board_column(b)), _e(b.get("worker") or ""),
+        "".join("<div class='down'>%s</div>" % _e(x) for x in board_problems(b))) for b in boards)
+    rows = []
+    for n in names:
+        cells = []
+        for bi, b in enumerate(boards):
+            j = next((j for j, sc in enumerate(b["scenarios"]) if sc["name"] == n), None)
+            if j is None:
+                cells.append("<td class='cell req'>not run</td>")
+            else:
+                cells.append("<td class='cell'><a href='#b%d-sc%d'>%s</a></td>"
+                             % (bi + 1, j, _badge(b["scenarios"][j].get("outcome", "error"))))
+        rows.append("<tr><td>%s</td>%s</tr>" % (_e(n), "".join(cells)))
+    totals = "".join("<td>%s</td>" % " ".join("%s %d" % (k, v) for k, v in counts(b["scenarios"]).items() if v)
+                     for b in boards)
+    probes = "".join(probe_html(b["probe"], b.get("label") or "") for b in boards if b.get("probe"))
+    if not probes:
+        probes = ("<div class='probe'>no probe figures: give each board's `alabama board probe --json` output with "
+                  "--probe-json FILE (once per board, in --board order)</div>")
+    mnames = sorted({k for a in aggs for k in a})
+    mrows = "".join("<tr><td title='%s'>%s</td>%s</tr>" % (
+        _e(MEASUREMENTS.get(k, ("", "", "", ""))[3]), _e(MEASUREMENTS.get(k, (k,))[0]), "".join(
+            "<td class='num'>%s</td>" % ("%s %s (n %d)" % (_fmt(a[k]["median"]), _e(MEASUREMENTS.get(k, ("", ""))[1]),
+                                                            a[k]["n"]) if k in a else "\u2013") for a in aggs))
+        for k in mnames)
+    details = []
+    for bi, b in enumerate(boards):
+        details.append("<h2 id='b%d'>%s</h2>" % (bi + 1, _e(board_column(b))))
+        details.extend("<p class='down'>%s</p>" % _e(x) for x in board_problems(b))
+        details.extend(scenario_html(sc, j, "b%d-sc%d" % (bi + 1, j)) for j, sc in enumerate(b["scenarios"]))
+    cross_html = "<p class='req'>not run</p>"
+    if cross is not None:
+        crow = "".join("<tr><td><a href='#x-sc%d'>%s</a></td><td>%s</td><td class='num'>%.1f</td><td>%s</td></tr>" % (
+            j, _e(sc["name"]), _badge(sc.get("outcome", "error")), sc.get("duration") or 0.0,
+            _e((sc.get("message") or "").strip().splitlines()[-1][:300] if (sc.get("message") or "").strip() else ""))
+            for j, sc in enumerate(cross["scenarios"]))
+        cross_html = ("%s<table><tr><th>scenario</th><th>outcome</th><th>s</th><th>why</th></tr>%s</table>%s" % (
+            "".join("<p class='down'>%s</p>" % _e(x) for x in board_problems(cross)), crow,
+            "".join(scenario_html(sc, j, "x-sc%d" % j) for j, sc in enumerate(cross["scenarios"]))))
+    title = "Alabama HIL fleet run %s \u2014 %d boards" % (fleet["run_id"], len(boards))
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>%s</title><style>%s</style></head>"
+            "<body><header><h1>%s</h1><div class='meta'>%s \u00b7 firmware %s \u00b7 host %s \u00b7 started %s"
+            " \u00b7 %.1f s</div>%s</header><main>"
+            "<h2>Scenarios \u00d7 boards</h2><table><tr><th>scenario</th>%s</tr>%s<tr><th>totals</th>%s</tr></table>"
+            "<h2>Cross-board scenarios (one core, every board at once)</h2>%s"
+            "<h2>Measurements (median per board)</h2><table><tr><th>measurement</th>%s</tr>%s</table>"
+            "<h2>Device health</h2>%s"
+            "<h2>Scenario details</h2>%s"
+            "<p class='req'>generated by alabama hil at %s</p></main></body></html>"
+            % (_e(title), CSS, _e(title), _e(" \u00b7 ".join(board_column(b) for b in boards)),
+               _e(fleet.get("firmware")), _e(fleet.get("host", "")),
+               _e(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(fleet.get("started") or 0))),
+               fleet.get("duration") or 0.0, probes, head, "".join(rows), totals, cross_html,
+               "".join("<th>%s</th>" % _e(b.get("label")) for b in boards), mrows,
+               health_html(run_health([sc for b in boards for sc in b["scenarios"]]
+                                      + (cross["scenarios"] if cross else []))),
+               "".join(details), _e(time.strftime("%Y-%m-%d %H:%M:%S"))))
+
+
+def write_fleet(report_dir, run_id, boards, started=None, argv=None):
+    """Merge a fleet run's parts (``boards``: [(label, board)] in --board order) into the run's report.html,
+    junit.xml and run.json (one column / testsuite per board, the cross-board scenarios beside them), append
+    each board's medians to the history and copy the page/XML to DIR/report.html / DIR/junit.xml."""
+    report_dir = pathlib.Path(report_dir)
+    run_dir = report_dir / run_id
+    parts = [read_part(run_dir / "boards" / str(i + 1), label, board) for i, (label, board) in enumerate(boards)]
+    cross = read_part(run_dir / "fleet") if (run_dir / "fleet" / PART_META).exists() else None
+    first = next((p for p in parts if p.get("firmware")), {})
+    fleet = {"run_id": run_id, "started": started or first.get("started"), "host": first.get("host"),
+             "firmware": first.get("firmware"), "argv": argv, "boards": parts, "cross": cross,
+             "duration": round(time.time() - (started or first.get("started") or time.time()), 3)}
+    aggs = [aggregate(p["scenarios"]) for p in parts]
+    for p, agg in zip(parts, aggs):
+        if p["scenarios"]:
+            update_history(report_dir, dict(p, run_id="%s/%s" % (run_id, (p.get("label") or "").replace(" ", ""))),
+                           agg)
+    suites = ET.Element("testsuites")
+    for p, agg in zip(parts, aggs):
+        _junit_suite(suites, p, agg, "alabama-hil[%s]" % board_column(p))
+    if cross is not None:
+        _junit_suite(suites, cross, aggregate(cross["scenarios"]), "alabama-hil[cross-board]")
+    ET.indent(suites)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"html": run_dir / "report.html", "junit": run_dir / "junit.xml", "json": run_dir / "run.json",
+             "history": report_dir / HISTORY_FILE, "latest_html": report_dir / "report.html",
+             "latest_junit": report_dir / "junit.xml"}
+    paths["html"].write_text(render_fleet_html(fleet, aggs), encoding="utf-8")
+    paths["junit"].write_text(ET.tostring(suites, encoding="unicode", xml_declaration=True), encoding="utf-8")
+    paths["json"].write_text(json.dumps(dict(fleet, aggregates=aggs), indent=1, default=str), encoding="utf-8")
+    shutil.copyfile(paths["html"], paths["latest_html"])
+    shutil.copyfile(paths["junit"], paths["latest_junit"])
+    return paths, fleet
 
 
 # ------------------------------------------------------------------------------------------ browser

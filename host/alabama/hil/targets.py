@@ -50,6 +50,11 @@ class Target:
     def teardown(self):
         pass
 
+    def present(self):
+        """False once the board is gone (a real board unplugged: its serial port vanished); the bench then
+        stops using it and says so (docs/hil.md, "Bad input")."""
+        return True
+
     def begin_scenario(self, workdir, t0=None):
         pass
 
@@ -375,6 +380,9 @@ class SerialTarget(Target):
             self._stop.set()
             self._reader.join(5)
             self._reader = None
+
+    def present(self):
+        return os.path.exists(self.port)
 
     def heap(self):
         for line in reversed(self._log[-200:]):

@@ -66,6 +66,8 @@ def _record_options(p, port_flag):
                    help="the core's TCP port (with --data default %d)" % CORE_PORT)
     g.add_argument("--wifi-ssid", metavar="S", help="Wi-Fi network for the board")
     g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase")
+    g.add_argument("--release-key", metavar="PUBFILE", help="pin this Ed25519 release key (the .pub of `alabama "
+                   "release-key`): the board then takes only firmware updates signed by it (alabama ota --sign-key)")
 
 
 def _when(ts):
@@ -100,16 +102,20 @@ def build_record(args, out=print, now=time.time):
         rec.wifi_ssid = args.wifi_ssid
     if args.wifi_passphrase is not None:
         rec.wifi_passphrase = args.wifi_passphrase
+    if getattr(args, "release_key", None):
+        from ..board.signing import load_public
+        rec.release_key = load_public(args.release_key)
     if not rec.core_host or not rec.core_port:
         raise UsageError("the record has no core address: pass --host H and --port P")
     if rec.pairing_token and rec.token_expires and rec.token_expires <= now():
         out("warning: the record's pairing token expired at %s: the core will not pair the board with it "
             "(mint a new one: --data DIR)" % _when(rec.token_expires))
     data = _encode(rec, getattr(args, "provision_command", None))
-    out("record %s (%d bytes): core %s:%d, %s, %s%s" % (
+    out("record %s (%d bytes): core %s:%d, %s, %s%s%s" % (
         data.hex(), len(data), rec.core_host, rec.core_port,
         "core key %s... (IK)" % rec.core_key[:4].hex() if rec.core_key else "no core key (XX)",
-        "pairing token" if rec.pairing_token else "no token", ", Wi-Fi %s" % rec.wifi_ssid if rec.wifi_ssid else ""))
+        "pairing token" if rec.pairing_token else "no token", ", Wi-Fi %s" % rec.wifi_ssid if rec.wifi_ssid else "",
+        ", release key %s... pinned" % rec.release_key[:4].hex() if rec.release_key else ""))
     return data, rec
 
 

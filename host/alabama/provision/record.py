@@ -11,14 +11,15 @@ from ..errors import AlabamaError
 
 VERSION = 0x01
 #: The largest record a board reads (QR, serial): every record within the field bounds below fits
-#: (1 + 66 + 4 + 34 + 66 + 11 + 34 + 66 + 4 = 286 bytes).
-MAX_RECORD_BYTES = 288
+#: (1 + 66 + 4 + 34 + 66 + 11 + 34 + 66 + 34 + 4 = 320 bytes; the last 34 are the optional release key).
+MAX_RECORD_BYTES = 320
 #: What sound provisioning carries: ggwave's variable-length payload limit (kMaxLengthVariable).
 SOUND_MAX_BYTES = 140
 CRC_BYTES = 4
 MIN_RECORD_BYTES = 1 + CRC_BYTES
 #: Field bounds (proto/alabama/v1/alabama.options).
-BOUNDS = {"core_host": 64, "core_key": 32, "pairing_token": 64, "wifi_ssid": 32, "wifi_passphrase": 64}
+BOUNDS = {"core_host": 64, "core_key": 32, "pairing_token": 64, "wifi_ssid": 32, "wifi_passphrase": 64,
+          "release_key": 32}
 
 #: The board's key store, mirrored for the host tools that write a flash directory or read one back (the
 #: virtual board, the HIL targets, serial provisioning). The owners are firmware/satellite/app.py (DATA_DIR,
@@ -38,7 +39,7 @@ class RecordError(AlabamaError):
 
 
 def build(core_host, core_port, core_key=None, pairing_token=None, token_expires=0, wifi_ssid=None,
-          wifi_passphrase=None):
+          wifi_passphrase=None, release_key=None):
     """The one place a ProvisioningRecord is put together (the CLIs, the virtual board and the HIL bench).
 
     None and empty both mean "absent" (proto3: an empty field is not on the wire), so callers pass what they
@@ -46,7 +47,7 @@ def build(core_host, core_port, core_key=None, pairing_token=None, token_expires
     return provisioning_pb2.ProvisioningRecord(
         core_host=core_host, core_port=int(core_port), core_key=bytes(core_key or b""),
         pairing_token=pairing_token or "", token_expires=int(token_expires or 0), wifi_ssid=wifi_ssid or "",
-        wifi_passphrase=wifi_passphrase or "")
+        wifi_passphrase=wifi_passphrase or "", release_key=bytes(release_key or b""))
 
 
 def _field_sizes(rec):
@@ -61,6 +62,9 @@ def check(rec):
             raise RecordError("FIELD_TOO_LONG", "%s is %d bytes, at most %d" % (name, n, BOUNDS[name]))
     if rec.core_key and len(rec.core_key) != 32:
         raise RecordError("BAD_KEY", "core_key must be exactly 32 bytes or empty, got %d" % len(rec.core_key))
+    if rec.release_key and len(rec.release_key) != 32:
+        raise RecordError("BAD_KEY", "release_key must be exactly 32 bytes (an Ed25519 public key) or empty, got %d"
+                          % len(rec.release_key))
     if not 0 <= rec.core_port <= 65535:
         raise RecordError("BAD_PORT", "core_port %d is outside 1..65535" % rec.core_port)
 

@@ -18,7 +18,7 @@ TARGET = "provision"
 #: The query parameter that carries the record.
 PARAM = "r"
 PREFIX = "%s://%s?%s=" % (SCHEME, TARGET, PARAM)
-#: Unpadded base64 of the largest record: ceil(288 * 4 / 3) = 384 characters.
+#: Unpadded base64 of the largest record: ceil(320 * 4 / 3) = 427 characters.
 MAX_PARAM_CHARS = (4 * record.MAX_RECORD_BYTES + 2) // 3
 #: Longest URI read at all (the longest we write is len(PREFIX) + 187 = 212); checked before parsing.
 MAX_URI_CHARS = 512

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61labama/v1/provisioning.proto\x12\nalabama.v1\"\xa6\x01\n\x12ProvisioningRecord\x12\x11\n\tcore_host\x18\x01 \x01(\t\x12\x11\n\tcore_port\x18\x02 \x01(\r\x12\x10\n\x08\x63ore_key\x18\x03 \x01(\x0c\x12\x15\n\rpairing_token\x18\x04 \x01(\t\x12\x15\n\rtoken_expires\x18\x05 \x01(\x04\x12\x11\n\twifi_ssid\x18\x06 \x01(\t\x12\x17\n\x0fwifi_passphrase\x18\x07 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61labama/v1/provisioning.proto\x12\nalabama.v1\"\xbb\x01\n\x12ProvisioningRecord\x12\x11\n\tcore_host\x18\x01 \x01(\t\x12\x11\n\tcore_port\x18\x02 \x01(\r\x12\x10\n\x08\x63ore_key\x18\x03 \x01(\x0c\x12\x15\n\rpairing_token\x18\x04 \x01(\t\x12\x15\n\rtoken_expires\x18\x05 \x01(\x04\x12\x11\n\twifi_ssid\x18\x06 \x01(\t\x12\x17\n\x0fwifi_passphrase\x18\x07 \x01(\t\x12\x13\n\x0brelease_key\x18\x08 \x01(\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'alabama.v1.provisioning_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PROVISIONINGRECORD']._serialized_start=46
-  _globals['_PROVISIONINGRECORD']._serialized_end=212
+  _globals['_PROVISIONINGRECORD']._serialized_end=233
 # @@protoc_insertion_point(module_scope)
