@@ -284,6 +284,10 @@ def test_cli_json_and_patch_out_on_the_virtual_board(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads(r.stdout)
     _check_format(report)
+    from alabama.hil import report as hil_report             # the HIL report's header reads this very output
+    (tmp_path / "probe.json").write_text(r.stdout)
+    assert hil_report.read_probe(tmp_path / "probe.json") == report
+    assert "virtual board" in hil_report.probe_html(report)
     assert "virtual board" in probe.render_text(report) and "no board-file change proposed" in \
         probe.render_text(report)
     assert report["sim"] and report["board"] == "sim"
