@@ -258,3 +258,39 @@ def test_one_boards_report_shows_its_probe_in_the_header(tmp_path):
     assert "gc heap total" in head and "class='num off'>0.50\u00d7" in head and "simulator" not in head
     run["probe"]["figures"][0]["ratio"] = 1.2
     assert "num off" not in report.render_html(run, {}, []).split("</header>")[0]
+
+
+def test_probe_option_probes_every_board_in_order_and_a_failed_probe_costs_its_figures_only(tmp_path, monkeypatch):
+    """`alabama hil --probe` (issue 30): each board is probed before the suite (its board file: --board-type as the
+    suite reads it), the reports become the run's --probe-json files in --board order; a probe that fails is a
+    report with no figures and its one-line reason, shown in the header, and the boards still run."""
+    import argparse
+    from alabama.board import probe
+    from alabama.hil import cli
+    calls = []
+
+    def fake_probe(target, board=None, bind=None, workdir=None, out=print, **kw):
+        calls.append((target, board, bind))
+        if target == "/dev/b":
+            raise probe.ProbeError("/dev/b answers but is not a MicroPython board: flash MicroPython first")
+        return {"probe": probe.PROBE_FORMAT, "board": board or "sim", "port": target, "sim": target == "sim",
+                "image": {}, "figures": [{"name": "x25519_ms", "value": 1.0, "unit": "ms", "estimate": 2.0,
+                                          "ratio": 0.5, "source": "docs/benchmarks.md", "note": ""}]}
+    monkeypatch.setattr(probe, "run_probe", fake_probe)
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers())
+    args = p.parse_args(["hil", "--board", "/dev/a", "--board", "sim", "--board", "/dev/b", "--board-type", "ta",
+                         "--board-type", "tb", "--bind", "10.0.0.2", "--probe", "--report", str(tmp_path)])
+    lines = []
+    cli.probe_boards(args, out=lines.append)
+    assert calls == [("/dev/a", "ta", "10.0.0.2"), ("sim", None, "10.0.0.2"), ("/dev/b", "tb", "10.0.0.2")]
+    reps = [report.read_probe(f) for f in args.probe_json]
+    assert [r["port"] for r in reps] == ["/dev/a", "sim", "/dev/b"]
+    assert reps[0]["figures"][0]["name"] == "x25519_ms" and reps[2]["figures"] == []
+    assert "not a MicroPython board" in reps[2]["error"]
+    assert any("probe of board 3 (/dev/b) failed" in ln for ln in lines)
+    assert "the probe failed: /dev/b answers" in report.probe_html(reps[2])
+    assert "the probe failed" not in report.probe_html(reps[0])
+    args.probe_json = [args.probe_json[0]]
+    with pytest.raises(UsageError, match="--probe or --probe-json, not both"):
+        cli.probe_boards(args)

@@ -43,6 +43,9 @@ def register(sub):
     p.add_argument("--probe-json", action="append", metavar="FILE",
                    help="`alabama board probe --json` output of a board, shown in the report's header beside our "
                         "estimates; once per board, in --board order")
+    p.add_argument("--probe", action="store_true",
+                   help="probe every board first (`alabama board probe`: its figures beside our estimates in the "
+                        "report's header); a board whose probe fails says why there and still runs the suite")
     p.add_argument("--no-deploy", action="store_true", help="real board: do not run `alabama deploy` first")
     p.add_argument("--firmware", metavar="DIR", help="virtual board: run this firmware tree instead of firmware/")
     p.add_argument("--long-runs", type=int, default=10, metavar="N", help="exchanges in the long-run scenario")
@@ -122,8 +125,42 @@ def pytest_argv(args, extra=()):
     return argv + list(extra) + list(args.pytest_args)
 
 
+def probe_boards(args, out=print):
+    """--probe: `alabama board probe` on each board, in --board order, before the suite; the reports become the
+    run's --probe-json files (a failed probe: a report with no figures and its one-line reason as ``error``)."""
+    import json
+    import pathlib
+    from ..board import probe
+    if args.probe_json:
+        raise UsageError("--probe measures the boards itself: give --probe or --probe-json, not both")
+    types = args.board_type or []
+    d = pathlib.Path(args.report) / "probes"
+    d.mkdir(parents=True, exist_ok=True)
+    files, real = [], 0
+    for i, b in enumerate(args.board):
+        btype = None                   # a virtual board: the probe's default (sim)
+        if b != "sim":                 # --board-type once for every real board, or once per real board
+            btype = types[0] if len(types) == 1 else types[real]
+            real += 1
+        out("alabama hil: probing board %d (%s)" % (i + 1, b))
+        try:
+            rep = probe.run_probe(b, board=btype, bind=args.bind, workdir=d / ("board%d" % (i + 1)),
+                                  out=lambda *a: None)
+        except probe.ProbeError as e:
+            out("alabama hil: the probe of board %d (%s) failed: %s; its suite runs without figures" % (i + 1, b, e))
+            rep = {"probe": probe.PROBE_FORMAT, "board": btype, "port": b, "sim": b == "sim", "image": {},
+                   "figures": [], "error": str(e)}
+        f = d / ("board%d.json" % (i + 1))
+        f.write_text(json.dumps(rep, indent=1))
+        files.append(str(f))
+    args.probe_json = files
+
+
 def cmd_hil(args):
-    argv = pytest_argv(args)
+    argv = pytest_argv(args)           # the options checked before a board is touched
+    if args.probe and not args.list:
+        probe_boards(args)
+        argv = pytest_argv(args)
     import importlib.util
     missing = [m for m in ("pytest", "pytest_timeout") if importlib.util.find_spec(m) is None]
     if missing:       # found, not imported: pytest loads pytest_timeout itself (and rewrites its asserts)

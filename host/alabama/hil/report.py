@@ -499,7 +499,8 @@ def read_probe(path):
         raise ProbeFileError("%s: cannot read it (%s)" % (path, e.strerror or e)) from None
     except ValueError as e:
         raise ProbeFileError("%s is not JSON (%s)" % (path, e)) from None
-    if not isinstance(data, dict) or data.get("probe") != 1 or not isinstance(data.get("figures"), list) \
+    from alabama.board.probe import PROBE_FORMAT       # the format's one owner
+    if not isinstance(data, dict) or data.get("probe") != PROBE_FORMAT or not isinstance(data.get("figures"), list) \
             or not all(isinstance(f, dict) and f.get("name") for f in data["figures"]):
         raise ProbeFileError('%s is not a probe report (format 1: {"probe": 1, "figures": [{"name": ...}, ...]})'
                              % path)
@@ -526,10 +527,11 @@ def probe_html(probe, label=""):
                         " off" if off else "", _e("%.2f\u00d7" % r if isinstance(r, (int, float)) else _pv(r)),
                         _e(f.get("source") or ""), _e(f.get("note") or "")))
     return ("<div class='probe'><b>%s%s</b> \u00b7 %s on %s%s%s<table><tr><th>figure</th><th>measured</th>"
-            "<th>our estimate</th><th>ratio</th><th>source</th><th>note</th></tr>%s</table></div>" % (
+            "<th>our estimate</th><th>ratio</th><th>source</th><th>note</th></tr>%s</table>%s</div>" % (
                 _e(label + ": " if label else ""), "probe", _e(probe.get("board") or "?"), _e(probe.get("port") or "?"),
                 " \u00b7 <span class='off'>virtual board: the simulator's figures, not a chip's</span>"
-                if probe.get("sim") else "", (" \u00b7 " + _e(img_s)) if img_s else "", "".join(rows)))
+                if probe.get("sim") else "", (" \u00b7 " + _e(img_s)) if img_s else "", "".join(rows),
+                "<p class='off'>the probe failed: %s</p>" % _e(probe["error"]) if probe.get("error") else ""))
 
 
 # ------------------------------------------------------------------------------------------ a fleet's parts
