@@ -110,7 +110,13 @@ async def apply(up, m, pin, base, esp32=None):
                        % (m["size"], ninfo[4], ninfo[3]))
     up.log("ota: image manifest %s... ok: firmware %s, %d bytes; writing slot %s (running %s)"
            % (pin[:12], m["version"], m["size"], ninfo[4], rinfo[4]))
-    buf = bytearray(SECTOR)
+    buf = getattr(up, "sector", None)
+    if buf is None:
+        # one 4 KB block for the board's life (kept by the Updater): a second update in the same boot finds it
+        # instead of a fresh contiguous 4 KB in a heap the first one fragmented (NO_MEMORY on the virtual board)
+        import gc
+        gc.collect()
+        buf = up.sector = bytearray(SECTOR)
     w = SlotWriter(nxt, buf, m.get("offset", 0))
     got = await http_get(up.connect, base + m["file"], m.get("offset", 0) + m["size"], w, up.buf)
     w.flush()

@@ -17,7 +17,6 @@ import asyncio
 from micropython import const
 from time import ticks_ms, ticks_diff
 import otaboot as B
-from satellite import release          # the release signature check (issue 29)
 from satellite.link import read_some     # loaded with the runtime: no heap of its own here
 
 
@@ -277,6 +276,7 @@ class Updater:
         self.log = log
         self.busy = False
         self.buf = bytearray(CHUNK)
+        self.sector = None          # satellite.imgota's flash-sector buffer, allocated by the first image update
 
     async def update(self, url, sha256):
         """Download, verify and stage; returns a result dict. Raises OtaError; the stage is then removed and
@@ -336,7 +336,9 @@ class Updater:
         if got != pin:
             raise OtaError(INVALID_REQUEST, "DIGEST_MISMATCH", "the manifest's sha256 is %s..., not the pinned %s..."
                            % (got[:12], pin[:12]))
-        await release.check(self, url, body)     # a pinned release key: the manifest's signature, before any write
+        if getattr(self, "release_key", None):      # a pinned release key: the manifest's signature, before any
+            from satellite import release           # write (loaded only then: channel-trust boards keep its RAM)
+            await release.check(self, url, body)
         m = parse_manifest(bytes(body))
         if (m.get("kind") == "image") != self.image:
             raise OtaError(INVALID_REQUEST, "WRONG_KIND", "this board runs %s: it takes %s, not %s" % (
