@@ -126,8 +126,9 @@ soak: install
 # the firmware frozen into the 32-bit interpreter as a custom image would carry it (docs/memory.md): every test
 # file that runs a virtual board. Left out by name, because they cannot apply to a frozen image or to this heap:
 # - the mutant checks: a mutant is a .mpy in /lib, which frozen modules shadow as they would on a board;
-# - test_ota_e2e: a frozen image declares no firmware.update (an OTA set in /lib/satellite would be shadowed
-#   by the frozen package, docs/ota.md); test_image's frozen OTA test checks that refusal on this interpreter;
+# - test_ota_e2e: a frozen image without OTA slots (this interpreter has none) declares no firmware.update (an OTA
+#   set in /lib/satellite would be shadowed by the frozen package, docs/ota.md); test_image's frozen OTA test checks
+#   that refusal on this interpreter; image OTA has its own virtual chip (test_ota_image_e2e);
 # - the .mpy deploy cases of test_deploy: on a frozen image deploy installs only main.py, boot.py and board.json
 #   (test_image covers that path against this interpreter);
 # - the BOX-3 panel scenarios: ALABAMA_SIM_HEAP sets every virtual board's heap, and the BOX-3's 153,600 B
