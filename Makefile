@@ -21,7 +21,7 @@ help:
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware (RELEASE=vX.Y.Z: a release image)"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
 	@echo "make image BOARD= MICROPY_DIR=  MicroPython v1.27.0 with the firmware frozen in (needs ESP-IDF; docs/image.md)"
-	@echo "make ota DEVICE= [DATA=] update a connected device's firmware modules over the air (via the core)"
+	@echo "make ota DEVICE= [DATA= SIGN_KEY=]  update a device's firmware over the air: its modules, or a frozen image whole (docs/ota.md)"
 	@echo "make repl PORT=         serial REPL"
 	@echo "make logs PORT=         serial output with host timestamps"
 	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
@@ -32,7 +32,7 @@ help:
 	@echo "make faults             the fault-injection campaign on the virtual board (tools/faults)"
 	@echo "make deferred           >= 100 random cuts during DEFERRED uploads: delivered exactly once (tools/deferred)"
 	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
-	@echo "make devkit-heap         the e2e and HIL suites at the no-PSRAM devkit's heap (its board file), firmware frozen"
+	@echo "make devkit-heap        the e2e and HIL suites at the no-PSRAM devkit's heap (its board file), firmware frozen"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
 
@@ -101,7 +101,7 @@ image: install
 	$(ALABAMA) image --board $(BOARD) $(if $(MICROPY_DIR),--micropy-dir $(MICROPY_DIR))
 
 ota: install
-	$(ALABAMA) ota --device $(DEVICE) --data $(DATA)
+	$(ALABAMA) ota --device $(DEVICE) --data $(DATA) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
 
 repl: install
 	$(ALABAMA) repl $(if $(PORT),--port $(PORT))

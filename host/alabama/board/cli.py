@@ -1,4 +1,5 @@
-"""Sub-commands `alabama flash` and `alabama board list|show|validate|sim`; argument parsing only."""
+"""Sub-commands `alabama flash` and `alabama board list|show|validate|sim` (`board probe`: board/probe.py);
+argument parsing only."""
 import argparse
 import json
 
@@ -7,7 +8,8 @@ from . import boards, images
 
 
 def register(sub):
-    p = sub.add_parser("flash", help="erase a board and write the pinned MicroPython image, then deploy",
+    p = sub.add_parser("flash", help="erase a board, write MicroPython (the pinned image or a release's), then "
+                                     "deploy",
                        description="Erase the board, write the official MicroPython image its board file "
                                    "names (downloaded once to ~/.cache/alabama/images and checked against "
                                    "the pinned sha256), then deploy the firmware. --release TAG writes the image "
@@ -27,10 +29,12 @@ def register(sub):
                    help="deploy the .mpy files even where the board file's heap cannot hold them")
     p.set_defaults(func=cmd_flash)
 
-    b = sub.add_parser("board", help="board definition files (list, show, validate) and the virtual board (sim)",
+    b = sub.add_parser("board", help="board files (list, show, validate), the virtual board (sim), measuring a "
+                                     "board (probe)",
                        description="`alabama board list` prints one line per board file, `show NAME` one board "
                                    "with its derived facts, `validate [FILE...]` checks board files (all of "
-                                   "boards/ by default), `sim` runs the firmware on the virtual board.")
+                                   "boards/ by default), `sim` runs the firmware on the virtual board, `probe` "
+                                   "measures a board beside the estimates we publish (docs/probe.md).")
     bsub = b.add_subparsers(dest="board_command", metavar="ACTION")
     bl = bsub.add_parser("list", help="one line per board")
     bl.set_defaults(func=cmd_list)

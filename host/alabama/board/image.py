@@ -295,9 +295,12 @@ def _run(argv):
 def register(sub):
     p = sub.add_parser("image", help="build a MicroPython image with the firmware frozen in (needs ESP-IDF)",
                        description="Build MicroPython v%s for the board file's image (ESP32_GENERIC_S3 or its "
-                                   "SPIRAM_OCT variant) with firmware/manifest.py frozen in, from a MicroPython "
-                                   "source tree and an ESP-IDF set up in this shell. Output: "
-                                   "build/image/<board>/firmware.bin, for `alabama flash --firmware`." % VERSION)
+                                   "SPIRAM_OCT variant, with the OTA partition table) with firmware/manifest.py "
+                                   "frozen in, from a MicroPython source tree and an ESP-IDF set up in this shell. "
+                                   "Output: "
+                                   "build/image/<board>/firmware.bin, for `alabama flash --firmware`, with "
+                                   "firmware.bin.sha256 and ota-image.json beside it, for `alabama ota` (image "
+                                   "OTA)." % VERSION)
     p.add_argument("--board", required=True, metavar="NAME", help="board id (boards/NAME.json) or a board file path")
     p.add_argument("--micropy-dir", metavar="DIR", help="MicroPython v%s source (default $MICROPY_DIR)" % VERSION)
     p.add_argument("--out", metavar="DIR", help="output directory (default build/image/<board>)")

@@ -237,7 +237,8 @@ def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print):
         pin = (d / "firmware.bin.sha256").read_text().split()[0]
     except (OSError, IndexError):
         raise OtaError("no image release in %s (firmware.bin, firmware.bin.sha256, %s): build it with `make image "
-                       "BOARD=%s`" % (d, image.OTA_MANIFEST, board)) from None
+                       "BOARD=%s`, or pass --image DIR holding a release's three files under these names"
+                       % (d, image.OTA_MANIFEST, board)) from None
     if hashlib.sha256(fw).hexdigest() != pin:
         raise OtaError("%s/firmware.bin does not match its firmware.bin.sha256: download or build it again" % d)
     rel = ImageRelease(fw, man)
@@ -288,7 +289,8 @@ def wait_running(data_dir, device, digest, old_boots, timeout, out=print):
 # --- command line -----------------------------------------------------------------------------------
 
 def register(sub):
-    p = sub.add_parser("ota", help="update a connected device's firmware modules over the air",
+    p = sub.add_parser("ota", help="update a connected device's firmware over the air (its module set, or a "
+                                   "frozen image whole)",
                        description="Build the firmware's .mpy set, serve it over HTTP from this host with a "
                                    "sha256-pinned manifest, tell the device (tool firmware.update) through the "
                                    "running core, and wait until it runs the new set. The device verifies every "

@@ -67,7 +67,7 @@ def load_public(path):
         raise SigningError("%s is not an Ed25519 public key (PEM, 32 raw bytes or 64 hex digits): use the .pub file "
                            "`alabama release-key` wrote" % path) from None
     if not isinstance(key, Ed25519PublicKey):
-        raise SigningError("%s is not an Ed25519 public key" % path)
+        raise SigningError("%s is not an Ed25519 public key: use the .pub file `alabama release-key` wrote" % path)
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -94,7 +94,8 @@ def _read(path):
     try:
         return pathlib.Path(path).read_bytes()
     except OSError as e:
-        raise SigningError("cannot read the key file %s: %s" % (path, e.strerror or e)) from None
+        raise SigningError("cannot read the key file %s: %s: check the path (`alabama release-key --out FILE` "
+                           "makes a key pair)" % (path, e.strerror or e)) from None
 
 
 def register(sub):

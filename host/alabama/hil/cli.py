@@ -18,7 +18,8 @@ DEFAULT_TIMEOUT = 900
 
 
 def register(sub):
-    p = sub.add_parser("hil", help="run the HIL scenario suite (virtual board or a real one) and write a report",
+    p = sub.add_parser("hil", help="run the HIL scenario suite on virtual or real boards (one, or a fleet) and "
+                                   "write a report",
                        description="Bring up a reference core, provision the board, run every scenario (spec "
                                    "§4 examples, §7.3 admission, limits, forward compatibility, liveness, long run) "
                                    "and write DIR/report.html, DIR/junit.xml and DIR/history.json.")
