@@ -124,7 +124,9 @@ soak: install
 
 # The e2e and HIL suites on the virtual board at the no-PSRAM devkit's heap (boards/devkitc1-inmp441.json), with
 # the firmware frozen into the 32-bit interpreter as a custom image would carry it (docs/memory.md): every test
-# file that runs a virtual board. Left out by name, because they cannot apply to a frozen image or to this heap:
+# file that ran a virtual board before issues 29/30 (their new ones, test_watchdog_e2e, test_ota_image_e2e,
+# test_ota_signed_e2e, test_board_probe, test_hil_fleet, are not listed yet: not run at this heap). Left out by
+# name, because they cannot apply to a frozen image or to this heap:
 # - the mutant checks: a mutant is a .mpy in /lib, which frozen modules shadow as they would on a board;
 # - test_ota_e2e: a frozen image without OTA slots (this interpreter has none) declares no firmware.update (an OTA
 #   set in /lib/satellite would be shadowed by the frozen package, docs/ota.md); test_image's frozen OTA test checks
