@@ -295,3 +295,44 @@ def test_stage_refuses_a_missing_file_or_a_stale_digest(tmp_path, capsys):
     with pytest.raises(release.ReleaseError, match=r"differs from firmware.bin.sha256 .*run `make image BOARD="):
         release.stage(BOARD, TAG, d, tmp_path / "dist")
     assert not (tmp_path / "dist").exists()
+
+
+def test_ota_release_fetches_the_image_release_a_maker_sends_over_the_air(github, tmp_path):
+    """`alabama ota --release TAG` (issue 29): the board's firmware.bin (checked against its .sha256 as for
+    flashing) and ota-image.json of the release, laid out as `make image` leaves them, are what ota.load_image
+    serves; a release without the manifest, or a device that cannot take an image, is one line."""
+    from alabama.board import ota
+    github.publish(TAG, [BOARD])
+    manifest = json.dumps({"format": 1, "kind": "image", "version": "0.2.0", "firmware_digest": "cd" * 32,
+                           "size": 100, "offset": 0, "file": "firmware.bin",
+                           "sha256": hashlib.sha256(_image()[:100]).hexdigest()}).encode()
+    github.releases[TAG][release.asset_name(BOARD, TAG, "ota-image.json")] = manifest
+    d = release.fetch_ota(boards.load(BOARD), TAG, cache=tmp_path / "rel", out=lambda *a: None)
+    assert (d / "firmware.bin").read_bytes() == _image() and (d / "ota-image.json").read_bytes() == manifest
+    rel = ota.load_image({"board": BOARD}, image_dir=d, out=lambda *a: None)
+    assert rel.manifest == manifest and rel.digest == hashlib.sha256(manifest).hexdigest()
+    assert rel.version == "0.2.0" and rel.files == {"firmware.bin": _image()}
+    # a second time: the cache, no request
+    github.requests.clear()
+    assert release.fetch_ota(boards.load(BOARD), TAG, cache=tmp_path / "rel", out=lambda *a: None) == d
+    assert github.requests == []
+    # an older release without the OTA manifest
+    github.publish("v0.1.0", [BOARD])
+    del github.releases["v0.1.0"][release.asset_name(BOARD, "v0.1.0", "ota-image.json")]
+    with pytest.raises(release.ReleaseError, match="predates image OTA.*alabama flash --release v0.1.0"):
+        release.fetch_ota(boards.load(BOARD), "v0.1.0", cache=tmp_path / "rel", out=lambda *a: None)
+
+
+def test_ota_release_is_refused_in_one_line_where_it_cannot_apply(github, tmp_path, monkeypatch, capsys):
+    from alabama.board import ota
+    from alabama.errors import UsageError
+    infos = {"files": {"image": "files", "board": BOARD}, "noslot": {"image": "frozen", "board": BOARD}}
+    monkeypatch.setattr(ota, "_device_info", lambda data, dev, *a, **k: infos[dev])
+    with pytest.raises(ota.OtaError, match="runs its firmware from files.*drop --release"):
+        ota.update(tmp_path, "files", release=TAG, out=lambda *a: None)
+    with pytest.raises(ota.OtaError, match="without OTA slots: flash the release over USB once "
+                                           r"\(alabama flash --release v0.2.0 --board devkitc1-inmp441"):
+        ota.update(tmp_path, "noslot", release=TAG, out=lambda *a: None)
+    assert github.requests == []
+    assert cli.main(["ota", "--device", "x", "--release", TAG, "--image", str(tmp_path)]) == UsageError.exit_code
+    assert "--release TAG or --image DIR, not both" in capsys.readouterr().err

@@ -167,17 +167,27 @@ def _sign(release, sign_key, out):
 
 
 def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
-           out=print, invoke_timeout=120.0, image_dir=None, sign_key=None):
-    """The whole update of one device through the core running on data_dir; returns the new device.info."""
+           out=print, invoke_timeout=120.0, image_dir=None, sign_key=None, release=None):
+    """The whole update of one device through the core running on data_dir; returns the new device.info.
+    release: a release tag whose image (the project's GitHub releases, board/release.py) is sent instead of
+    image_dir (a frozen image with OTA slots only)."""
     from ..core.errors import CoreError
     from ..local import lan_address
     try:
         before = _device_info(data_dir, device)
     except CoreError as e:
         raise OtaError("cannot ask %s for device.info (%s): is it connected to the core on %s?" % (device, e, data_dir))
-    if image_dir and before.get("image") != "frozen":
-        raise OtaError("%s runs its firmware from files: it takes a module set, not an image; drop --image"
-                       % device)
+    if (image_dir or release) and before.get("image") != "frozen":
+        raise OtaError("%s runs its firmware from files: it takes a module set, not an image; drop %s"
+                       % (device, "--release (update it from a checkout of that tag)" if release else "--image"))
+    if release:
+        if not before.get("slot"):
+            raise OtaError("%s runs a frozen image without OTA slots: flash the release over USB once "
+                           "(alabama flash --release %s --board %s --port PORT)" % (device, release,
+                                                                                  before.get("board") or "BOARD"))
+        from . import boards
+        from . import release as rel_mod
+        image_dir = rel_mod.fetch_ota(boards.load(before.get("board") or "?"), release, out=out)
     if before.get("image") == "frozen" and before.get("slot"):
         # an image with the OTA partition table: the whole app image is replaced (docs/ota.md, "Image OTA")
         rel = _sign(load_image(before, root, image_dir, march, out), sign_key, out)
@@ -237,7 +247,8 @@ def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print):
         pin = (d / "firmware.bin.sha256").read_text().split()[0]
     except (OSError, IndexError):
         raise OtaError("no image release in %s (firmware.bin, firmware.bin.sha256, %s): build it with `make image "
-                       "BOARD=%s`, or pass --image DIR holding a release's three files under these names"
+                       "BOARD=%s`, pass --release TAG for a published release, or --image DIR holding its three "
+                       "files under these names"
                        % (d, image.OTA_MANIFEST, board)) from None
     if hashlib.sha256(fw).hexdigest() != pin:
         raise OtaError("%s/firmware.bin does not match its firmware.bin.sha256: download or build it again" % d)
@@ -309,6 +320,9 @@ def register(sub):
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the device to come back")
     p.add_argument("--image", metavar="DIR", help="on a frozen image with OTA slots: the image release to send "
                    "(firmware.bin, firmware.bin.sha256, ota-image.json; default build/image/<board>)")
+    p.add_argument("--release", metavar="TAG", help="on a frozen image with OTA slots: send the board's image of "
+                   "this release of the project (downloaded and checked as `alabama flash --release` does; no "
+                   "ESP-IDF needed) instead of --image")
     p.add_argument("--sign-key", metavar="FILE", help="sign the manifest with this release key (alabama release-key): "
                    "a board that pins its public key refuses an unsigned update")
     p.set_defaults(func=cmd_ota)
@@ -317,10 +331,13 @@ def register(sub):
 def cmd_ota(args):
     if args.march and args.march not in ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
+    if args.release and args.image:
+        raise UsageError("give --release TAG or --image DIR, not both")
     key = None
     if args.sign_key:
         from .signing import load_private
         key = load_private(args.sign_key)     # before building: a bad key file is one line, not a half-done update
     update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
-           port=args.port, timeout=args.timeout, image_dir=args.image, sign_key=key)
+           port=args.port, timeout=args.timeout, image_dir=args.image, sign_key=key,
+           release=args.release)
     return 0

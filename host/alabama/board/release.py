@@ -271,6 +271,40 @@ def fetch(board, tag, cache=None, opener=None, out=print, download=True, env=Non
     return fw
 
 
+#: The image OTA manifest's download limit (the board's own limit: satellite.ota MAX_MANIFEST).
+MAX_OTA_MANIFEST = 16384
+
+
+def fetch_ota(board, tag, cache=None, opener=None, out=print, env=None):
+    """The image OTA release `alabama ota --release TAG` serves: a directory holding firmware.bin,
+    firmware.bin.sha256 and ota-image.json under the names `make image` gives them (appimage.RELEASE_FILES),
+    made from the release's assets — firmware.bin checked against its sha256 as for flashing (fetch), the
+    manifest fetched beside it (its sha256 becomes the pin the core sends; the board checks the app against it)."""
+    fw = fetch(board, tag, cache, opener, out, env=env)
+    d = fw.parent / "ota"
+    name = asset_name(board.id, tag, OTA_MANIFEST)
+    man = fw.parent / name
+    if not man.is_file():
+        fallback = "or download %s from %s/tag/%s by hand and pass --image DIR" % (name, PAGE, tag)
+        assets = find_release(tag, base_url(env), opener, fallback)
+        url = (assets.get(name) or {}).get("browser_download_url")
+        if not isinstance(url, str):
+            raise ReleaseError("release %s has no %s: it predates image OTA; flash it over USB (alabama flash "
+                               "--release %s) or pick a newer release" % (tag, name, tag))
+        data = _read_small(url, opener, MAX_OTA_MANIFEST, "application/octet-stream", tag, fallback, name)
+        try:
+            json.loads(data)
+        except ValueError:
+            raise ReleaseError("release %s's %s is not JSON: report it, or pick another release" % (tag, name)) \
+                from None
+        man.write_bytes(data)
+    d.mkdir(exist_ok=True)
+    shutil.copyfile(fw, d / FIRMWARE)
+    (d / DIGEST).write_text("%s  %s\n" % (_sha256_file(fw), FIRMWARE))
+    shutil.copyfile(man, d / OTA_MANIFEST)
+    return d
+
+
 # --- command line (the workflow) ------------------------------------------------------------------------
 
 def main(argv=None):
