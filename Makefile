@@ -21,7 +21,7 @@ help:
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware (RELEASE=vX.Y.Z: a release image)"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
 	@echo "make image BOARD= MICROPY_DIR=  MicroPython v1.27.0 with the firmware frozen in (needs ESP-IDF; docs/image.md)"
-	@echo "make ota DEVICE= [DATA= SIGN_KEY=]  update a device's firmware over the air: its modules, or a frozen image whole (docs/ota.md)"
+	@echo "make ota DEVICE= [DATA= SIGN_KEY= RELEASE=]  update a device's firmware over the air: its modules, or a frozen image whole (docs/ota.md)"
 	@echo "make repl PORT=         serial REPL"
 	@echo "make logs PORT=         serial output with host timestamps"
 	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
@@ -101,7 +101,7 @@ image: install
 	$(ALABAMA) image --board $(BOARD) $(if $(MICROPY_DIR),--micropy-dir $(MICROPY_DIR))
 
 ota: install
-	$(ALABAMA) ota --device $(DEVICE) --data $(DATA) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
+	$(ALABAMA) ota --device $(DEVICE) --data $(DATA) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(if $(RELEASE),--release $(RELEASE))
 
 repl: install
 	$(ALABAMA) repl $(if $(PORT),--port $(PORT))
