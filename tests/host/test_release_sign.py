@@ -132,3 +132,18 @@ def test_image_release_is_signed_and_served_like_a_module_set(tmp_path):
             sig = r.read()
     assert sig == rel.sig and len(sig) == 64
     key.public_key().verify(sig, signing.signed_message(manifest))     # raises InvalidSignature when wrong
+
+
+def test_a_bad_release_key_file_costs_no_pairing_token(tmp_path, capsys):
+    # the key file is read before a token is minted: a typo in --release-key must not leave a live token behind
+    from alabama.core import registry as reg
+    data = tmp_path / "core"
+    r = reg.Registry(data)
+    before = r.db.execute("SELECT COUNT(*) FROM tokens").fetchone()[0]
+    assert main(["provision", "qr", "--data", str(data), "--release-key", str(tmp_path / "missing.pub"),
+                 "--no-terminal"]) != 0
+    err = capsys.readouterr().err
+    assert "missing.pub" in err and err.count("\n") == 1
+    assert reg.Registry(data).db.execute("SELECT COUNT(*) FROM tokens").fetchone()[0] == before
+    assert main(["provision", "qr", "--data", str(data), "--no-terminal"]) == 0      # and a good run mints one
+    assert reg.Registry(data).db.execute("SELECT COUNT(*) FROM tokens").fetchone()[0] == before + 1

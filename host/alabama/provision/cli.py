@@ -76,6 +76,10 @@ def _when(ts):
 
 def build_record(args, out=print, now=time.time):
     """(record bytes, ProvisioningRecord) from the command line; prints what it minted or found."""
+    release_key = None
+    if getattr(args, "release_key", None):       # read first: a bad key file must not cost a pairing token
+        from ..board.signing import load_public
+        release_key = load_public(args.release_key)
     if args.record is not None:
         if args.ttl is not None:
             raise UsageError("--ttl mints a token: use it with --data, not --record")
@@ -102,9 +106,8 @@ def build_record(args, out=print, now=time.time):
         rec.wifi_ssid = args.wifi_ssid
     if args.wifi_passphrase is not None:
         rec.wifi_passphrase = args.wifi_passphrase
-    if getattr(args, "release_key", None):
-        from ..board.signing import load_public
-        rec.release_key = load_public(args.release_key)
+    if release_key is not None:
+        rec.release_key = release_key
     if not rec.core_host or not rec.core_port:
         raise UsageError("the record has no core address: pass --host H and --port P")
     if rec.pairing_token and rec.token_expires and rec.token_expires <= now():
