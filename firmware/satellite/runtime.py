@@ -82,7 +82,7 @@ class Runtime:
         # MCLK on the official esp32 image) declares no mic and opens no capture (docs/boards.md).
         self.has_mic = getattr(hal, "mic_supported", True)
         self.ping_ms = self.opt.get("ping_ms", 10000)
-        self.settings = D.load_settings(keystore, self._log)
+        self.settings = D.load_settings(keystore, self._log, board)
         D.apply_settings(hal, self.settings)
         self.sat = None
         self.link = None
