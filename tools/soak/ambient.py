@@ -95,12 +95,29 @@ async def run(args):
     counters = {"hits": [0] * args.streams, "fed": [0] * args.streams, "reopened": 0, "skipped": 0, "idle": set()}
     gate = asyncio.Event()
     gate.set()
-    samples = []
+    log_path = pathlib.Path(args.out).with_suffix(".samples.jsonl")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sample_log = open(log_path, "w")     # samples go to disk at once: the measured heap holds none of them
+    last = {}
     tracemalloc.start(args.trace_frames)
     snaps = {}
     t0 = time.monotonic()
     cpu0 = time.process_time()
     seconds = args.hours * 3600
+
+    async def take_sample():
+        workers = await pool.stats()
+        heap = tracemalloc.get_traced_memory()[0]
+        last.clear()
+        last.update({"audio_min": counters["fed"][0] / 32000 / 60, "wall_s": time.monotonic() - t0,
+                     "core": {"rss_kb": rss_kb(), "heap_b": heap}, "workers": workers,
+                     "hits": list(counters["hits"])})
+        sample_log.write(json.dumps(last) + "\n")
+        sample_log.flush()
+        print("  %6.1f min of audio/stream, %4.0f s: core RSS %d kB heap %d B; workers %s; hits %s"
+              % (last["audio_min"], last["wall_s"], last["core"]["rss_kb"], heap,
+                 ", ".join("RSS %d kB blocks %d" % (w["rss_kb"], w["blocks"]) for w in workers), counters["hits"]),
+              flush=True)
 
     async def sampler(tasks):
         every = args.sample_min * 60 * 32000
@@ -110,15 +127,8 @@ async def run(args):
                 gate.clear()                  # sample with no audio in flight: the heap without the transient buffers
                 while not all(t.done() or i in counters["idle"] for i, t in enumerate(tasks)):
                     await asyncio.sleep(0.005)
-                workers = await pool.stats()
-                samples.append({"audio_min": counters["fed"][0] / 32000 / 60, "wall_s": time.monotonic() - t0,
-                                "core": {"rss_kb": rss_kb(), "heap_b": tracemalloc.get_traced_memory()[0]},
-                                "workers": workers, "hits": list(counters["hits"])})
-                print("  %6.1f min of audio/stream, %4.0f s: core RSS %d kB heap %d B; workers %s; hits %s"
-                      % (samples[-1]["audio_min"], samples[-1]["wall_s"], samples[-1]["core"]["rss_kb"],
-                         samples[-1]["core"]["heap_b"], ", ".join("RSS %d kB blocks %d" % (w["rss_kb"], w["blocks"])
-                                                                 for w in workers), counters["hits"]), flush=True)
-                if "warm" not in snaps and samples[-1]["audio_min"] >= args.warmup_min:
+                await take_sample()
+                if "warm" not in snaps and last["audio_min"] >= args.warmup_min:
                     snaps["warm"] = tracemalloc.take_snapshot()
                 gate.set()
                 if tasks[0].done():
@@ -132,9 +142,7 @@ async def run(args):
         await asyncio.gather(sampler(tasks), *tasks)
         for _ in range(100):              # the last answers and the loop's callbacks for them settle first
             await asyncio.sleep(0.01)
-        samples.append({"audio_min": counters["fed"][0] / 32000 / 60, "wall_s": time.monotonic() - t0,
-                        "core": {"rss_kb": rss_kb(), "heap_b": tracemalloc.get_traced_memory()[0]},
-                        "workers": await pool.stats(), "hits": list(counters["hits"])})
+        await take_sample()
         grew = []
         if "warm" in snaps:               # where this process's heap grew after the warm-up (the largest sites)
             for st in tracemalloc.take_snapshot().compare_to(snaps["warm"], "traceback")[:3]:
@@ -142,6 +150,8 @@ async def run(args):
                                                          " <- ".join(str(f) for f in reversed(st.traceback[-4:]))))
     finally:
         await pool.close()
+        sample_log.close()
+    samples = [json.loads(line) for line in log_path.read_text().splitlines()]
     return {"hours": args.hours, "streams": args.streams, "processes": args.processes,
             "options": spotter.DEFAULT_OPTIONS, "threshold": spotter.DEFAULT_THRESHOLD,
             "wall_s": time.monotonic() - t0, "core_cpu_s": time.process_time() - cpu0, "samples": samples,
