@@ -71,22 +71,28 @@ def descriptors(settings):
     return out
 
 
-def load_settings(ks, log):
-    """The stored settings over the defaults; a value out of range (or the file unreadable) keeps its default."""
+def load_settings(ks, log, board=None):
+    """Each setting's value: the table's default, over it the board file's "settings" (a board's own default,
+    e.g. capture_mode ambient on a living-room board: boards/README.md), over that the stored one (a written
+    setting beats the board file). A value out of range (or the file unreadable) falls through to the one
+    below it."""
     import json
     from satellite import keystore as K         # loaded by the runtime already: no global here for two uses
     st = {}
     for r in SETTINGS:
         st[r[0]] = r[1]
+    layers = [(board or {}).get("settings")]
     try:
         raw = ks.read(K.SETTINGS)
         if raw:
-            d = json.loads(raw)
+            layers.append(json.loads(raw))
+    except (ValueError, K.KeyStoreError) as e:
+        log("sat: settings file unreadable (%s): defaults used" % e)
+    for d in layers:
+        if isinstance(d, dict):
             for k in st:
                 if k in d and check_setting_raw(k, d[k]) is not None:
                     st[k] = d[k]
-    except (ValueError, K.KeyStoreError) as e:
-        log("sat: settings file unreadable (%s): defaults used" % e)
     return st
 
 
@@ -662,7 +668,14 @@ class Satellite:
         apply_settings(self.hal, self.settings)
         import json
         from satellite import keystore as K
-        self.ks.write(K.SETTINGS, json.dumps(self.settings).encode())     # persisted
+        try:                      # persisted: only the written keys, so the board file still owns the other defaults
+            d = json.loads(self.ks.read(K.SETTINGS) or b"{}")
+        except (ValueError, K.KeyStoreError):
+            d = None              # unreadable: replaced (load_settings said so at boot)
+        if not isinstance(d, dict):
+            d = {}
+        d[key] = v
+        self.ks.write(K.SETTINGS, json.dumps(d).encode())
         self.log("setting %s = %s" % (key, v))
         if key == "capture_mode" and v != old:
             if v == "ambient":

@@ -105,7 +105,7 @@ class Runtime:
         self.watchdog = None         # its timeout in ms while the runtime feeds it (device.info watchdog_ms)
         self._fed = 0
         self.record_wait_ms = _RECORD_WAIT_MS
-        self.settings = D.load_settings(keystore, self._log)
+        self.settings = D.load_settings(keystore, self._log, board)
         D.apply_settings(hal, self.settings)
         self.sat = None
         self.link = None

@@ -49,6 +49,43 @@ class HeardTap(logging.Handler):
                 break
 
 
+class _Forward(logging.Handler):
+    """Passes on to the logger's parents only what they would have printed before the demo raised its level."""
+
+    def __init__(self, logger, level):
+        super().__init__(level)
+        self.parent = logger.parent
+
+    def emit(self, record):
+        if self.parent is not None:
+            self.parent.handle(record)
+
+
+class heard_tap:
+    """``with heard_tap() as tap``: the pipeline's INFO lines reach ``tap.lines`` (the demo echoes them once) and
+    not the root handler (``alabama -v``'s log): the demo lowers the pipeline logger to INFO, and a propagating
+    logger would hand those records to the root's stderr handler too, so ``heard: "..."`` printed twice. Records
+    the logger's parents would have printed anyway (WARNING, or INFO under ``-v``) are still passed on."""
+
+    def __enter__(self):
+        self.log = logging.getLogger("alabama.core.pipeline")
+        self.saved = (self.log.level, self.log.propagate)
+        self.tap = HeardTap()
+        self.forward = _Forward(self.log, self.log.getEffectiveLevel())
+        self.log.addHandler(self.tap)
+        self.log.addHandler(self.forward)
+        self.log.setLevel(logging.INFO)
+        self.log.propagate = False
+        return self.tap
+
+    def __exit__(self, *exc):
+        self.log.removeHandler(self.tap)
+        self.log.removeHandler(self.forward)
+        self.log.propagate = self.saved[1]
+        self.log.setLevel(self.saved[0])
+        return False
+
+
 class DemoError(AlabamaError):
     pass
 
@@ -174,10 +211,8 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     if wake_phrase and brain != "speech":
         raise DemoError("the ambient demo hears a wake phrase: it needs pocketsphinx (pip install pocketsphinx) "
                         "and espeak-ng (apt-get install espeak-ng)")
-    heard = HeardTap()
-    plog = logging.getLogger("alabama.core.pipeline")
-    plog.addHandler(heard)
-    plog.setLevel(logging.INFO)
+    hearing = heard_tap()
+    heard = hearing.__enter__()
     core = CoreServer(work / "core", host="127.0.0.1", port=0, brain=brain, control=False, wake_phrase=wake_phrase)
     await core.start()
     vb = None
@@ -245,7 +280,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             vb.stop()
         await core.stop()
         flog.removeHandler(tap)
-        plog.removeHandler(heard)
+        hearing.__exit__(None, None, None)
         flog.setLevel(old_level)
         flog.propagate = True
     bad = [v.as_dict() for r in core.reports for v in r.violations]

@@ -60,10 +60,10 @@ def _no_task(coro):
     coro.close()            # the loops are driven by hand here (play_step, send_chunk), not by asyncio
 
 
-def make(accept=True, record_output=False, core_max=4096, board=None, hal=None):
+def make(accept=True, record_output=False, core_max=4096, board=None, hal=None, store=None):
     """(rt, sat, core_conn, sink, hal): an established session, handshake done in memory (XX)."""
     hal = hal or FakeHal()
-    rt = RT.Runtime(board or BOARD, hal, MemStore(), log=hal.log, options={"duplex": "full"})
+    rt = RT.Runtime(board or BOARD, hal, store or MemStore(), log=hal.log, options={"duplex": "full"})
     core_priv = os.urandom(32)
     got = []
     core = NoiseConnection(False, core_priv, rng=os.urandom)

@@ -223,3 +223,40 @@ def test_cli_board_without_action_lists_and_the_old_boards_command_names_the_new
     assert err == ["alabama: error: `alabama boards` is now `alabama board`: run `alabama board show sim`"]
     assert main(["boards"]) == 2
     assert capsys.readouterr().err.strip().endswith("run `alabama board list`")
+
+
+def test_board_settings_defaults_are_checked_against_the_firmware_table(tmp_path, capsys):
+    """A board file may give defaults for the firmware's settings ("capture_mode": "ambient" streams from
+    connect, firmware device.load_settings); keys and ranges come from firmware/satellite/device.py SETTINGS."""
+    from alabama.board import fwset
+    table = fwset.firmware_settings()
+    assert table["capture_mode"][2] is None and "ambient" in table["capture_mode"][1]
+    d = copy.deepcopy(_data("sim"))
+    d["settings"] = {"capture_mode": "ambient", "volume": table["volume"][2]}
+    assert _problems(d, "sim") == []
+    for bad, needle in (({"capture_mode": "always"}, 'settings.capture_mode: "always" is not one of "ptt", "ambient"'),
+                        ({"volume": table["volume"][2] + 1}, "settings.volume: %d is outside" % (table["volume"][2] + 1)),
+                        ({"mic_gain": True}, "settings.mic_gain: must be an integer, got a boolean"),
+                        ({"wake": "x"}, "settings.wake: unknown field (allowed: capture_mode, led_brightness"),
+                        (["capture_mode"], "settings: must be an object, got a list")):
+        d["settings"] = bad
+        problems = _problems(d, "sim")
+        assert len(problems) == 1 and needle in problems[0], problems
+    p = tmp_path / "sim.json"
+    p.write_text(json.dumps(d))
+    assert main(["board", "validate", str(p)]) == 1
+    assert "settings: must be an object" in capsys.readouterr().out
+
+
+def test_firmware_settings_reads_the_table_with_its_consts(tmp_path):
+    """The host reads the one settings table with the parser (a row may name a const such as _MAX_GAIN_DB);
+    a tree without it is one line saying where the table lives."""
+    from alabama.board import fwset
+    pkg = tmp_path / "satellite"
+    pkg.mkdir()
+    (pkg / "device.py").write_text('from micropython import const\n_TOP = const(7)\n'
+                                   'SETTINGS = const((("a", 1, 0, _TOP, "A"), ("m", "x", ("x", "y"), None, "M")))\n')
+    assert fwset.firmware_settings(tmp_path) == {"a": (1, 0, 7), "m": ("x", ("x", "y"), None)}
+    (pkg / "device.py").write_text("SETTINGS = []\n")
+    with pytest.raises(fwset.FirmwareError, match="no SETTINGS = const"):
+        fwset.firmware_settings(tmp_path)

@@ -23,6 +23,8 @@ def test_demo_completes_with_timeline_and_reply(tmp_path):
         assert needle in text, needle
     if importlib.util.find_spec("pocketsphinx") and shutil.which("espeak-ng"):
         assert 'heard: "what time is it" intent time' in text, text
+        both = p.stdout + p.stderr
+        assert both.count('heard: "what time is it"') == 1, both     # the demo's echo, not the root log too
     frames = int(re.search(r"reply     : (\d+) frames", text).group(1))
     with wave.open(str(out)) as w:
         assert w.getnframes() == frames > 8000
@@ -44,3 +46,42 @@ def test_demo_ambient_wakes_on_the_phrase_without_a_button(tmp_path):
                    "Sat → Core  StreamCancel     {id 3, SUPERSEDED}", "correlation_ref 'wake-3-",
                    'heard: "what time is it" intent time', "ambient streaming again on capture", "no violations"):
         assert needle in text, needle
+
+
+def test_heard_tap_prints_a_pipeline_line_once_and_passes_warnings_on():
+    """The demo's tap catches the speech brain's INFO line; the root's (stderr) handler must not print it as
+    well (it did: `make demo` showed `heard: "..."` twice), while a WARNING still reaches it, once."""
+    import logging
+    from alabama.demo import heard_tap
+
+    class Count(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.msgs = []
+
+        def emit(self, record):
+            self.msgs.append(record.getMessage())
+
+    root, root_count = logging.getLogger(), Count()
+    plog = logging.getLogger("alabama.core.pipeline")
+    old_root, old_level, old_prop = root.level, plog.level, plog.propagate
+    root.addHandler(root_count)
+    root.setLevel(logging.WARNING)               # `alabama demo` without -v
+    plog.setLevel(logging.NOTSET)
+    try:
+        with heard_tap() as tap:
+            plog.info('dev: heard: "what time is it" intent time')
+            plog.warning("dev: something the user must see")
+        assert tap.lines == ['heard: "what time is it" intent time']
+        assert root_count.msgs == ["dev: something the user must see"]
+        assert (plog.level, plog.propagate) == (logging.NOTSET, old_prop)   # given back
+        root.setLevel(logging.INFO)              # `alabama -v demo`: the log shows INFO lines, once
+        root_count.msgs.clear()
+        with heard_tap():
+            plog.info("dev: heard: x")
+        assert root_count.msgs == ["dev: heard: x"]
+    finally:
+        root.removeHandler(root_count)
+        root.setLevel(old_root)
+        plog.setLevel(old_level)
+        plog.propagate = old_prop

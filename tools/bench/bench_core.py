@@ -96,7 +96,7 @@ SENTENCES = ("the weather today is mild with a light breeze from the west",
              "a quick brown fox jumps over the lazy dog",
              "the children are playing football in the park")   # no false "hey alabama" hit at 1e-20 (checked)
 SPOT_BEHIND_MS = 1000.0
-SPOT_DS = int(os.environ.get("BENCH_SPOT_DS", "1"))   # --spot-ds: the spotters' frame downsampling
+SPOT_DS = int(os.environ["BENCH_SPOT_DS"]) if os.environ.get("BENCH_SPOT_DS") else None   # --spot-ds (None: the spotter's default)
 
 
 def speech_loop(path, phrase):
@@ -178,7 +178,7 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio", stamp="head", wake
 
     kw = dict(ping_interval=0, control=False, save_reports=False, max_concurrent_streams=8, hello_timeout=120,
               handshake_timeout=120, wake_phrase=wake_phrase or None)
-    if wake_phrase and SPOT_DS != 1:
+    if wake_phrase and SPOT_DS is not None:
         from alabama.core.hearing import Wake
         kw["wake_phrase"] = Wake(wake_phrase, ds=SPOT_DS)
     state = {}
@@ -494,8 +494,9 @@ def main():
                          "satellites then stream looped speech, and each configuration runs with spotting off and on")
     ap.add_argument("--spotting", choices=("both", "on", "off"), default="both",
                     help="with --wake-phrase: which ladders to run (default both, off first)")
-    ap.add_argument("--spot-ds", type=int, default=1,
-                    help="the spotters' pocketsphinx frame downsampling (Spotter(ds=...); 2 = ~0.55x the CPU)")
+    ap.add_argument("--spot-ds", type=int, default=None,
+                    help="the spotters' pocketsphinx frame downsampling (Spotter(ds=...)); default: the spotter's "
+                         "(alabama.speech.spotter.DEFAULT_OPTIONS)")
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--nice", type=int, default=0,
                     help="run the core and simulators at this niceness, each in its own autogroup (negative needs "
@@ -504,7 +505,7 @@ def main():
     ap.add_argument("--max-wait-pct", type=float, default=10.0,
                     help="above this core run-queue wait (%% of the run) an over-budget N is CONTENDED, not judged")
     args = ap.parse_args()
-    os.environ["BENCH_SPOT_DS"] = str(args.spot_ds)      # the core children read it
+    os.environ["BENCH_SPOT_DS"] = "" if args.spot_ds is None else str(args.spot_ds)   # the core children read it
     if args.core_child:
         core_child(args.core_child[0], args.core_child[1], int(args.core_child[2]), args.core_child[3],
                    args.core_child[4], args.core_child[5])
@@ -528,7 +529,9 @@ def main():
         tmp = tempfile.TemporaryDirectory()
         args.audio_path = os.path.join(tmp.name, "speech.raw")
         secs, false_hits = speech_loop(args.audio_path, args.wake_phrase)
-        print("spotter frame downsampling ds=%d" % args.spot_ds)
+        from alabama.speech import spotter as _sp
+        print("spotter frame downsampling ds=%s" % (args.spot_ds if args.spot_ds is not None else
+                                                    "%s (default)" % _sp.DEFAULT_OPTIONS["ds"]))
         print("wake phrase %r: satellites stream %.1f s of espeak-ng speech, looped (one spotter over it 3 times: %d "
               "false hits)" % (args.wake_phrase, secs, false_hits))
     best, all_rows = {}, {}

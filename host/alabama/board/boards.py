@@ -13,7 +13,7 @@ import re
 from .. import REPO
 from ..errors import UsageError
 from . import images
-from .fwset import shown
+from .fwset import firmware_settings, shown
 
 BOARDS_DIR = REPO / "boards"
 
@@ -52,7 +52,8 @@ WATCHDOG_MIN_CHIP_MS = 25000
 
 
 # --- the schema: a shape is ("str",), ("int", lo, hi), ("enum", values), ("pin",), ("list", item, min),
-# ("obj", {name: (shape, required)}), ("nullable", shape). Unknown keys are errors (typos caught early).
+# ("obj", {name: (shape, required)}), ("nullable", shape), ("lazy", fn -> shape). Unknown keys are errors (typos
+# caught early).
 def _obj(**fields):
     return ("obj", fields)
 
@@ -63,6 +64,14 @@ def req(shape):
 
 def opt(shape):
     return (shape, False)
+
+
+def settings_shape():
+    """The shape of a board file's "settings": one optional field per row of the firmware's settings table."""
+    fields = {}
+    for key, (_default, lo, hi) in firmware_settings().items():
+        fields[key] = opt(("enum", tuple(lo)) if hi is None else ("int", lo, hi))
+    return _obj(**fields)
 
 
 STR = ("str",)
@@ -128,6 +137,10 @@ SCHEMA = _obj(
     unsupported=opt(("list", STR, 0)),
     sources=req(("list", _obj(ref=req(STR), what=req(STR), pins=req(("list", PIN, 0))), 1)),
     notes=opt(("list", STR, 0)),
+    # The board's own defaults for the firmware's settings (device.load_settings: table < board file < stored),
+    # e.g. {"capture_mode": "ambient"} for a board that streams ambiently from connect; keys and ranges are the
+    # firmware's table (firmware/satellite/device.py SETTINGS), read when a board is checked.
+    settings=opt(("lazy", settings_shape)),
 )
 
 
@@ -171,6 +184,9 @@ def _type_name(v):
 
 def _check_shape(v, shape, field, errs):
     kind = shape[0]
+    if kind == "lazy":
+        _check_shape(v, shape[1](), field, errs)
+        return
     if kind == "nullable":
         if v is not None:
             _check_shape(v, shape[1], field, errs)

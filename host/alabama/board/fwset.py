@@ -36,6 +36,7 @@ SET_MANIFEST_FORMAT = 1
 ARCHS = ("none", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp",
          "xtensa", "xtensawin", "rv32imc", "rv64imc")
 VERSION_NAME = "VERSION"                    # the assignment in <package>/__init__.py that names the version
+SETTINGS_NAME = "SETTINGS"                  # the settings table in <package>/device.py (its one owner)
 #: The board probe's set (`alabama board probe`, docs/probe.md): firmware/probe/*.py, compiled without -march
 #: (bytecode only: it loads on any port with the same .mpy version) and copied to PROBE_REMOTE, a directory
 #: outside the firmware's import path that the probe removes again. Not part of the firmware, deploy or OTA.
@@ -115,6 +116,42 @@ def _version_literal(path):
                 and isinstance(node.value.value, str)):
             return src, node.value
     raise FirmwareError('no %s = "..." in %s: the firmware names its version there' % (VERSION_NAME, shown(path)))
+
+
+def firmware_settings(root=FIRMWARE):
+    """The firmware's settings table, ``SETTINGS = const((...))`` in <root>/satellite/device.py, read with the
+    parser: {key: (default, lo, hi)}; an enum setting has its options in lo and hi None (device.row's shape).
+    A board file's "settings" (its defaults for these) is checked against it (boards.py)."""
+    path = pathlib.Path(root) / PACKAGE / "device.py"
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except OSError:
+        raise FirmwareError("no %s: run from a checkout of the repository" % shown(path)) from None
+    except SyntaxError as e:
+        raise FirmwareError("%s does not parse (line %s): fix it" % (shown(path), e.lineno)) from None
+    consts = {}                  # NAME = const(literal) above the table (_MAX_GAIN_DB): a row may name one
+
+    class Inline(ast.NodeTransformer):
+        def visit_Name(self, n):
+            return ast.Constant(consts[n.id]) if n.id in consts else n
+
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "const"
+                and len(node.value.args) == 1):
+            continue
+        try:
+            value = ast.literal_eval(Inline().visit(node.value.args[0]))
+        except ValueError:
+            continue
+        consts[node.targets[0].id] = value
+        if node.targets[0].id == SETTINGS_NAME:
+            try:
+                return {r[0]: (r[1], r[2], r[3]) for r in value}
+            except (TypeError, IndexError):
+                break
+    raise FirmwareError("no %s = const((...rows...)) of literals in %s: the firmware's settings table lives there"
+                        % (SETTINGS_NAME, shown(path)))
 
 
 def firmware_version(root=FIRMWARE):

@@ -42,7 +42,10 @@ def register(sub):
     s.add_argument("--wake-phrase", default=DEFAULT_WAKE_PHRASE,
                    help="wake phrase spotted on ambient captures (\"\": off); default %(default)r")
     s.add_argument("--wake-threshold", type=float, default=None,
-                   help="pocketsphinx keyphrase threshold (lower: more hits); default 1e-20 (docs/speech.md)")
+                   help="pocketsphinx keyphrase threshold (lower: more hits); default 1e-28 (docs/speech.md)")
+    s.add_argument("--wake-min-ms", type=int, default=None, metavar="MS",
+                   help="second stage: a hit whose phrase segment is shorter than MS is dropped (0: off); default "
+                        "450 (docs/speech.md)")
     s.add_argument("--ping-interval", type=float, default=15.0, help="seconds between core Pings (0: none)")
     s.add_argument("--workers", type=int, default=1, help="worker processes on the one port (each device is served by "
                    "one of them; docs/core.md); default %(default)s")
@@ -126,7 +129,8 @@ def _listen(spec):
 
 
 def _speech_kw(args):
-    return {"stt": args.stt, "tts": args.tts, "wake_phrase": args.wake_phrase, "wake_threshold": args.wake_threshold}
+    return {"stt": args.stt, "tts": args.tts, "wake_phrase": args.wake_phrase, "wake_threshold": args.wake_threshold,
+            "wake_min_ms": args.wake_min_ms}
 
 
 def cmd_serve(args):

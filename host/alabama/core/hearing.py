@@ -117,21 +117,21 @@ class Wake:
     spotters live in that many worker processes (None: one per CPU, at most 4; core/spotting.py), or with 0
     in worker threads of the core's process (they then share its GIL: ~20 streams is its limit)."""
 
-    def __init__(self, phrase, threshold=None, processes=None, ds=1):
+    def __init__(self, phrase, threshold=None, processes=None, ds=None, min_ms=None):
         from ..speech import spotter
         load()                                   # SpeechUnavailable: the caller says it in one line
         self.phrase = " ".join(phrase.lower().split())
         self.threshold = threshold if threshold is not None else spotter.DEFAULT_THRESHOLD
-        self.ds = ds
+        self.ds, self.min_ms = ds, min_ms
         spotter.Spotter(self.phrase, self.threshold).close()     # a phrase word missing from the dictionary fails here
         self.pool = None
         if processes != 0:
             from .spotting import SpotterPool
-            self.pool = SpotterPool(self.phrase, self.threshold, processes, ds=ds)
+            self.pool = SpotterPool(self.phrase, self.threshold, processes, ds=ds, min_ms=min_ms)
 
     def spotter(self):
         from ..speech import spotter
-        return spotter.Spotter(self.phrase, self.threshold, ds=self.ds)
+        return spotter.Spotter(self.phrase, self.threshold, ds=self.ds, min_ms=self.min_ms)
 
     def feeder(self, spawn, on_result):
         """One ambient stream's spotting: ``push(bytes)``, ``pending``, ``backlog()``, ``drop()``;

@@ -72,7 +72,7 @@ class CoreServer:
                  max_queued_frames=MAX_QUEUED_FRAMES, write_timeout=WRITE_TIMEOUT_S, control=True,
                  frame_observer=None, save_reports=True, deferred_ttl=DEFERRED_TTL_S,
                  deferred_max_bytes=DEFERRED_MAX_BYTES, worker=None, stt="embedded", tts="embedded",
-                 wake_phrase=None, wake_threshold=None):
+                 wake_phrase=None, wake_threshold=None, wake_min_ms=None):
         self.data_dir = pathlib.Path(data_dir)
         # One of several worker processes behind one port (workers.py): connections of devices another
         # worker owns are handed to it after the handshake, so each device's state lives in one place.
@@ -86,7 +86,7 @@ class CoreServer:
         self.brain = brain if brain is not None and not isinstance(brain, str) else make_brain(brain, stt, tts)
         # Server-side wake phrase on ambient captures (docs/core.md): off unless a phrase is given.
         self.wake = wake_phrase if wake_phrase is None or not isinstance(wake_phrase, str) else \
-            _make_wake(wake_phrase, wake_threshold)
+            _make_wake(wake_phrase, wake_threshold, wake_min_ms)
         self._own_wake = isinstance(wake_phrase, str)
         self.max_frame_bytes = max_frame_bytes
         self.max_concurrent_streams = max_concurrent_streams
@@ -414,14 +414,14 @@ class CoreServer:
         conn.pipeline.stop_turn()
         conn.flush()
 
-def _make_wake(phrase, threshold):
+def _make_wake(phrase, threshold, min_ms=None):
     """hearing.Wake for a phrase ("" or None: off); without pocketsphinx one line and no spotting."""
     if not phrase:
         return None
     from ..speech import SpeechUnavailable
     from .hearing import Wake
     try:
-        return Wake(phrase, threshold)
+        return Wake(phrase, threshold, min_ms=min_ms)
     except SpeechUnavailable as e:
         log.warning("the wake phrase %s", str(e).replace("falling back to the echo brain", "is off"))
         return None

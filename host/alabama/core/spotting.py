@@ -22,6 +22,8 @@ Wire between core and worker (stdin/stdout of the worker): a header ``<BIII`` (o
 payload length) and the payload. Core -> worker: OPEN (JSON phrase/threshold), FEED (s16le PCM), CLOSE.
 Worker -> core: FED (the batch was spotted, no hit), HIT (``<qqI``: hit frame, end_ms, bytes of the batch
 before the rest), ERROR (a spotter could not be built: UTF-8 message; that stream's spotting is off).
+STATS (either way, stream id 0): the core asks, the worker answers JSON {pid, rss_kb, blocks (Python's
+allocated blocks), spotters}: what the ambient soak samples (tools/soak/ambient.py, docs/soak.md).
 """
 import asyncio
 import collections
@@ -38,7 +40,7 @@ log = logging.getLogger("alabama.core.spotting")
 
 HDR = struct.Struct("<BIII")
 HIT_FMT = struct.Struct("<qqI")
-OPEN, FEED, CLOSE, FED, HIT, ERROR = range(1, 7)
+OPEN, FEED, CLOSE, FED, HIT, ERROR, STATS = range(1, 8)
 
 BATCH_S = 0.1           # audio per message: 5 frames of 20 ms (one pipe write and one answer per 100 ms a stream)
 MAX_BACKLOG_S = 2.0     # in flight per stream before waiting audio is skipped (the worker is that far behind)
@@ -60,6 +62,14 @@ class _Worker:
         self.dead = False            # given up: no more restarts
         self._early = []             # messages written before the process was up
         self._task = None
+        self._stats = []             # futures waiting for the next STATS answer
+
+    async def stats(self, timeout=10.0):
+        """The worker's {pid, rss_kb, blocks, spotters} (answered between two batches)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._stats.append(fut)
+        self.send(STATS, 0)
+        return await asyncio.wait_for(fut, timeout)
 
     def start(self):
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -90,6 +100,12 @@ class _Worker:
                 while True:
                     op, sid, seq, n = HDR.unpack(await out.readexactly(HDR.size))
                     payload = await out.readexactly(n) if n else b""
+                    if op == STATS:
+                        waiting, self._stats = self._stats, []
+                        for fut in waiting:
+                            if not fut.done():
+                                fut.set_result(json.loads(payload))
+                        continue
                     s = self.streams.get(sid)
                     if s is not None:
                         s._answer(op, seq, payload)
@@ -145,8 +161,8 @@ class SpotterPool:
     """Spotters for every ambient stream of one core, in ``processes`` worker processes."""
 
     def __init__(self, phrase, threshold, processes=None, batch_s=BATCH_S, max_backlog_s=MAX_BACKLOG_S,
-                 max_restarts=MAX_RESTARTS, ds=1):
-        self.phrase, self.threshold, self.ds = phrase, threshold, ds
+                 max_restarts=MAX_RESTARTS, ds=None, min_ms=None):
+        self.phrase, self.threshold, self.ds, self.min_ms = phrase, threshold, ds, min_ms
         self.processes = processes or default_processes()
         self.batch_bytes = int(batch_s * BYTES_PER_SECOND) & ~1
         self.max_backlog_bytes = int(max_backlog_s * BYTES_PER_SECOND) & ~1
@@ -178,6 +194,11 @@ class SpotterPool:
         w.streams[s.sid] = s
         s._reopen()
         return s
+
+    async def stats(self):
+        """Each live worker's {pid, rss_kb, blocks, spotters} (the ambient soak's samples)."""
+        self._ensure()
+        return [await w.stats() for w in self.workers if not w.dead]
 
     async def close(self):
         self.closed = True
@@ -261,7 +282,7 @@ class PoolStream:
         self._inflight_bytes = 0
         self._ignore_upto = self._seq
         self.worker.send(OPEN, self.sid, 0, json.dumps({"phrase": self.pool.phrase, "threshold": self.pool.threshold,
-                                                        "ds": self.pool.ds}).encode())
+                                                        "ds": self.pool.ds, "min_ms": self.pool.min_ms}).encode())
 
     def _turn_off(self, why):
         if not self.off:
@@ -311,7 +332,8 @@ def worker_main(inp=None, out=None):
                 old.close()
             try:
                 cfg = json.loads(payload)
-                spots[sid] = spotter.Spotter(cfg["phrase"], cfg["threshold"], ds=cfg.get("ds", 1))
+                spots[sid] = spotter.Spotter(cfg["phrase"], cfg["threshold"], ds=cfg.get("ds"),
+                                               min_ms=cfg.get("min_ms"))
             except Exception as e:  # noqa: BLE001 — said back to the core, which turns that stream's spotting off
                 msg = ("%s: %s" % (type(e).__name__, e)).encode()
                 out.write(HDR.pack(ERROR, sid, 0, len(msg)) + msg)
@@ -330,6 +352,23 @@ def worker_main(inp=None, out=None):
             sp = spots.pop(sid, None)
             if sp is not None:
                 sp.close()
+        elif op == STATS:
+            msg = json.dumps({"pid": os.getpid(), "rss_kb": rss_kb(), "blocks": sys.getallocatedblocks(),
+                              "spotters": len(spots)}).encode()
+            out.write(HDR.pack(STATS, 0, 0, len(msg)) + msg)
+            out.flush()
+
+
+def rss_kb(pid="self"):
+    """VmRSS of a process in kB (0 where /proc is not there)."""
+    try:
+        with open("/proc/%s/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,13 @@ VOICE = "en-us+f2"        # the espeak-ng voice pocketsphinx's en-us model hears
 SPEED = 150               # words per minute
 
 
+#: Speech without the wake phrase (tests/host/speech/test_spotter.py and bench_spotter.py --quality: docs/speech.md's
+#: 49 s corpus is this read twice in en-us at 160 wpm and once in en-us+f2).
+OTHER_SPEECH = ("The weather today is cloudy with a chance of rain in the afternoon. Please buy milk, bread and "
+                "apples at the market on your way home. The meeting starts at nine and ends at noon. "
+                "My sister lives in a small town near the river, and she works at the library. ")
+
+
 class ToolMissing(RuntimeError):
     """espeak-ng or sox is not installed; the message says which package to install."""
 

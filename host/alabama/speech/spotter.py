@@ -20,10 +20,53 @@ from typing import NamedTuple
 from . import BYTES_PER_SECOND, FRAME_BYTES, load
 
 DEFAULT_PHRASE = "hey alabama"
-DEFAULT_THRESHOLD = 1e-20     # measured on espeak-ng speech (docs/speech.md): 1e-30..1e-40 double the false hits
+DEFAULT_THRESHOLD = 1e-28     # at ds 2 with the 450 ms segment check (docs/speech.md, "Spotter cost": bench_spotter --quality)
 DEFAULT_PLP = 1e-20           # phone-loop probability: the background model the phrase must beat
 RESTART_S = 30.0
+#: pocketsphinx 5 decoder options of the spotter (its `Config` parameters; bench_spotter.py --quality
+#: measures a candidate set: docs/speech.md, "Spotter cost"). ``options=`` overrides any of them.
+DEFAULT_OPTIONS = {"beam": 1e-80, "ds": 2}    # ds 2: acoustic scores every other 10 ms frame (~0.6x the CPU)
+DEFAULT_VERIFY = 0            # the second stage's threshold (Verifier); 0: none
+DEFAULT_MIN_MS = 450          # the shortest phrase segment taken as a hit (0: any): "hey alabama" lasts longer
 OVERLAP_S = 1.5               # longer than the phrase at a slow pace
+
+
+class Verifier:
+    """The second stage: re-decides a first-stage hit on the audio the spotter's ring holds (the last
+    ``OVERLAP_S``, the phrase and the keyphrase search's delay after it) with a fresh keyphrase decoder at full
+    frame rate (``ds`` 1) and its own threshold: a cheap first stage (``ds`` 2, a looser threshold: more hits
+    and more false ones) then costs a full decode only at its hits (a few a minute, ~1.5 s each).
+    ``check(pcm) -> bool``. Nothing is kept between calls (each is one utterance from the model's initial
+    cepstral mean), so one Verifier serves every spotter of a process."""
+
+    def __init__(self, phrase=DEFAULT_PHRASE, threshold=1e-20, plp=None, pronunciations=None, options=None):
+        ps = load()
+        self.phrase = " ".join(phrase.lower().split())
+        self.threshold = threshold
+        opts = dict(DEFAULT_OPTIONS)
+        opts.update({"ds": 1})
+        opts.update(options or {})
+        self._d = ps.Decoder(loglevel="FATAL", lm=None, kws_plp=plp if plp is not None else DEFAULT_PLP,
+                             kws_threshold=threshold, **opts)
+        for word, phones in (pronunciations or {}).items():
+            self._d.add_word(word, phones, True)
+        self._d.add_keyphrase("wake", self.phrase)
+        self._d.activate_search("wake")
+        self._cmn = self._d.config["cmninit"]
+        self.checked = 0
+
+    def check(self, pcm, cmn=None):
+        """True when the phrase is found in ``pcm`` (s16le, even length) at this verifier's threshold;
+        ``cmn``: the cepstral mean to start from (the first stage's, ``Decoder.get_cmn()``: 1.5 s is too short
+        for the mean to settle from the model's initial one)."""
+        self.checked += 1
+        d = self._d
+        d.set_cmn(cmn or self._cmn)
+        d.start_utt()
+        d.process_raw(pcm)
+        found = d.hyp() is not None
+        d.end_utt()
+        return found
 
 
 class Hit(NamedTuple):
@@ -34,12 +77,22 @@ class Hit(NamedTuple):
 
 class Spotter:
     def __init__(self, phrase=DEFAULT_PHRASE, threshold=DEFAULT_THRESHOLD, plp=DEFAULT_PLP,
-                 restart_s=RESTART_S, pronunciations=None, ds=1):
+                 restart_s=RESTART_S, pronunciations=None, ds=None, options=None, verify=None, verifier=None,
+                 min_ms=None):
         """``ds``: pocketsphinx's frame downsampling (2: acoustic scores every other 10 ms frame, ~0.55x the
-        CPU; the threshold was measured at 1: docs/speech.md)."""
+        CPU); ``options``: other pocketsphinx config parameters over ``DEFAULT_OPTIONS`` (the threshold is
+        measured for the defaults: docs/speech.md); ``verify``: the second stage's threshold (``Verifier``;
+        0 = none, None = ``DEFAULT_VERIFY``), or pass a shared ``verifier``; ``min_ms``: the shortest phrase
+        segment (the keyphrase search's own alignment, ``Decoder.seg()``) taken as a hit (None:
+        ``DEFAULT_MIN_MS``)."""
         ps = load()
         self.phrase = " ".join(phrase.lower().split())
-        self._d = ps.Decoder(loglevel="FATAL", lm=None, beam=1e-80, kws_plp=plp, kws_threshold=threshold, ds=ds)
+        opts = dict(DEFAULT_OPTIONS)
+        opts.update(options or {})
+        if ds is not None:
+            opts["ds"] = ds
+        self.options = opts
+        self._d = ps.Decoder(loglevel="FATAL", lm=None, kws_plp=plp, kws_threshold=threshold, **opts)
         for word, phones in (pronunciations or {}).items():
             self._d.add_word(word, phones, True)
         missing = [w for w in self.phrase.split() if self._d.lookup_word(w) is None]
@@ -48,6 +101,12 @@ class Spotter:
                              "pronunciations={word: 'PH ON ES'}" % ", ".join(missing))
         self._d.add_keyphrase("wake", self.phrase)
         self._d.activate_search("wake")
+        if verifier is None:
+            verify = DEFAULT_VERIFY if verify is None else verify
+            verifier = Verifier(self.phrase, verify, plp, pronunciations) if verify else None
+        self.verifier = verifier
+        self.rejected = 0            # first-stage hits the second stage turned down
+        self.min_frames = (DEFAULT_MIN_MS if min_ms is None else min_ms) // 10     # pocketsphinx frames: 10 ms
         self.restart_bytes = int(restart_s * BYTES_PER_SECOND)
         self._ring = bytearray(int(OVERLAP_S * BYTES_PER_SECOND))
         self._ring_len = 0
@@ -93,11 +152,23 @@ class Spotter:
         self._remember(pcm)
         self._utt_bytes += len(pcm)
         if self._d.hyp() is not None:
+            ok = self._long_enough() and (self.verifier is None or
+                                          self.verifier.check(bytes(self._ring[:self._ring_len]), self._d.get_cmn()))
             self._restart(replay=False)
-            return Hit(self.phrase, frame_index, self.fed * 1000 // BYTES_PER_SECOND)
+            if ok:
+                return Hit(self.phrase, frame_index, self.fed * 1000 // BYTES_PER_SECOND)
+            self.rejected += 1
+            return None
         if self._utt_bytes >= self.restart_bytes:
             self._restart(replay=True)
         return None
+
+    def _long_enough(self):
+        if not self.min_frames:
+            return True
+        for seg in self._d.seg():                # the keyphrase's segment in this utterance
+            return seg.end_frame - seg.start_frame >= self.min_frames
+        return True
 
     def close(self):
         self._d.end_utt()

@@ -132,3 +132,25 @@ def test_backlog_is_bounded_when_the_worker_is_behind(run):
                 w.proc.send_signal(18)           # SIGCONT
             s.drop()
     run(main())
+
+
+def test_a_dropped_stream_frees_its_spotter_in_the_worker(run):
+    """Bounded over hours of ambient turns (each turn drops the ambient stream, the board resumes on a new id):
+    the worker holds one spotter per live stream, never one per stream ever opened. STATS is what
+    tools/soak/ambient.py samples (docs/soak.md, "Ambient")."""
+    async def main():
+        async with one_worker() as wake:
+            pool = wake.pool
+            kept = wake.feeder(None, lambda r: None)
+            for _ in range(3):                        # three turns: open, spot a little, drop
+                s = wake.feeder(None, lambda r: None)
+                s.push(audio.silence(0.2))
+                await _until(lambda: not s._inflight_bytes)
+                s.drop()
+            (st,) = await pool.stats()
+            assert st["spotters"] == 1 and st["rss_kb"] > 0 and st["blocks"] > 0
+            assert st["pid"] == pool.workers[0].proc.pid
+            kept.drop()
+            (st,) = await pool.stats()
+            assert st["spotters"] == 0
+    run(main())
