@@ -236,6 +236,17 @@ def handshake(host, port, core_key_hex, timeout_ms):
     emit({"ik": t, "ik_connect_us": tc})
 
 
+def guarded(key, fn, *args):
+    """Run one stage; a MemoryError (a small heap: the no-PSRAM devkit) becomes the stage's figure None and a
+    note with the heap it met, so the stages after it still run and the report says what did not fit."""
+    try:
+        fn(*args)
+    except MemoryError as e:
+        gc.collect()
+        free = gc.mem_free() if hasattr(gc, "mem_free") else -1       # -1: CPython (the tests)
+        emit({key: None, key + "_note": "out of heap (%s): %d B free after a collect" % (e, free)})
+
+
 def ggwave(seconds):
     """The ggwave receiver listening to `seconds` of low noise: ticks_us spent per second of audio."""
     if seconds < 1 or seconds > _MAX_SECONDS:

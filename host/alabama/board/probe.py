@@ -382,8 +382,17 @@ class _Core:
 
 # --- driving the board ----------------------------------------------------------------------------------------
 
-def _call(code):
-    return "import alabama_probe as _P\n%s\n" % code
+#: The key under which each stage reports its figure (and `<key>_note` why it has none).
+_STAGE_KEY = {"wifi": "wifi", "crypto": "crypto", "handshake": "ik", "ggwave": "ggwave", "audio": "audio"}
+
+
+def _call(code, stage=None):
+    """The board-side call of a stage, run through alabama_probe.guarded: a stage that runs out of heap (the
+    no-PSRAM devkit's 130k) reports that as its note instead of ending the probe."""
+    if stage is None:
+        return "import alabama_probe as _P\n%s\n" % code
+    fn, _, args = code.partition("(")
+    return "import alabama_probe as _P\n_P.guarded(%r, %s, %s\n" % (_STAGE_KEY[stage], fn, args)
 
 
 #: An exception the board raised, as mpremote's last line shows it (MemoryError: ..., OSError: [Errno 5] ...).
@@ -454,16 +463,16 @@ def _check_mpy(info, port):
 
 def _stage_args(stage, opts):
     if stage == "wifi":
-        return _call("_P.wifi(%r, %r, %d)" % (opts["ssid"], opts["passphrase"], WIFI_TIMEOUT_MS))
+        return _call("_P.wifi(%r, %r, %d)" % (opts["ssid"], opts["passphrase"], WIFI_TIMEOUT_MS), "wifi")
     if stage == "crypto":
-        return _call("_P.crypto(%d)" % AEAD_PAIRS)
+        return _call("_P.crypto(%d)" % AEAD_PAIRS, "crypto")
     if stage == "handshake":
         return _call("_P.handshake(%r, %d, %r, %d)" % (opts["core_host"], opts["core_port"], opts["core_key"],
-                                                        HANDSHAKE_TIMEOUT_MS))
+                                                        HANDSHAKE_TIMEOUT_MS), "handshake")
     if stage == "ggwave":
-        return _call("_P.ggwave(%d)" % GGWAVE_SECONDS)
+        return _call("_P.ggwave(%d)" % GGWAVE_SECONDS, "ggwave")
     if stage == "audio":
-        return _call("_P.audio(%d)" % opts.get("audio_ms", AUDIO_MS))
+        return _call("_P.audio(%d)" % opts.get("audio_ms", AUDIO_MS), "audio")
     raise ValueError(stage)
 
 
