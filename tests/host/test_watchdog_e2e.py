@@ -61,7 +61,7 @@ def test_a_hung_firmware_is_reset_by_the_watchdog(core, tmp_path, hang):
         vb.wait_log(re.escape(HANGS[hang][1]), 30)
         m = vb.mark()
         note = vb.wait_log(lw.WDT_RESET, WDT_MS / 1000 + 20, 0).group(0)
-        assert int(re.search(r"not fed for (\d+) ms", note).group(1)) > WDT_MS
+        assert int(re.search(r"not fed for (\d+) ms", note).group(1)) >= WDT_MS     # fired past the timeout; printed truncated to whole ms
         vb.wait_log(r"\[virtual board\] boot 2: WDT_RESET: ", 10, m)
         vb.wait_log(lw.WDT_ARMED, 30, m)                       # it boots again and arms it again
         assert vb.wdt_resets >= 1
