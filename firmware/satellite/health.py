@@ -1,9 +1,14 @@
 # Device health: the `device.info` and `firmware.update` tools and the `device.health` event. It gathers what
 # the runtime counts (reconnects, frames dropped), what otaboot records across boots (boots, crashes, the
 # reset it asked for, the update state) and what only the hardware knows, through the HAL (hal.rssi(),
-# hal.reset_cause(), hal.flash_free(); absent on a HAL -> null). Protocol rules stay in session.py; the
-# download itself is satellite.ota. Nothing here runs on a hot path: it is sampled every POLL_MS and when a
-# tool is called.
+# hal.reset_cause(), hal.flash_free(), hal.heap_largest_free(); absent on a HAL -> null). Protocol rules stay
+# in session.py; the download itself is satellite.ota. Nothing here runs on a hot path: it is sampled every
+# POLL_MS and when a tool is called.
+# The heap figures are read after gc.collect(): gc.mem_free() alone counts garbage not yet collected as used
+# (an idle board reads 12-14 KB between collections, 170 KB after one), so heap_low would mean "the collector
+# has not run lately". A collection walks the whole heap (tens of ms on a PSRAM board), so the sampler collects
+# only while no stream is open, or when the cheap reading already looks low (the allocator is about to
+# collect anyway); device.info collects every time (a tool call is rare).
 import gc
 import json
 import sys
@@ -27,7 +32,8 @@ UPDATE_SCHEMA = ('{"type":"object","properties":{"url":{"type":"string","maxLeng
 EVENT_SCHEMA = ('{"type":"object","properties":{"reason":{"type":"string","enum":["boot","rssi","heap_low"]},'
                 '"firmware":{"type":"string"},"digest":{"type":"string"},"ota":{"type":"string"},'
                 '"reset_reason":{"type":"string"},"crash_count":{"type":"integer"},'
-                '"rssi":{"type":["integer","null"]},"heap_min":{"type":"integer"}},'
+                '"rssi":{"type":["integer","null"]},"heap_min":{"type":"integer"},'
+                '"heap_largest_free":{"type":["integer","null"]}},'
                 '"required":["reason","firmware","ota","crash_count","rssi","heap_min"],"additionalProperties":false}')
 
 
@@ -97,6 +103,7 @@ class Health:
         cause = self._hal("reset_cause")
         self.reset_reason = note or cause or "unknown"
         self.mem_free = getattr(gc, "mem_free", None)     # None on CPython (tests): no heap figures
+        self.collect = gc.collect
         self.heap_min = self.heap_free()
         self.reported_boot = False
         self.rssi_reported = None
@@ -114,10 +121,22 @@ class Health:
             return None
 
     def heap_free(self):
-        f = self.mem_free() if self.mem_free is not None else 0
+        """Free heap after a collection (what an allocation can really get); heap_min is the lowest such
+        reading since boot."""
+        if self.mem_free is None:
+            return 0
+        self.collect()
+        f = self.mem_free()
         if f < getattr(self, "heap_min", f + 1):
             self.heap_min = f
         return f
+
+    def sample(self, idle):
+        """The sampler's heap reading: collected when idle or when the uncollected one is already low."""
+        if self.mem_free is None:
+            return 0
+        f = self.mem_free()
+        return self.heap_free() if idle or f < HEAP_LOW else f
 
     def info(self):
         rt = self.rt
@@ -130,6 +149,7 @@ class Health:
         d.update({
             "firmware_digest": digest, "image": "frozen" if frozen else "files",
             "heap_free": self.heap_free(), "heap_min": self.heap_min,
+            "heap_largest_free": self._hal("heap_largest_free"),
             "rssi": self._hal("rssi"), "reset_reason": self.reset_reason, "boots": self.boots,
             "crash_count": self.crashes, "last_crash": self.last_crash,
             "reconnect_count": max(0, rt.connections - 1), "connect_failures": rt.attempts,
@@ -151,7 +171,8 @@ class Health:
         i = self.info()
         return json.dumps({"reason": reason, "firmware": i["firmware"], "digest": i["firmware_digest"],
                            "ota": i["ota"]["state"], "reset_reason": i["reset_reason"],
-                           "crash_count": i["crash_count"], "rssi": i["rssi"], "heap_min": i["heap_min"]})
+                           "crash_count": i["crash_count"], "rssi": i["rssi"], "heap_min": i["heap_min"],
+                           "heap_largest_free": i["heap_largest_free"]})
 
     # -- session hooks ----------------------------------------------------------------------------------
     def on_session(self, sat):
@@ -176,7 +197,7 @@ class Health:
             await asyncio.sleep_ms(self.poll_ms)
             if sat.closed:
                 return
-            free = self.heap_free()
+            free = self.sample(not (getattr(sat, "capture_id", 0) or getattr(sat, "render_id", 0)))
             rssi = self._hal("rssi")
             if rssi is not None and (self.rssi_reported is None or abs(rssi - self.rssi_reported) >= RSSI_STEP):
                 first = self.rssi_reported is None
