@@ -48,6 +48,8 @@ def register(sub):
     sim.register(bsub)
     from . import probe               # `alabama board probe`: measure a board beside our estimates
     probe.register(bsub)
+    from . import simctl              # `alabama board press|release|long|mic`: a running virtual board's controls
+    simctl.register(bsub)
     b.set_defaults(func=cmd_list)
 
     # The old spelling: not listed in --help, one line naming the new command.
