@@ -117,12 +117,14 @@ def timeline(rows, max_chunks=3):
     out = []
     seq = {}
     run = None          # (direction, id, count) of the chunk run being collapsed
+    t0 = rows[0][0] if rows else 0.0      # the session's first frame (the Hello) is 0.000 s
 
     def flush_run():
         if run and run[2] > max_chunks:
             out.append("   ⋯        (%d more StreamChunk frames on id %d)" % (run[2] - max_chunks, run[1]))
 
     for t, d, op, id_, header, tail, detail in rows:
+        t -= t0
         who = "Sat → Core " if d == "IN" else "Core → Sat "
         name = "".join(p.capitalize() for p in (op or "unknown").split("_"))
         if op == "stream_chunk":
@@ -237,9 +239,6 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         echo("board     : %s under micropython (heap %s), REPL on %s" % (vb.board.id, vb.heap_limit, vb.pty_path))
         await loop.run_in_executor(None, vb.wait_log, r"accepted", 30)
         echo("session   : %s" % vb.wait_log(lw.HANDSHAKE_DONE, 1).group(0))
-        if not wake_phrase:              # ambient: from connect on (the ambient CaptureOpen comes with the session)
-            tap.rows.clear()
-            tap.t0 = time.monotonic()
         if wake_phrase:
             amb = await loop.run_in_executor(None, vb.wait_log, r"capture (\d+) opened \(ambient", 10)
             echo("board     : ambient capture %s streaming, no button" % amb.group(1))
