@@ -1,5 +1,5 @@
-"""Sub-commands `alabama flash` and `alabama board list|show|validate|sim` (`board probe`: board/probe.py);
-argument parsing only."""
+"""Sub-commands `alabama flash` and `alabama board list|show|validate|sim` (`board probe`: board/probe.py;
+`board press|release|long|mic`: board/simctl.py); argument parsing only."""
 import argparse
 import json
 
@@ -33,8 +33,9 @@ def register(sub):
                                      "board (probe)",
                        description="`alabama board list` prints one line per board file, `show NAME` one board "
                                    "with its derived facts, `validate [FILE...]` checks board files (all of "
-                                   "boards/ by default), `sim` runs the firmware on the virtual board, `probe` "
-                                   "measures a board beside the estimates we publish (docs/probe.md).")
+                                   "boards/ by default), `sim` runs the firmware on the virtual board (`press`, "
+                                   "`release`, `long` and `mic FILE` drive a running one), `probe` measures a "
+                                   "board beside the estimates we publish (docs/probe.md).")
     bsub = b.add_subparsers(dest="board_command", metavar="ACTION")
     bl = bsub.add_parser("list", help="one line per board")
     bl.set_defaults(func=cmd_list)
