@@ -46,7 +46,8 @@ def test_cli_drives_a_running_virtual_board_and_converts_a_22khz_stereo_wav(tmp_
         vb.wait_log(r"accepted", 30)
         vb.state()                        # the supervisor now holds the channel open, as the web page does
         port = str(vb.ctl_port)
-        p = alabama("board", "mic", str(src), "--ctl-port", port)
+        # the converted WAV goes to the temp directory: this test's, not the machine's
+        p = alabama("board", "mic", str(src), "--ctl-port", port, env={"TMPDIR": str(tmp_path)})
         assert p.returncode == 0 and "1.20 s" in p.stdout, p.stdout + p.stderr
         m = vb.mark()
         assert alabama("board", "press", "--ctl-port", port).returncode == 0
@@ -58,6 +59,7 @@ def test_cli_drives_a_running_virtual_board_and_converts_a_22khz_stereo_wav(tmp_
         vb.wait_log(r"capture \d+ done: Response", 30, m)
         vb.wait_log(r"playback done", 10, m)
         assert "mic file unusable" not in vb.log_text()
+        assert (tmp_path / ("alabama-sim-mic-%s.wav" % port)).exists()
         _rate, _ch, _w, pcm = audio.read(tmp_path / "speaker.wav")
         assert audio.rms(pcm) > 500, "the echo of what the board heard is silence"
         st = vb.state()                                           # the supervisor's own connection still works
