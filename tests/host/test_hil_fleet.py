@@ -365,3 +365,21 @@ def test_probe_option_probes_every_board_in_order_and_a_failed_probe_costs_its_f
     args.probe_json = [args.probe_json[0]]
     with pytest.raises(UsageError, match="--probe or --probe-json, not both"):
         cli.probe_boards(args)
+
+
+def test_a_fleet_without_xdist_is_one_line_before_any_probe(monkeypatch, capsys):
+    """A maker's install without pytest-xdist: `alabama hil --board sim --board sim --probe` says in one line what
+    to install, before it probes a board (it probed every board first, then failed), and the advice is a pip
+    command that installs it (not `pip install -e .`, which would not)."""
+    import importlib.util
+    from alabama import cli
+    from alabama.hil import cli as hil_cli
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xdist" else real(name, *a))
+    probed = []
+    monkeypatch.setattr(hil_cli, "probe_boards", lambda args, out=print: probed.append(args.board))
+    assert cli.main(["hil", "--board", "sim", "--board", "sim", "--probe"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install pytest-xdist" in err[0] and "-e ." not in err[0], err
+    assert probed == []
+    monkeypatch.setattr(importlib.util, "find_spec", real)
