@@ -362,6 +362,10 @@ def test_probe_option_probes_every_board_in_order_and_a_failed_probe_costs_its_f
     assert any("probe of board 3 (/dev/b) failed" in ln for ln in lines)
     assert "the probe failed: /dev/b answers" in report.probe_html(reps[2])
     assert "the probe failed" not in report.probe_html(reps[0])
+    first = list(args.probe_json)
+    args.probe_json = None
+    cli.probe_boards(args, out=lines.append)          # a second run into the same --report: its own files
+    assert not set(first) & set(args.probe_json) and all(pathlib.Path(f).exists() for f in first + args.probe_json)
     args.probe_json = [args.probe_json[0]]
     with pytest.raises(UsageError, match="--probe or --probe-json, not both"):
         cli.probe_boards(args)

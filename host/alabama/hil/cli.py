@@ -5,6 +5,7 @@ Runs pytest in-process on the scenarios shipped in ``alabama.hil.scenarios`` wit
 fleet (``alabama.hil.fleet``).
 """
 import os
+import time
 import pathlib
 import sys
 
@@ -135,8 +136,10 @@ def probe_boards(args, out=print):
     if args.probe_json:
         raise UsageError("--probe measures the boards itself: give --probe or --probe-json, not both")
     types = args.board_type or []
-    d = pathlib.Path(args.report) / "probes"
-    d.mkdir(parents=True, exist_ok=True)
+    import tempfile
+    base = pathlib.Path(args.report) / "probes"
+    base.mkdir(parents=True, exist_ok=True)
+    d = pathlib.Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=base))   # this run's, not shared
     files, real = [], 0
     for i, b in enumerate(args.board):
         btype = None                   # a virtual board: the probe's default (sim)
