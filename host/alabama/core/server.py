@@ -359,16 +359,16 @@ class CoreServer:
         conn = self._conn(device_id)
         s = conn.session
         p = s.surface.image_display_params() if s.surface.declared(surface_pb2.CAPABILITY_IMAGE_DISPLAY) else None
-        inline, stream = s.image_budget(None, to, lane)
+        inline, stream = images.image_budget(s, None, to, lane)
         fitted = await asyncio.to_thread(images.fit_image, bytes(data), mime, max(inline, stream), list(p.accepts),
                                          p.width, p.height)
         if self._conn(device_id) is not conn:
             raise NotConnected("device %s reconnected while its image was prepared: show it again" % device_id)
-        path = s.image_path(len(fitted.data), fitted.mime, to, lane)
+        path = images.image_path(s, len(fitted.data), fitted.mime, to, lane)
         if path == "stream":
             id_ = await self._stream_image(conn, fitted, to, lane)
         else:   # inline; or None (a stream slot was taken meanwhile): push_image says why
-            id_, path = s.push_image(fitted.data, fitted.mime, to, lane)
+            id_, path = images.push_image(s, fitted.data, fitted.mime, to, lane)
             conn.flush()
         return ImageShown(id_, path, fitted)
 
