@@ -8,7 +8,7 @@ import shutil
 import socket
 import sys
 
-from . import REPO
+from . import BUILD, REPO
 from .errors import AlabamaError
 
 
@@ -35,7 +35,7 @@ def find_micropython(error=AlabamaError):
 def micropython32_path():
     """Where the 32-bit unix port is, built or not (`make mp32`, tools/mp32/build.sh); $ALABAMA_MICROPYTHON32
     names another one (relative to the repository root)."""
-    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or REPO / "build" / "mp32" / "micropython")
+    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or BUILD / "mp32" / "micropython")
     return p if p.is_absolute() else REPO / p
 
 

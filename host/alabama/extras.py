@@ -1,0 +1,35 @@
+"""Optional dependencies: which extra of alabama-satellite brings a module, and the one line when it is missing.
+
+Responsible for: the table module -> extra and `need()`, used by the commands that need an optional module
+(codegen: grpc_tools; the speech brain and wake-phrase spotting: pocketsphinx; the Wyoming client and server:
+wyoming; `alabama hil`: pytest and its plugins). Not for: importing those modules for the caller.
+"""
+import importlib.util
+
+from .errors import AlabamaError
+
+#: module -> the extra that installs it (pyproject.toml [project.optional-dependencies]).
+EXTRAS = {
+    "grpc_tools": "dev",
+    "pocketsphinx": "speech",
+    "wyoming": "speech",
+    "pytest": "hil",
+    "xdist": "hil",
+    "pytest_timeout": "hil",
+}
+
+
+class MissingExtra(AlabamaError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+def have(module):
+    return importlib.util.find_spec(module) is not None
+
+
+def need(module, what):
+    """Raise MissingExtra (one line) unless `module` can be imported; `what` is the feature that needs it."""
+    if not have(module):
+        extra = EXTRAS[module]
+        raise MissingExtra("%s needs the optional dependency %s: pip install 'alabama-satellite[%s]' (in a "
+                           "checkout: make install)" % (what, module.split(".")[0], extra))

