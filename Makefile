@@ -3,7 +3,8 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ALABAMA := $(BIN)/alabama
-BOARD ?= devkitc1-inmp441
+# a PSRAM board: the no-PSRAM devkit needs the image with the firmware frozen in (make image, or RELEASE=)
+BOARD ?= esp32-s3-box-3
 PORT ?=
 FIRMWARE ?=
 RELEASE ?=
@@ -106,7 +107,7 @@ snr-table: install test-deps
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
 
 flash: install
-	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy)
+	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy) $(if $(IMAGE_SHA256),--image-sha256 $(IMAGE_SHA256)) $(if $(IMAGE_URL),--image-url $(IMAGE_URL))
 
 deploy: install
 	$(ALABAMA) deploy --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(ALLOW_MPY),--allow-mpy)

@@ -31,5 +31,9 @@ def need(module, what):
     """Raise MissingExtra (one line) unless `module` can be imported; `what` is the feature that needs it."""
     if not have(module):
         extra = EXTRAS[module]
-        raise MissingExtra("%s needs the optional dependency %s: pip install 'alabama-satellite[%s]' (in a "
-                           "checkout: make install)" % (what, module.split(".")[0], extra))
+        raise MissingExtra("%s needs the optional dependency %s: %s" % (what, module.split(".")[0], hint(extra)))
+
+
+def hint(extra):
+    """How to install `extra`: from the package index, or into a checkout's venv."""
+    return "pip install 'alabama-satellite[%s]' (in a checkout: .venv/bin/pip install -e '.[%s]')" % (extra, extra)

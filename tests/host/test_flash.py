@@ -107,8 +107,8 @@ def test_no_image_errors_are_one_line(cache, tmp_path):
 
     with pytest.raises(flash.FlashError) as e:
         flash.resolve_image(board, opener=offline, out=lambda s: None)
-    assert str(e.value) == ("could not download %s (Name or service not known): fetch it by hand into %s, or pass "
-                            "--firmware PATH" % (images.image_for("ESP32_GENERIC_S3").url, cache))
+    assert str(e.value) == ("could not download %s (Name or service not known): fetch it by hand into %s, name a "
+                            "mirror (--image-url), or pass --firmware PATH" % (images.image_for("ESP32_GENERIC_S3").url, cache))
     assert list(cache.iterdir()) == []                      # no half-written file left behind
     with pytest.raises(flash.FlashError, match=r"^firmware .*nothing.bin does not exist"):
         flash.resolve_image(board, firmware=str(tmp_path / "nothing.bin"))

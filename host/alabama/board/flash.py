@@ -117,7 +117,7 @@ def _download(url, dest, opener=None, limit=16 << 20):
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     h, n = hashlib.sha256(), 0
-    fallback = "fetch it by hand into %s, or pass --firmware PATH" % dest.parent
+    fallback = "fetch it by hand into %s, name a mirror (--image-url), or pass --firmware PATH" % dest.parent
     try:
         req = urllib.request.Request(url, headers={"User-Agent": "alabama-flash"})
         with opener(req) as r, open(part, "wb") as f:

@@ -166,7 +166,7 @@ def cmd_hil(args):
     missing = [m for m in ("pytest", "pytest_timeout") if importlib.util.find_spec(m) is None]
     if missing:       # found, not imported: pytest loads pytest_timeout itself (and rewrites its asserts)
         raise AlabamaError("alabama hil runs its scenarios with pytest and pytest-timeout, and %s is not installed: "
-                           "pip install 'alabama-satellite[hil]' (in a checkout: make install)"
+                           "pip install 'alabama-satellite[hil]' (in a checkout: .venv/bin/pip install -e '.[hil]')"
                            % " and ".join(missing))
     if len(args.board) > 1 and not args.list:
         from . import fleet

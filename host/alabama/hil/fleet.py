@@ -28,7 +28,7 @@ def run(args, out=print):
     every scenario passed or skipped on every board and every board stayed up, 2 when interrupted, else 1."""
     if importlib.util.find_spec("xdist") is None:
         raise AlabamaError("a fleet runs one pytest-xdist worker per board, and pytest-xdist is not installed: "
-                           "pip install 'alabama-satellite[hil]' (in a checkout: make install)")
+                           "pip install 'alabama-satellite[hil]' (in a checkout: .venv/bin/pip install -e '.[hil]')")
     import pytest
     boards = list(args.board)
     started = time.time()
