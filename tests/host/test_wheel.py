@@ -167,3 +167,18 @@ def test_deploy_dry_run_to_a_virtual_board(installed):
                 os.killpg(sim.pid, signal.SIGKILL)
                 sim.wait()
         log.close()
+
+
+def test_flash_dry_run_codegen_check_and_version_from_any_directory(installed):
+    r = _alabama(installed, "--version")
+    assert r.returncode == 0 and r.stdout.strip() == "alabama %s" % alabama.__version__
+    r = _alabama(installed, "flash", "--board", "esp32-s3-box-3", "--port", "/dev/null", "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cache = pathlib.Path(installed[2]["XDG_CACHE_HOME"]) / "alabama" / "images"
+    assert r.stdout.splitlines()[:2] == [
+        "would download https://micropython.org/resources/firmware/ESP32_GENERIC_S3-SPIRAM_OCT-20251209-v1.27.0.bin "
+        "(first use: its sha256 is recorded)",
+        "esptool --chip esp32s3 --port /dev/null erase-flash"]
+    assert str(cache / "ESP32_GENERIC_S3-SPIRAM_OCT-20251209-v1.27.0.bin") in r.stdout
+    r = _alabama(installed, "codegen", "--check")          # the wheel's protos against the wheel's generated code
+    assert r.returncode == 0 and "up to date" in r.stdout, r.stdout + r.stderr
