@@ -64,9 +64,9 @@ def test_the_wheel_holds_exactly_the_data_trees(wheel):
     # and nothing outside the package and its metadata (no tests/, tools/, docs/ beside it)
     tops = {n.split("/", 1)[0] for n in names}
     assert tops == {"alabama", "alabama_satellite-%s.dist-info" % alabama.__version__}
-    # every host module the checkout has is in the wheel
-    pys = {n for n in names if n.endswith(".py") and not n.startswith("alabama/_data/")}
-    assert pys == {p[len("host/"):] for p in _git_files("host/alabama", others=True) if p.endswith(".py")}
+    # the package itself: every file of host/alabama (modules, the web page, onboard scripts, JSON), no other
+    pkg = {n for n in names if n.startswith("alabama/") and not n.startswith("alabama/_data/")}
+    assert pkg == {p[len("host/"):] for p in _git_files("host/alabama", others=True)}
 
 
 def test_the_wheel_metadata_splits_the_dependencies(wheel):
