@@ -24,7 +24,10 @@ class MissingExtra(AlabamaError):
 
 
 def have(module):
-    return importlib.util.find_spec(module) is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):          # a finder that refuses it, or a module set to None in sys.modules
+        return False
 
 
 def need(module, what):

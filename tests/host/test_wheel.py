@@ -4,9 +4,10 @@
 
 Fast and offline: the wheel is built without build isolation (this venv's setuptools) from a copy of the files git
 tracks (the clone a maker has, no build/ leftovers), and installed with --no-deps into a venv without pip; its
-dependencies come from this venv's site-packages through a .pth line (a plain path: this venv's own .pth files,
-the editable install of the checkout among them, are not processed), and `micropython` is the console script
-the micropython-unix dependency would install. The installed `alabama` is checked to be the wheel's."""
+runtime dependencies come from this venv's site-packages through a .pth line naming a view of them without the
+extras' packages (so the runtime set alone is proven; a plain path: no .pth file there is processed, the editable
+install of the checkout among them), and `micropython` is the console script the micropython-unix dependency would
+install. The installed `alabama` is checked to be the wheel's."""
 import os
 import pathlib
 import re
@@ -82,6 +83,23 @@ def test_the_wheel_metadata_splits_the_dependencies(wheel):
         assert any(r.startswith(name) and 'extra == "%s"' % extra for r in reqs), name
 
 
+#: What the extras ([speech], [hil], [dev], [test]) install, by the start of a site-packages entry's name: left out
+#: of the installed venv's view of this venv's packages (a runtime-only install: what `pip install alabama-satellite`
+#: gives), as are this venv's own alabama (the editable install) and its .pth files.
+EXTRAS_ENTRIES = ("pocketsphinx", "wyoming", "pytest", "_pytest", "xdist", "grpc_tools", "grpcio_tools", "playwright",
+                  "hypothesis", "zxingcpp", "zxing_cpp", "alabama", "__editable__")
+
+
+def _runtime_view(dest):
+    """A directory of symlinks to this venv's site-packages entries, less EXTRAS_ENTRIES."""
+    dest.mkdir()
+    for entry in pathlib.Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if entry.name.lower().startswith(EXTRAS_ENTRIES) or entry.suffix == ".pth":
+            continue
+        (dest / entry.name).symlink_to(entry)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def installed(wheel, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("installed")
@@ -93,7 +111,8 @@ def installed(wheel, tmp_path_factory):
     assert r.returncode == 0, r.stdout + r.stderr
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    pathlib.Path(site, "alabama-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # this venv's packages, less the extras' (a plain path line: the .pth files there are not processed)
+    pathlib.Path(site, "alabama-test-deps.pth").write_text(str(_runtime_view(tmp / "deps")) + "\n")
     mp = env_dir / "bin" / "micropython"
     mp.write_text("#!%s\nimport sys\nfrom micropython_unix import main\nsys.exit(main())\n" % py)
     mp.chmod(0o755)
@@ -112,6 +131,9 @@ def _alabama(installed, *args, timeout=120):
 
 def test_the_installed_alabama_is_the_wheels(installed):
     env_dir, work, env = installed
+    for m in ("pocketsphinx", "pytest", "grpc_tools"):        # the extras are not there
+        r = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import " + m], env=env, capture_output=True)
+        assert r.returncode != 0, m
     r = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import alabama; print(alabama.__file__); "
                         "print(alabama.REPO); print(alabama.CHECKOUT); print(alabama.BUILD)"],
                        cwd=str(work), env=env, capture_output=True, text=True, check=True)
@@ -180,5 +202,29 @@ def test_flash_dry_run_codegen_check_and_version_from_any_directory(installed):
         "(first use: its sha256 is recorded)",
         "esptool --chip esp32s3 --port /dev/null erase-flash"]
     assert str(cache / "ESP32_GENERIC_S3-SPIRAM_OCT-20251209-v1.27.0.bin") in r.stdout
-    r = _alabama(installed, "codegen", "--check")          # the wheel's protos against the wheel's generated code
-    assert r.returncode == 0 and "up to date" in r.stdout, r.stdout + r.stderr
+    r = _alabama(installed, "codegen", "--check")          # codegen is [dev]: one line naming it
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "alabama: error: alabama codegen (protoc) needs the optional dependency grpc_tools: pip install "
+        "'alabama-satellite[dev]' (in a checkout: .venv/bin/pip install -e '.[dev]')")
+    r = _alabama(installed, "hil", "--board", "sim", "--list")
+    assert r.returncode == 1 and "pip install 'alabama-satellite[hil]'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_core_serves_with_the_runtime_only(installed):
+    """The echo brain needs neither pocketsphinx nor wyoming ([speech]): the core starts, says so, and stops."""
+    env_dir, work, env = installed
+    core = subprocess.Popen([str(env_dir / "bin" / "alabama"), "core", "serve", "--listen", "127.0.0.1:0", "--data",
+                             str(work / "core")], cwd=str(work), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in core.stdout:
+            lines.append(line)
+            if line.startswith("alabama core: listening on 127.0.0.1:"):
+                break
+        assert lines and lines[-1].startswith("alabama core: listening"), "".join(lines)
+    finally:
+        core.send_signal(signal.SIGINT)
+        out = core.communicate(timeout=30)[0]
+    assert core.returncode == 0 and "Traceback" not in "".join(lines) + out
