@@ -274,3 +274,22 @@ def test_the_esptool_that_runs_picks_the_command_names(tmp_path, monkeypatch, se
     other = flash.esptool_steps(serial, fw, 9 - major)[0]
     rc, text = flash.run_esptool(other, out=open(os.devnull, "w"))
     assert (rc != 0) if major == 4 else ("deprecated" in text.lower())
+
+
+@pytest.mark.parametrize("board_id", sorted(b.id for b in boards.load_all()
+                                            if b.image and b.data.get("psram") not in (None, "none")))
+def test_every_psram_board_flashes_and_deploys_with_no_source_edits(server, cache, serial, monkeypatch, board_id):
+    """Every board file with PSRAM: its image (pinned or first use) from the mirror, erase + write, and the deploy
+    after it goes ahead (its heap holds the .mpy set; deploy itself is faked here: test_deploy drives it)."""
+    board = boards.load(board_id)
+    img = images.image_for(board.image)
+    server.files[img.file] = FIRST
+    if img.sha256 is not None:                               # a pinned image: the mirror serves the pinned bytes
+        monkeypatch.setitem(images.IMAGES, board.image, images.Image(img.variant, img.version, img.file, img.url,
+                                                                     _sha(FIRST), len(FIRST), "test"))
+    deployed = []
+    from alabama.board import deploy
+    monkeypatch.setattr(deploy, "deploy", lambda b, p, wait=0, allow_mpy=False: deployed.append((b.id, p, allow_mpy)))
+    steps, calls, _ = _flash(serial, board=board_id, deploy=True)
+    assert [c[4] if c[4] != "--baud" else c[6] for c in calls] == ["erase-flash", "write-flash"]
+    assert deployed == [(board_id, serial, False)]

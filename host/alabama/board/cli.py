@@ -98,10 +98,20 @@ def cmd_show(args):
     print(json.dumps(bd.data, indent=2))
     if bd.image:
         img = images.image_for(bd.image)
-        print("image: %s  %s  sha256 %s" % (img.file, img.url, img.sha256 or "(not pinned: recorded on first "
-                                                                       "download)"))
+        print("image: %s  %s  sha256 %s" % (img.file, img.url, img.sha256 or _first_use(img.file)))
     print("pins: " + ", ".join("GPIO%d=%s" % (p, "+".join(f)) for p, f in sorted(bd.pins().items())))
     return 0
+
+
+def _first_use(file):
+    from . import imagelock
+    try:
+        rec = imagelock.entry(file)
+    except imagelock.LockError as e:
+        return "(not pinned; %s)" % e
+    if rec is None:
+        return "(not pinned: recorded on its first download)"
+    return "%s (recorded on first use %s, %s)" % (rec["sha256"], rec.get("recorded", "?"), imagelock.lock_path())
 
 
 def cmd_validate(args):
