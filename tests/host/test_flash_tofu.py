@@ -293,3 +293,12 @@ def test_every_psram_board_flashes_and_deploys_with_no_source_edits(server, cach
     steps, calls, _ = _flash(serial, board=board_id, deploy=True)
     assert [c[4] if c[4] != "--baud" else c[6] for c in calls] == ["erase-flash", "write-flash"]
     assert deployed == [(board_id, serial, False)]
+
+
+def test_image_sha256_checks_a_firmware_file_too(tmp_path, serial):
+    fw = tmp_path / "mine.bin"
+    fw.write_bytes(FIRST)
+    with pytest.raises(flash.FlashError, match="does not match --image-sha256 %s..." % _sha(CHANGED)[:16]):
+        _flash(serial, firmware=str(fw), image_sha256=_sha(CHANGED), runner=lambda a: pytest.fail("esptool ran"))
+    _, calls, lines = _flash(serial, firmware=str(fw), image_sha256=_sha(FIRST))
+    assert calls[1][-1] == str(fw) and not any(ln.startswith("note:") for ln in lines)
