@@ -1,8 +1,10 @@
 """`alabama flash`: put the pinned official MicroPython image (or a release / built image) on a board with
 esptool, then deploy.
 
-Responsible for: finding the serial port, resolving and checking the image (cache, download, sha256),
-running esptool (erase, then write at FLASH_OFFSET) and turning its failures into one line each.
+Responsible for: the order of the checks (port, heap, then any download), resolving and checking the image
+(cache, download over https or from a mirror, its sha256 against --image-sha256, the repository's pin or the
+first-use record in imagelock), running esptool in its version's command names (erase, then write at
+FLASH_OFFSET) and turning its failures into one line each.
 Not responsible for: copying the firmware package (alabama.board.deploy), knowing board pins, or finding a
 project release's image (alabama.board.release: `--release TAG` hands its checked file over as --firmware).
 """

@@ -2,7 +2,7 @@
 
 Responsible for: where the image cache and its lock file live (the platform's user cache dir, via platformdirs;
 ALABAMA_IMAGE_CACHE overrides), reading and writing the lock (one JSON file, written atomically) and the
-one-line refusal when a download differs from what was recorded. Not responsible for: downloading (imagefetch.py)
+one-line refusal when a download differs from what was recorded. Not responsible for: downloading (flash.py)
 or the pins the repository carries (images.py: a pin there always wins over the lock).
 
 The lock is ``<cache>/images.lock.json``: ``{"format": 1, "images": {file name: {"sha256", "size", "url",
