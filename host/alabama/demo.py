@@ -211,7 +211,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     flog.propagate = verbose
     brain = demo_brain()
     if wake_phrase and brain != "speech":
-        raise DemoError("the ambient demo hears a wake phrase: it needs pocketsphinx (pip install pocketsphinx) "
+        raise DemoError("the ambient demo hears a wake phrase: it needs pocketsphinx (pip install 'alabama-satellite[speech]') "
                         "and espeak-ng (apt-get install espeak-ng)")
     hearing = heard_tap()
     heard = hearing.__enter__()

@@ -58,7 +58,7 @@ def chromium_exe():
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        _need("playwright is not installed (make install: it is in the test extra)", "the test extra has it")
+        _need("playwright is not installed (make test-deps: it is in the test extra)", "the test extra has it")
     return exe
 
 

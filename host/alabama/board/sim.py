@@ -47,7 +47,7 @@ import termios
 import threading
 import time
 
-from .. import CORE_PORT, REPO, local
+from .. import BUILD, CORE_PORT, REPO, local
 from . import rawrepl
 from ..errors import AlabamaError
 from ..provision import record as rc
@@ -266,7 +266,7 @@ class VirtualBoard:
         from . import deploy
         march = native_march(self.micropython)
         key = hashlib.sha256(str(self.firmware).encode()).hexdigest()[:12]
-        files, _ = deploy.stage(self.board, march, root=self.firmware, build_dir=REPO / "build" / "sim" / key,
+        files, _ = deploy.stage(self.board, march, root=self.firmware, build_dir=BUILD / "sim" / key,
                                 out=lambda *a: None)
         for dest, src in files.items():
             d = self.flash / dest

@@ -117,6 +117,13 @@ def register(sub):
 
 
 def _engine_flag(value):
+    from .. import extras
+    if value == "embedded":
+        return value
+    if not extras.have("wyoming"):
+        import argparse
+        raise argparse.ArgumentTypeError("a wyoming:// engine needs the wyoming package: pip install "
+                                         "'alabama-satellite[speech]'")
     from ..speech import engines      # imported when the flag is given: the wyoming package loads then
     return engines.flag_type(value)
 

@@ -173,9 +173,11 @@ def cmd_hil(args):
     fleet_run = len(args.board) > 1 and not args.list
     missing = missing_runners(fleet_run)
     if missing:                        # before any probe: a fleet without xdist would probe every board for nothing
-        raise AlabamaError("alabama hil runs its scenarios with %s, and %s %s not installed: `pip install %s`"
-                           % (", ".join(missing if fleet_run else ["pytest", "pytest-timeout"]),
-                              " and ".join(missing), "is" if len(missing) == 1 else "are", " ".join(missing)))
+        raise AlabamaError("alabama hil runs its scenarios with %s, and %s %s not installed: pip install "
+                           "'alabama-satellite[hil]' (in a checkout: .venv/bin/pip install -e '.[hil]')"
+                           % ("pytest, pytest-timeout and pytest-xdist (a worker per board)" if fleet_run else
+                              "pytest and pytest-timeout", " and ".join(missing),
+                              "is" if len(missing) == 1 else "are"))
     if args.probe and not args.list:
         probe_boards(args)
         argv = pytest_argv(args)

@@ -5,8 +5,6 @@ Responsible for ``EngineError``, ``MAX_TEXT``/``check_text`` and bringing any en
 the embedded engines) and wyoming_io.py (the Wyoming clients), which both import it, so the arrows run one way.
 Must not choose or open an engine.
 """
-from wyoming.audio import AudioChunk, AudioChunkConverter
-
 from ..errors import AlabamaError
 from . import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH
 
@@ -23,10 +21,16 @@ def to_board_pcm(audio, rate, width, channels, converter=None):
     """PCM in any rate/width/channels -> 16 kHz s16le mono, by the wyoming package's converter (audioop's
     ratecv). Pass the same ``converter`` for consecutive pieces of one stream (the resampler keeps state)."""
     conv = converter or board_converter()
+    from wyoming.audio import AudioChunk
     return conv.convert(AudioChunk(rate=rate, width=width, channels=channels, audio=bytes(audio))).audio
 
 
 def board_converter():
+    """The wyoming package's converter to the board's format. wyoming is imported here, not at module level: the
+    core imports this module with the echo brain too, where [speech] may not be installed (alabama.extras)."""
+    from .. import extras
+    extras.need("wyoming", "the speech layer (converting audio to the board's format)")
+    from wyoming.audio import AudioChunkConverter
     return AudioChunkConverter(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS)
 
 
