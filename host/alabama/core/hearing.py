@@ -18,16 +18,15 @@ import logging
 import shutil
 import time
 
-from ..speech import FRAME_BYTES, SAMPLE_RATE, SpeechUnavailable, intents, load
+from ..speech import SAMPLE_RATE, SpeechUnavailable, intents, load
 from ..speech import engines
 from ..speech.recognizer import LOW_CONFIDENCE, Transcript
+from .turns import Reply
 
 log = logging.getLogger("alabama.core.speech")
 
 #: Idle recognisers kept per tool set (each holds two pocketsphinx decoders, a few MB).
 MAX_IDLE = 4
-#: Longest Response text block carrying the transcript (a Response must fit the board's max_frame_bytes).
-MAX_TRANSCRIPT_CHARS = 400
 NOT_CAUGHT = "I did not catch that."
 _WORDS = {v: k for k, v in intents.NUMBERS.items()}
 
@@ -140,9 +139,11 @@ class Wake:
             return self.pool.stream(on_result)
         box = {}
 
+        from ..speech import spotter
+
         async def prepare():
             sp = box["sp"] = await asyncio.to_thread(self.spotter)
-            return lambda data: self.frames_until_hit(sp, data)
+            return lambda data: spotter.frames_until_hit(sp, data)
 
         f = Feeder(spawn, prepare, on_result=on_result)
         f.drop = lambda: f.stop(lambda: box["sp"].close() if "sp" in box else None)
@@ -152,15 +153,6 @@ class Wake:
         """Stop the spotting processes (CoreServer.stop)."""
         if self.pool is not None:
             await self.pool.close()
-
-    @staticmethod
-    def frames_until_hit(sp, data):
-        """Feed ``data`` 20 ms at a time; at a hit return (hit, the bytes after the hit's frame), else None."""
-        for i in range(0, len(data), FRAME_BYTES):
-            hit = sp.feed(data[i:i + FRAME_BYTES])
-            if hit is not None:
-                return hit, data[i + FRAME_BYTES:]
-        return None
 
 
 class SpeechBrain:
@@ -247,7 +239,6 @@ class SpeechBrain:
     # -- the answer -----------------------------------------------------------------------------------
     async def reply(self, turn):
         from ..audio import resample
-        from .pipeline import Reply
         tools = tuple(turn.tools)
         if turn.text:
             heard = Transcript(" ".join(turn.text.split()), 1.0, (), "text")

@@ -314,7 +314,6 @@ def _read(f, n):
 def worker_main(inp=None, out=None):
     """The worker process: answer every FEED with FED or HIT until stdin ends."""
     from ..speech import spotter
-    from .hearing import Wake
     inp = inp or sys.stdin.buffer
     out = out or sys.stdout.buffer
     spots = {}
@@ -340,7 +339,7 @@ def worker_main(inp=None, out=None):
                 out.flush()
         elif op == FEED:
             sp = spots.get(sid)
-            r = Wake.frames_until_hit(sp, payload) if sp is not None else None
+            r = spotter.frames_until_hit(sp, payload) if sp is not None else None
             if r is None:
                 out.write(HDR.pack(FED, sid, seq, 0))
             else:
