@@ -123,6 +123,7 @@ class SimHal:
         self.brightness = 50
         self._gest = []
         self.muted = False           # the speaker's hardware mute
+        self.lamp = False            # the simulated room light (light.set; device.info "light")
         self.rt = None
         # mic
         self._mic = None
@@ -169,6 +170,11 @@ class SimHal:
 
     def led(self, phase, brightness):
         self.led_phase = phase
+
+    def lamp_set(self, on):
+        """The simulated room light: the light.set tool switches it; the serial log and `state` show it."""
+        self.lamp = bool(on)
+        self.log("sim: light %s" % ("on" if on else "off"))
 
     def panel(self):
         """The board's panel (satellite.hal.simpanel, imported only for a board file with a "display"
@@ -439,4 +445,5 @@ class SimHal:
             "settings": rt.settings if rt else {}, "duplex": self.duplex,
             "mic_open": sat.mic_open if sat else False, "heap_free": gc.mem_free(), "led": self.led_phase,
             "panel": self._panel.info() if self._panel else None,
+            "light": self.lamp,
         }

@@ -277,6 +277,11 @@ function setState(st) {
   $("conn").dataset.state = st.state;
   $("conn").textContent = "board " + st.state + (st.pattern ? " (Noise " + st.pattern + ")" : "");
   $("heap").textContent = st.heap_free != null ? "heap free " + st.heap_free + " B" : "";
+  if (st.light != null) {          // the simulated lamp (hal/sim.py light.set): shown once the HAL reports one
+    $("lamp").hidden = false;
+    $("lamp").dataset.state = st.light ? "on" : "off";
+    $("lamp").textContent = "light " + (st.light ? "on" : "off");
+  }
 }
 
 function onEvent(ev) {
