@@ -7,9 +7,9 @@ pooled per tool set because building one costs ~0.5 s; the intent from ``speech.
 tools the board offers; what each intent does (the time, a timer, a light tool ``Invoke``d through the
 turn, stop, free text) and the sentence said back through a TextToSpeech engine (espeak-ng by default).
 ``Feeder``: bytes pushed per frame on the loop (an append and an Event.set), fed in order and in batches to
-a blocking function in a worker thread. ``Wake``: the wake-phrase configuration and one spotter per ambient
-stream, in worker processes (core/spotting.py: pocketsphinx holds the GIL) or, with ``processes=0``, in worker
-threads through a Feeder. Must not touch the session or the wire: the pipeline hands a ``Turn`` in (with ``invoke`` and
+a blocking function in a worker thread. ``Wake``: the wake-word engine's config (speech/wakeword.py) and one
+detector per ambient stream, in worker processes (core/spotting.py: pocketsphinx holds the GIL) or, with
+``processes=0``, in worker threads through a Feeder. Must not touch the session or the wire: the pipeline hands a ``Turn`` in (with ``invoke`` and
 ``later`` to act through) and sends what the ``Reply`` says.
 """
 import asyncio
@@ -111,26 +111,26 @@ class Feeder:
 
 
 class Wake:
-    """Server-side wake phrase: the phrase/threshold of ``alabama core serve --wake-phrase/--wake-threshold``
-    and a fresh pocketsphinx keyphrase ``Spotter`` per ambient stream (~0.2 s to build). ``processes``: the
-    spotters live in that many worker processes (None: one per CPU, at most 4; core/spotting.py), or with 0
-    in worker threads of the core's process (they then share its GIL: ~20 streams is its limit)."""
+    """Server-side wake word on ambient streams: one engine config (``speech.wakeword.choose``: a microWakeWord
+    or openWakeWord model, or the pocketsphinx keyphrase spotter for ``phrase``) and a fresh detector per
+    ambient stream. ``processes``: the detectors live in that many worker processes (None: one per CPU, at
+    most 4; core/spotting.py), or with 0 in worker threads of the core's process (they then share its GIL).
+    ``config`` (a choose() dict) wins over ``phrase``/``threshold``/``ds``/``min_ms``."""
 
-    def __init__(self, phrase, threshold=None, processes=None, ds=None, min_ms=None):
-        from ..speech import spotter
-        load()                                   # SpeechUnavailable: the caller says it in one line
-        self.phrase = " ".join(phrase.lower().split())
-        self.threshold = threshold if threshold is not None else spotter.DEFAULT_THRESHOLD
-        self.ds, self.min_ms = ds, min_ms
-        spotter.Spotter(self.phrase, self.threshold).close()     # a phrase word missing from the dictionary fails here
+    def __init__(self, phrase=None, threshold=None, processes=None, ds=None, min_ms=None, config=None):
+        from ..speech import wakeword
+        if config is None:       # SpeechUnavailable / a phrase word missing from the dictionary: raised here
+            config = wakeword.choose(phrase=phrase, threshold=threshold, min_ms=min_ms, ds=ds)
+        self.config = config
+        self.phrase = config["label"]
         self.pool = None
         if processes != 0:
             from .spotting import SpotterPool
-            self.pool = SpotterPool(self.phrase, self.threshold, processes, ds=ds, min_ms=min_ms)
+            self.pool = SpotterPool(config, processes)
 
     def spotter(self):
-        from ..speech import spotter
-        return spotter.Spotter(self.phrase, self.threshold, ds=self.ds, min_ms=self.min_ms)
+        from ..speech import wakeword
+        return wakeword.open_detector(self.config)
 
     def feeder(self, spawn, on_result):
         """One ambient stream's spotting: ``push(bytes)``, ``pending``, ``backlog()``, ``drop()``;

@@ -142,3 +142,32 @@ def test_r10_4_b_the_command_after_the_wake_phrase_is_heard_whole(tmp_path, run,
             assert rep.clean, [v.as_dict() for v in rep.violations]
             await sat.close()
     run(body(), timeout=90)
+
+
+@pytest.mark.parametrize("word", ["okay_nabu", "open:alexa"])
+def test_a_wake_word_model_runs_the_same_turn_through_the_spotting_pool(tmp_path, run, brain, say, monkeypatch,
+                                                                        caplog, word):
+    """Issue 40 item 1: ``wake_word`` (``--wake-word``) picks a microWakeWord / openWakeWord model; its detectors
+    run in the spotting worker processes like the keyphrase spotter's, and the wake turn is the same: the
+    command after a 0.7 s pause is heard whole, the board superseding its ambient capture first."""
+    pytest.importorskip("pymicro_wakeword", reason="pip install pymicro-wakeword")
+    pytest.importorskip("pyopen_wakeword", reason="pip install pyopen-wakeword")
+    monkeypatch.setattr(pipeline, "AMBIENT_RESUME_S", 30.0)
+    caplog.set_level(logging.INFO, logger="alabama.core")
+    text = {"okay_nabu": "okay nabu", "open:alexa": "alexa"}[word]
+    pcm = say(text, voice="en-us", pad=(0.3, 0.0)) + audio.silence(0.7) + say("what time is it", pad=(0.0, 0.3))
+
+    async def body():
+        async with make_server(tmp_path, brain=brain, wake_word=word) as srv:
+            assert srv.wake.config["engine"] == ("open" if word.startswith("open:") else "micro")
+            assert srv.wake.pool is not None                               # worker processes, not threads
+            sat = await connect(srv)
+            await sat.hello(caps=[mic_cap(), speaker_cap()])
+            bid, resp, aid = await wake_turn(sat, pcm, "cancel-open", bytearray())
+            text_, meta = understood(resp)
+            assert meta["intent"] == "time", (text_, meta)
+            assert srv.reports_for(sat.device_id)[-1].clean
+            await sat.close()
+    run(body(), timeout=90)
+    assert any("wake phrase" in r.getMessage() and "heard on ambient capture" in r.getMessage()
+               for r in caplog.records)
