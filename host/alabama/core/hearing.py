@@ -123,26 +123,48 @@ class Wake:
             config = wakeword.choose(phrase=phrase, threshold=threshold, min_ms=min_ms, ds=ds)
         self.config = config
         self.phrase = config["label"]
+        self._devices = {}       # a device's wake word -> its engine config (for_device)
         self.pool = None
         if processes != 0:
             from .spotting import SpotterPool
             self.pool = SpotterPool(config, processes)
 
-    def spotter(self):
+    def spotter(self, config=None):
         from ..speech import wakeword
-        return wakeword.open_detector(self.config)
+        return wakeword.open_detector(config or self.config)
 
-    def feeder(self, spawn, on_result):
+    def for_device(self, word, device_id=""):
+        """The engine config for a device whose setting ``wake_word`` says ``word`` ("" or None: the core's).
+        A device names a shipped model only (never a file on the core); one it cannot have (unknown, a file,
+        its package absent) is logged once and the core's engine spots its stream."""
+        if not word:
+            return self.config
+        cfg = self._devices.get(word)
+        if cfg is None:
+            from ..speech import wakeword
+            try:
+                if wakeword.parse_word(word)[1].endswith((".json", ".tflite")):
+                    raise wakeword.WakeError("a device names a shipped model, not a file (%s)" % word)
+                cfg = wakeword.choose(word, check=False)      # a shipped model: read, not loaded, on the loop
+            except wakeword.WakeError as e:
+                log.warning("%s: device wake word %r not used (%s); spotting %r", device_id, word, e,
+                            self.config["label"])
+                cfg = self.config
+            self._devices[word] = cfg
+        return cfg
+
+    def feeder(self, spawn, on_result, config=None):
         """One ambient stream's spotting: ``push(bytes)``, ``pending``, ``backlog()``, ``drop()``;
-        ``on_result((hit, rest))`` on the loop at a hit (``rest``: the audio pushed after the hit's frame)."""
+        ``on_result((hit, rest))`` on the loop at a hit (``rest``: the audio pushed after the hit's frame);
+        ``config``: this stream's engine (``for_device``), else the core's."""
         if self.pool is not None:
-            return self.pool.stream(on_result)
+            return self.pool.stream(on_result, config)
         box = {}
 
         from ..speech import spotter
 
         async def prepare():
-            sp = box["sp"] = await asyncio.to_thread(self.spotter)
+            sp = box["sp"] = await asyncio.to_thread(self.spotter, config)
             return lambda data: spotter.frames_until_hit(sp, data)
 
         f = Feeder(spawn, prepare, on_result=on_result)

@@ -53,6 +53,9 @@ GAP_CHUNKS = 1.5
 CLOCK_WAIT_S = 3.0
 #: A brain's Invoke of a device tool (a light) waits this long for the ToolResult.
 INVOKE_TIMEOUT_S = 5.0
+#: A device that declares this setting (a string or enum: a shipped model name, "okay_nabu", "open:alexa")
+#: has its ambient streams spotted with that model instead of the core's (docs/core.md, "Ambient wake phrase").
+WAKE_WORD_SETTING = "wake_word"
 #: After a wake turn's terminal, an ambient device streams again (a new ambient CaptureOpen, or chunks on the
 #: ambient capture it paused or kept) within this long, else R10.4-b ambient_not_resumed.
 AMBIENT_RESUME_S = 5.0
@@ -353,7 +356,15 @@ class VoicePipeline:
         if (fmt.sample_rate or 16000) != 16000 or (fmt.channels or 1) != 1:
             log.warning("%s: ambient capture %d is not 16 kHz mono: no wake phrase on it", self.conn.device_id, cid)
             return None
-        return self.wake.feeder(self.conn.spawn, lambda r: self._on_wake(cid, r[0], r[1]))
+        cfg = self.wake.for_device(self._device_wake_word(), self.conn.device_id)
+        return self.wake.feeder(self.conn.spawn, lambda r: self._on_wake(cid, r[0], r[1]), cfg)
+
+    def _device_wake_word(self):
+        """The device's own wake word: the value of its declared setting ``wake_word`` (WAKE_WORD_SETTING) in
+        its Hello, "" when it declares none (the core's engine then spots its stream)."""
+        sf = self.s.surface
+        d = sf.settings.get(WAKE_WORD_SETTING) if sf is not None else None
+        return d.value.string_value.strip() if d is not None else ""
 
     def _on_wake(self, cid, hit, rest):
         """The wake phrase was heard on ambient capture ``cid``: ask for a capture (RequestCapture); the turn

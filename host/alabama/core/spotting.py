@@ -181,17 +181,18 @@ class SpotterPool:
                 w.start()
             self._loop = loop
 
-    def stream(self, on_result):
-        """A PoolStream for one ambient capture (call on the loop); ``on_result((hit, rest))`` runs on it."""
+    def stream(self, on_result, config=None):
+        """A PoolStream for one ambient capture (call on the loop); ``on_result((hit, rest))`` runs on it;
+        ``config``: this stream's engine (a device's own wake word), else the pool's."""
         self._ensure()
         live = [w for w in self.workers if not w.dead]
         self._next_sid += 1
         if not live:
-            s = PoolStream(self, self._next_sid, None, on_result)
+            s = PoolStream(self, self._next_sid, None, on_result, config)
             s._turn_off("every spotting worker kept dying")
             return s
         w = min(live, key=lambda w: len(w.streams))
-        s = PoolStream(self, self._next_sid, w, on_result)
+        s = PoolStream(self, self._next_sid, w, on_result, config)
         w.streams[s.sid] = s
         s._reopen()
         return s
@@ -218,8 +219,9 @@ class SpotterPool:
 class PoolStream:
     """One ambient stream's spotter in a worker process (see the module docstring)."""
 
-    def __init__(self, pool, sid, worker, on_result):
+    def __init__(self, pool, sid, worker, on_result, config=None):
         self.pool, self.sid, self.worker, self._on_result = pool, sid, worker, on_result
+        self.config = config or pool.config
         self.pending = bytearray()         # pushed, not yet sent
         self._inflight = collections.deque()   # (seq, bytes) sent, not yet answered
         self._inflight_bytes = 0
@@ -275,14 +277,14 @@ class PoolStream:
         frame, end_ms, before = HIT_FMT.unpack(payload)
         rest = data[before:] + b"".join(d for _, d in self._inflight)
         self._ignore_upto = self._seq          # what was in flight is in ``rest``: its answers are stale
-        self._on_result((Hit(self.pool.phrase, frame, end_ms), rest))
+        self._on_result((Hit(self.config["label"], frame, end_ms), rest))
 
     def _reopen(self):
         """(Re)create the spotter in the worker: after a restart the audio in flight is lost."""
         self._inflight.clear()
         self._inflight_bytes = 0
         self._ignore_upto = self._seq
-        self.worker.send(OPEN, self.sid, 0, json.dumps(self.pool.config).encode())
+        self.worker.send(OPEN, self.sid, 0, json.dumps(self.config).encode())
 
     def _turn_off(self, why):
         if not self.off:

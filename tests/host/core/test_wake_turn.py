@@ -171,3 +171,38 @@ def test_a_wake_word_model_runs_the_same_turn_through_the_spotting_pool(tmp_path
     run(body(), timeout=90)
     assert any("wake phrase" in r.getMessage() and "heard on ambient capture" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_device_setting_picks_its_own_wake_word(tmp_path, run, brain, say, monkeypatch, caplog):
+    """A device that declares the setting ``wake_word`` (here "okay_nabu") is spotted with that model while the
+    core's own engine is the keyphrase "hey alabama": "okay nabu" wakes it."""
+    pytest.importorskip("pymicro_wakeword", reason="pip install pymicro-wakeword")
+    from alabama.v1 import surface_pb2
+    monkeypatch.setattr(pipeline, "AMBIENT_RESUME_S", 30.0)
+    caplog.set_level(logging.INFO, logger="alabama.core")
+    setting = surface_pb2.SettingDescriptor(key=pipeline.WAKE_WORD_SETTING, label="wake word",
+                                            type=surface_pb2.SETTING_STRING,
+                                            value=surface_pb2.SettingValue(string_value="okay_nabu"))
+    pcm = say("okay nabu", voice="en-us", pad=(0.3, 0.0)) + audio.silence(0.7) + say("what time is it", pad=(0.0, 0.3))
+
+    async def body():
+        async with make_server(tmp_path, brain=brain, wake_phrase="hey alabama") as srv:
+            sat = await connect(srv)
+            await sat.hello(caps=[mic_cap(), speaker_cap()], settings=[setting])
+            bid, resp, aid = await wake_turn(sat, pcm, "cancel-open", bytearray())
+            assert understood(resp)[1]["intent"] == "time"
+            await sat.close()
+    run(body(), timeout=90)
+    assert any("'Okay Nabu' heard on ambient capture" in r.getMessage() for r in caplog.records)
+
+
+def test_a_device_never_makes_the_core_load_a_file(caplog):
+    from alabama.core.hearing import Wake
+    from alabama.speech import wakeword
+    wake = Wake(config=wakeword.choose(phrase="hey alabama"), processes=0)
+    with caplog.at_level(logging.WARNING, logger="alabama.core"):
+        for word in ("/tmp/x.tflite", "micro:/etc/x.json", "hey_alabama", "/tmp/x.tflite"):
+            assert wake.for_device(word, "dev1") is wake.config
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and all("spotting 'hey alabama'" in m for m in lines), lines     # once per word
+    assert wake.for_device("", "dev1") is wake.config
