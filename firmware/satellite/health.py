@@ -1,4 +1,5 @@
-# Device health: the `device.info` and `firmware.update` tools and the `device.health` event. It gathers what
+# Device health: the `device.info` and `firmware.update` tools and the `device.health` event (and a HAL lamp's
+# `light.set`, the one tool that acts on a HAL output: the virtual board's simulated lamp). It gathers what
 # the runtime counts (reconnects, frames dropped), what otaboot records across boots (boots, crashes, the
 # reset it asked for, the update state) and what only the hardware knows, through the HAL (hal.rssi(),
 # hal.reset_cause(), hal.flash_free(), hal.heap_largest_free(); absent on a HAL -> null). Protocol rules stay
@@ -29,6 +30,9 @@ INFO_SCHEMA = '{"type":"object","properties":{},"additionalProperties":false}'
 UPDATE_SCHEMA = ('{"type":"object","properties":{"url":{"type":"string","maxLength":256},'
                  '"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"},"reboot":{"type":"boolean"}},'
                  '"required":["url","sha256"],"additionalProperties":false}')
+LIGHT = "light.set"
+LIGHT_SCHEMA = ('{"type":"object","properties":{"on":{"type":"boolean"}},"required":["on"],'
+                '"additionalProperties":false}')
 EVENT_SCHEMA = ('{"type":"object","properties":{"reason":{"type":"string","enum":["boot","rssi","heap_low"]},'
                 '"firmware":{"type":"string"},"digest":{"type":"string"},"ota":{"type":"string"},'
                 '"reset_reason":{"type":"string"},"crash_count":{"type":"integer"},'
@@ -62,10 +66,15 @@ def updatable(frozen):
     return not frozen or image_slot() is not None
 
 
-def tools(frozen=False):
+def has_lamp(hal):
+    return getattr(hal, "lamp_set", None) is not None
+
+
+def tools(frozen=False, hal=None):
     """Every tool the device declares; `frozen` (image_digest() is not "") without an OTA slot: no
     firmware.update, so an Invoke of it draws CAPABILITY_MISSING from the session ("no tool") instead of an
-    update that changes nothing (a set in /lib is shadowed by the frozen package).
+    update that changes nothing (a set in /lib is shadowed by the frozen package). A HAL with a lamp
+    (`lamp_set`, hal/__init__.py) adds light.set.
     device.set_volume's bounds are the settings table's (satellite.device.SETTINGS)."""
     from satellite.device import row
     r = row("volume")
@@ -83,6 +92,9 @@ def tools(frozen=False):
     t.append(pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (%d-%d)" % (lo, hi),
                                input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
                                             '"minimum":%d,"maximum":%d}},"required":["volume"]}' % (lo, hi)))
+    if has_lamp(hal):
+        t.append(pb.ToolDescriptor(name=LIGHT, input_schema=LIGHT_SCHEMA,
+                                   description="Switch the room light on or off"))
     return t
 
 
@@ -163,6 +175,8 @@ class Health:
         d["last_update"] = rec.get("last_update", "")
         if frozen:
             d["slot"] = image_slot()
+        if has_lamp(self.hal):
+            d["light"] = bool(getattr(self.hal, "lamp", False))
         if mversion and mversion != d["firmware"]:
             d["manifest_version"] = mversion
         return d
@@ -220,10 +234,25 @@ class Health:
             info["offset_us"] = sat.offset_us
             sat.send(sat.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps(info))]))
             return True
+        if ev.name == LIGHT and has_lamp(self.hal):
+            self._light(sat, ev)
+            return True
         if ev.name == "firmware.update" and updatable(self.rt.frozen_digest()):   # declared where it can work
             self._update(sat, ev)
             return True
         return False
+
+    def _light(self, sat, ev):
+        try:
+            args = json.loads(ev.arguments or "{}")
+            on = args["on"]
+            if not isinstance(on, bool):
+                raise ValueError("on must be true or false")
+        except (ValueError, KeyError, TypeError) as e:
+            sat.send(sat.s.error(ev.id, pb.ErrorCode.INVALID_REQUEST, "bad arguments: %s" % e))
+            return
+        self.hal.lamp_set(on)
+        sat.send(sat.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps({"on": on}))]))
 
     def _error(self, sat, id, code, reason, message):
         env = sat.s.error(id, code, message[:256])

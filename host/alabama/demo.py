@@ -8,6 +8,8 @@ frames in the style of the spec's §4 listings, write the reply WAV, and exit 0 
 completed with an empty conformance report. ``--ambient`` (``make demo-ambient``): no button — the board
 streams ambiently from connect (its stored setting capture_mode = ambient), the core runs the wake phrase
 spotter on that stream, and the utterance starts with the phrase ("hey alabama, what time is it").
+``--say "turn off the light"``: the speech brain Invokes the virtual board's ``light.set`` (its simulated lamp);
+the board's ``light off`` line is printed.
 """
 import asyncio
 import logging
@@ -265,6 +267,9 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         await asyncio.sleep(0.3)
         for line in heard.lines:
             echo("core      : " + line)
+        for line in vb.lines()[m:]:
+            if "sim: light " in line:     # the board's lamp, switched by the core's Invoke of light.set
+                echo("board     : " + line[line.index("light "):] + " (light.set, Invoked by the core)")
         echo("")
         echo("frame timeline (as the core saw it):")
         for line in timeline(tap.rows):

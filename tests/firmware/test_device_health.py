@@ -72,6 +72,9 @@ class Sess:
     def error(self, id, code, message=""):
         return pb.Envelope(id=id, error=pb.Error(code=code, message=message))
 
+    def tool_result(self, id, content=(), is_error=False):
+        return pb.Envelope(id=id, tool_result=pb.ToolResult(content=list(content), is_error=is_error))
+
 
 class Sat:
     def __init__(self):
@@ -301,6 +304,42 @@ def test_image_digest_reads_the_frozen_digest_module_and_drops_it():
     finally:
         sys.path.pop(0)
         sys.modules.pop("alabama_image", None)
+
+
+class LampHal(Hal):
+    def __init__(self):
+        Hal.__init__(self)
+        self.lamp = False
+        self.calls = []
+
+    def lamp_set(self, on):
+        self.lamp = on
+        self.calls.append(on)
+
+
+class Invoke:
+    def __init__(self, id, name, arguments):
+        self.id, self.name, self.arguments = id, name, arguments
+
+
+def test_a_hal_lamp_is_the_light_set_tool_and_device_info_shows_it():
+    fresh()
+    assert "light.set" not in [t.name for t in H.tools(False, Hal())]       # no lamp: no tool, no "light"
+    assert "light" not in H.Health(Rt()).info()
+    t = [t for t in H.tools(False, LampHal()) if t.name == H.LIGHT]
+    assert len(t) == 1 and json.loads(t[0].input_schema)["properties"] == {"on": {"type": "boolean"}}
+    rt = Rt()
+    rt.hal = LampHal()
+    h = H.Health(rt)
+    sat = Sat()
+    assert h.tool(sat, Invoke(6, "light.set", '{"on": true}'))
+    assert rt.hal.calls == [True] and h.info()["light"] is True
+    assert json.loads(sat.sent[-1].tool_result.content[0].text) == {"on": True} and sat.sent[-1].id == 6
+    for bad in ('{"on": 1}', '{}', 'not json', '{"on": "off"}'):
+        assert h.tool(sat, Invoke(8, "light.set", bad))
+        assert sat.sent[-1].error.code == pb.ErrorCode.INVALID_REQUEST, bad
+    assert rt.hal.calls == [True]                                          # a bad argument switches nothing
+    assert not H.Health(Rt()).tool(sat, Invoke(9, "light.set", '{"on": false}'))   # no lamp: "no tool"
 
 
 def test_zz_back_home():

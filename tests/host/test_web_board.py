@@ -173,7 +173,8 @@ class ScriptedBoard:
 
     def state(self):
         return {"state": "connected", "pattern": "IK", "heap_free": 174080, "heap_min": 150528, "panel": None,
-                "settings": self.settings}
+                "settings": self.settings,
+                "light": True}
 
 
 def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_exe):
@@ -210,6 +211,9 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
         assert rows.index("frames on id 3") < rows.index("StreamEnd\t{id 3}"), rows
         assert "sat: led SPEAKING" in pg.inner_text("#log")
         _one_screen(pg)
+        # the simulated lamp (hal/sim.py light.set), from the board's state
+        wait_js(pg, "document.getElementById('lamp').textContent === 'light on'", what="the lamp shown on")
+        assert pg.get_attribute("#lamp", "data-state") == "on"
 
         # the panel: a picture the HAL exported, shown pixel for pixel (RGB565 widened like panel.py does)
         w, h = 64, 48

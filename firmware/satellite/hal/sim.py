@@ -125,6 +125,7 @@ class SimHal:
         self.brightness = 50
         self._gest = []
         self.muted = False           # the speaker's hardware mute
+        self.lamp = False            # the simulated room light (light.set; device.info "light")
         self.rt = None
         # mic
         self._mic = None
@@ -171,6 +172,11 @@ class SimHal:
 
     def led(self, phase, brightness):
         self.led_phase = phase
+
+    def lamp_set(self, on):
+        """The simulated room light: the light.set tool switches it; the serial log and `state` show it."""
+        self.lamp = bool(on)
+        self.log("sim: light %s" % ("on" if on else "off"))
 
     def panel(self):
         """The board's panel (satellite.hal.simpanel, imported only for a board file with a "display"
@@ -448,4 +454,5 @@ class SimHal:
             "mic_open": sat.mic_open if sat else False, "heap_free": free, "heap_min": low,
             "led": self.led_phase,
             "panel": self._panel.info() if self._panel else None,
+            "light": self.lamp,
         }

@@ -120,7 +120,7 @@ class SimTarget(Target):
     simulated HAL's control channel; its serial log lines are stamped with the scenario's timeline clock."""
 
     virtual = True
-    features = frozenset({"button", "mic", "mic_feed", "speaker", "heap", "restart"})
+    features = frozenset({"button", "mic", "mic_feed", "speaker", "heap", "restart", "lamp"})   # lamp: hal/sim.py light.set
     #: Test knobs of the simulated HAL (hal/sim.py): quick pings and backoff so liveness scenarios are short.
     SIM_ENV = {"ALABAMA_SIM_PING_MS": "1000", "ALABAMA_SIM_BACKOFF_BASE_MS": "250",
                "ALABAMA_SIM_BACKOFF_CAP_MS": "4000"}

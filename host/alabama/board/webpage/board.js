@@ -282,6 +282,11 @@ function setState(st) {
   $("mode").hidden = !ambient;
   $("mode-note").hidden = !ambient;
   $("ptt").dataset.mode = ambient ? "ambient" : "ptt";
+  if (st.light != null) {          // the simulated lamp (hal/sim.py light.set): shown once the HAL reports one
+    $("lamp").hidden = false;
+    $("lamp").dataset.state = st.light ? "on" : "off";
+    $("lamp").textContent = "light " + (st.light ? "on" : "off");
+  }
 }
 
 function kb(n) {
