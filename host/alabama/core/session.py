@@ -14,7 +14,7 @@ import time
 
 from google.protobuf.message import DecodeError
 
-from alabama.v1 import envelope_pb2, operations_pb2 as ops, surface_pb2, content_pb2
+from alabama.v1 import envelope_pb2, operations_pb2 as ops, surface_pb2
 from alabama.wire import frame as wire
 
 from . import state as S
@@ -1109,11 +1109,6 @@ class CoreSession:
         that acts on the session otherwise, e.g. ``close``, collects them here)."""
         out, self._events = self._events, []
         return out
-
-    def set_device(self, device_id, pattern=None):
-        self.device_id = device_id
-        self.report.device_id = device_id
-        self.report.pattern = pattern
 
 
 #: CoreSession._envelope: the handler of each op a satellite may send, by Envelope oneof name (every other arm
