@@ -190,10 +190,6 @@ class Surface:
         cap = self.capabilities.get(C.CAPABILITY_IMAGE_DISPLAY)
         return cap.image_display if cap is not None else None
 
-    def mic_params(self):
-        cap = self.capabilities.get(C.CAPABILITY_MIC)
-        return cap.mic if cap is not None else None
-
     def check_event(self, ev):
         """Problems of an Event against its descriptor: (error_code_name, detail) or None when fine."""
         entry = self.events.get(ev.id)

@@ -20,7 +20,6 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
@@ -92,9 +91,6 @@ class Target:
         """Seconds from a StreamCancel (timeline time) to the speaker going silent; by default up to the
         board's PlaybackDone, which it sends once its output has stopped (an upper bound)."""
         return done_row.t - t_cancel
-
-    def log_mark(self):
-        return len(self.log_text())
 
     def log_wait(self, pattern, after=0, timeout=10.0):
         """The first match of regex ``pattern`` in the serial log past character ``after``, or None."""

@@ -476,3 +476,16 @@ def test_r8_2_a_well_formed_speaker_and_mic_are_not_reported():
     s = make()
     feed(s, hello(caps=[speaker_cap(rate=24000), mic_cap()]))
     assert not {"speaker_format", "mic_format", "capability_params"} & set(s.report.checks())
+
+
+def test_r2_2_b_every_envelope_arm_has_a_handler_or_is_core_only_and_a_missing_one_is_no_crash(monkeypatch):
+    """The core's op table covers the schema: each Envelope oneof arm is handled (satellite -> core) or core-only,
+    never both, so a new arm added to the .proto without a handler fails here, not as a KeyError on a live
+    connection; and should one slip through, the frame is ignored like an unknown arm (R2.2-b)."""
+    from alabama.v1 import envelope_pb2
+    arms = {f.name for f in envelope_pb2.Envelope.DESCRIPTOR.oneofs_by_name["op"].fields}
+    assert set(cs._OPS) | cs.CORE_ONLY_OPS == arms, sorted(arms ^ (set(cs._OPS) | cs.CORE_ONLY_OPS))
+    assert not set(cs._OPS) & cs.CORE_ONLY_OPS
+    s = opened()
+    monkeypatch.delitem(cs._OPS, "presence")
+    assert feed(s, env(0, "presence")) == [] and s.phase == cs.PHASE_OPEN
