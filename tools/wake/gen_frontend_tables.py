@@ -180,6 +180,19 @@ def gain_lut():
     return lut
 
 
+def check_gain_bounds(lut):
+    """What lets the firmware skip the reference's int32/int16 wrap emulation in WideDynamicFunction: for
+    every interval and 10-bit fraction, the interpolation stays inside int32 and the gain in [0, 32767]."""
+    for n in range(2, WDF_BITS + 1):
+        b = 4 * n - 6
+        for f in range(1024):
+            r = ((lut[b + 2] * f) >> 5) + lut[b + 1] * 32
+            assert -(1 << 31) <= r * f < 1 << 31, (n, f)
+            g = ((r * f + 16384) >> 15) + lut[b]
+            assert 0 <= g <= 0x7FFF, (n, f, g)
+    assert all(0 <= v <= 0x7FFF for v in lut[:2])
+
+
 def nr_params():
     """noise_reduction_util.c: the q14 smoothing coefficients (float32 products truncated to uint16)."""
     q = F(1 << NOISE_REDUCTION_BITS)
@@ -203,6 +216,8 @@ def generate():
     even, odd, min_rem = nr_params()
     tw = twiddles()
     stw = super_twiddles()
+    check_gain_bounds(gain_lut())
+    assert min(weights + unweights) >= 0 and max(weights + unweights) <= 1 << FILTERBANK_BITS
     for w in range(len(edges) - 2):       # firmware bound: one channel's weight sum < 2**16 (frontend.py)
         assert sum(weights[edges[w + 1] - start:edges[w + 2] - start]) + \
             sum(unweights[edges[w] - start:edges[w + 1] - start]) < 1 << 16

@@ -167,6 +167,7 @@ def energy(c, stw, e):
 def filterbank(e, w, uw, edges, sig, shift):
     """filterbank.c: channel j = sum(w * e) over triangle j+1's bins + sum(uw * e) over triangle j's,
     a 48-bit sum kept as hi * 2**16 + lo; its square root rounded as Sqrt64/Sqrt32 do; >> shift."""
+    bs = _h(edges, 0)                                # BIN_START: w/uw are indexed from it
     j = 0
     while j < CHANNELS:
         hi = 0
@@ -177,9 +178,9 @@ def filterbank(e, w, uw, edges, sig, shift):
         while b < end:
             q = e[b]
             if b < mid:
-                wt = _h(uw, b - T.BIN_START)
+                wt = _h(uw, b - bs)
             else:
-                wt = _h(w, b - T.BIN_START)
+                wt = _h(w, b - bs)
             lo += wt * (q & _M16)
             hi += wt * (q >> 16) + (lo >> 16)
             lo &= _M16
@@ -268,7 +269,7 @@ def post(sig, est, gain, log, out):
             g += _h(gain, q + 1) << 5
             g *= f
             g = ((g + 16384) >> 15) + _h(gain, q)
-        snr = (s >> 6) * g + (((s & 63) * g) >> T.PCAN_SNR_SHIFT)
+        snr = (s >> T.PCAN_SNR_SHIFT) * g + (((s & ((1 << T.PCAN_SNR_SHIFT) - 1)) * g) >> T.PCAN_SNR_SHIFT)
         if snr < 8192:
             s = (snr * snr) >> 20
         else:

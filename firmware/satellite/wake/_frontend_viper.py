@@ -1,0 +1,278 @@
+# The wake-word frontend's stages in viper (the hot path on the board); same functions, buffers and
+# contract as the pure ones in frontend.py, which document the arithmetic (tests compare the two, and
+# both against pymicro-features). No allocation, no state of its own. Every intermediate stays below
+# 2**31 (and non-negative outside the FFT's int16 values), so the code is right with viper's 32-bit int
+# on the board and its 64-bit int on the unix port; int16 wrapping is the ptr16 store (low 16 bits) or
+# an explicit sign fold, never a 32-bit overflow. The constant tables are bytes (in flash when frozen):
+# read byte-wise, as a bytes object may sit at any alignment and xtensa faults on unaligned loads; the
+# state buffers are the Frontend's own arrays (heap, aligned).
+import micropython
+
+from ._frontend_tables import NR_EVEN, NR_ODD, NR_MIN_REMAINING, PCAN_SNR_SHIFT, LOG_CORRECTION_BITS, \
+    LOG_SCALE_SHIFT
+
+
+@micropython.viper
+def push(hist: ptr16, used: int, src: ptr8, pos: int):
+    i = 0
+    while i < 160:
+        p = pos + 2 * i
+        hist[used + i] = src[p] | (src[p + 1] << 8)
+        i += 1
+
+
+@micropython.viper
+def window(hist: ptr16, coef: ptr8, x: ptr16) -> int:
+    mx = 0
+    i = 0
+    while i < 480:
+        s = (hist[i] ^ 0x8000) - 0x8000
+        c = ((coef[2 * i] | (coef[2 * i + 1] << 8)) ^ 0x8000) - 0x8000
+        v = (s * c) >> 12
+        x[i] = v
+        if v < 0:
+            v = -v
+        if v > mx and v < 32768:
+            mx = v
+        i += 1
+    i = 0
+    while i < 320:
+        hist[i] = hist[i + 160]
+        i += 1
+    return mx
+
+
+@micropython.viper
+def fft(x: ptr16, shift: int, c: ptr16, tw: ptr8):
+    i = 0
+    while i < 256:
+        j = ((i & 3) << 6) | ((i & 12) << 2) | ((i >> 2) & 12) | (i >> 6)
+        c[2 * i] = x[2 * j] << shift
+        c[2 * i + 1] = x[2 * j + 1] << shift
+        i += 1
+    m = 1
+    fs = 64
+    while m < 256:
+        base = 0
+        while base < 256:
+            k = 0
+            while k < m:
+                i0 = 2 * (base + k)
+                i1 = i0 + 2 * m
+                i2 = i1 + 2 * m
+                i3 = i2 + 2 * m
+                a0r = (((c[i0] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                a0i = (((c[i0 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                a1r = (((c[i1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                a1i = (((c[i1 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                a2r = (((c[i2] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                a2i = (((c[i2 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                a3r = (((c[i3] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                a3i = (((c[i3 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+                t = 4 * k * fs
+                wr = ((tw[t] | (tw[t + 1] << 8)) ^ 0x8000) - 0x8000
+                wi = ((tw[t + 2] | (tw[t + 3] << 8)) ^ 0x8000) - 0x8000
+                s0r = ((((a1r * wr - a1i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+                s0i = ((((a1r * wi + a1i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+                t2 = 2 * t
+                wr = ((tw[t2] | (tw[t2 + 1] << 8)) ^ 0x8000) - 0x8000
+                wi = ((tw[t2 + 2] | (tw[t2 + 3] << 8)) ^ 0x8000) - 0x8000
+                s1r = ((((a2r * wr - a2i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+                s1i = ((((a2r * wi + a2i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+                t2 += t
+                wr = ((tw[t2] | (tw[t2 + 1] << 8)) ^ 0x8000) - 0x8000
+                wi = ((tw[t2 + 2] | (tw[t2 + 3] << 8)) ^ 0x8000) - 0x8000
+                s2r = ((((a3r * wr - a3i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+                s2i = ((((a3r * wi + a3i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+                s5r = ((a0r - s1r + 0x8000) & 0xFFFF) - 0x8000
+                s5i = ((a0i - s1i + 0x8000) & 0xFFFF) - 0x8000
+                a0r = ((a0r + s1r + 0x8000) & 0xFFFF) - 0x8000
+                a0i = ((a0i + s1i + 0x8000) & 0xFFFF) - 0x8000
+                s3r = ((s0r + s2r + 0x8000) & 0xFFFF) - 0x8000
+                s3i = ((s0i + s2i + 0x8000) & 0xFFFF) - 0x8000
+                s4r = ((s0r - s2r + 0x8000) & 0xFFFF) - 0x8000
+                s4i = ((s0i - s2i + 0x8000) & 0xFFFF) - 0x8000
+                c[i2] = a0r - s3r
+                c[i2 + 1] = a0i - s3i
+                c[i0] = a0r + s3r
+                c[i0 + 1] = a0i + s3i
+                c[i1] = s5r + s4i
+                c[i1 + 1] = s5i - s4r
+                c[i3] = s5r - s4i
+                c[i3 + 1] = s5i + s4r
+                k += 1
+            base += 4 * m
+        m *= 4
+        fs >>= 2
+
+
+@micropython.viper
+def energy(c: ptr16, stw: ptr8, e: ptr32):
+    k = 1
+    while k <= 128:
+        n = 2 * (256 - k)
+        pr = (((c[2 * k] ^ 0x8000) - 0x8000) * 16383 + 16384) >> 15
+        pi = (((c[2 * k + 1] ^ 0x8000) - 0x8000) * 16383 + 16384) >> 15
+        nr = (((c[n] ^ 0x8000) - 0x8000) * 16383 + 16384) >> 15
+        ni = ((((0x8000 - ((c[n + 1] ^ 0x8000) - 0x8000)) & 0xFFFF) - 0x8000) * 16383 + 16384) >> 15
+        f1r = ((pr + nr + 0x8000) & 0xFFFF) - 0x8000
+        f1i = ((pi + ni + 0x8000) & 0xFFFF) - 0x8000
+        f2r = ((pr - nr + 0x8000) & 0xFFFF) - 0x8000
+        f2i = ((pi - ni + 0x8000) & 0xFFFF) - 0x8000
+        t = 4 * k - 4
+        wr = ((stw[t] | (stw[t + 1] << 8)) ^ 0x8000) - 0x8000
+        wi = ((stw[t + 2] | (stw[t + 3] << 8)) ^ 0x8000) - 0x8000
+        twr = ((((f2r * wr - f2i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+        twi = ((((f2r * wi + f2i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
+        r = (f1r + twr) >> 1
+        i = (f1i + twi) >> 1
+        e[k] = r * r + i * i
+        r = (f1r - twr) >> 1
+        i = (twi - f1i) >> 1
+        e[256 - k] = r * r + i * i
+        k += 1
+
+
+@micropython.viper
+def filterbank(e: ptr32, w: ptr8, uw: ptr8, edges: ptr8, sig: ptr32, shift: int):
+    bs = edges[0] | (edges[1] << 8)
+    j = 0
+    while j < 40:
+        hi = 0
+        lo = 0
+        b = edges[2 * j] | (edges[2 * j + 1] << 8)
+        mid = edges[2 * j + 2] | (edges[2 * j + 3] << 8)
+        end = edges[2 * j + 4] | (edges[2 * j + 5] << 8)
+        while b < end:
+            q = e[b]
+            o = 2 * (b - bs)
+            if b < mid:
+                wt = uw[o] | (uw[o + 1] << 8)
+            else:
+                wt = w[o] | (w[o + 1] << 8)
+            lo += wt * (q & 0xFFFF)
+            hi += wt * (q >> 16) + (lo >> 16)
+            lo &= 0xFFFF
+            b += 1
+        r = 0
+        rem = 0
+        p = 23
+        while p >= 8 and (hi >> (2 * p - 16)) == 0:
+            p -= 1
+        if p < 8:
+            while p >= 0 and (lo >> (2 * p)) == 0:
+                p -= 1
+        while p >= 0:
+            if p >= 8:
+                d = (hi >> (2 * p - 16)) & 3
+            else:
+                d = (lo >> (2 * p)) & 3
+            rem = (rem << 2) | d
+            t = (r << 2) | 1
+            if rem >= t:
+                rem -= t
+                r = (r << 1) | 1
+            else:
+                r <<= 1
+            p -= 1
+        if rem > r and (hi >= 65536 or r != 0xFFFF):
+            r += 1
+        sig[j] = r >> shift
+        j += 1
+
+
+@micropython.viper
+def post(sig: ptr32, est: ptr16, gain: ptr8, log: ptr8, out: ptr16):
+    even = int(NR_EVEN)
+    odd = int(NR_ODD)
+    minrem = int(NR_MIN_REMAINING)
+    snrsh = int(PCAN_SNR_SHIFT)
+    corr = int(LOG_CORRECTION_BITS)
+    scale = int(LOG_SCALE_SHIFT)
+    j = 0
+    while j < 40:
+        s = sig[j]
+        sm = odd
+        if (j & 1) == 0:
+            sm = even
+        osm = 16384 - sm
+        uh = (s >> 6) & 0xFFFF
+        ul = (s & 63) << 10
+        eh = est[2 * j]
+        el = est[2 * j + 1]
+        a = ul * sm + el * osm
+        b = uh * sm + eh * osm
+        t = ((b & 0x3FFF) << 2) + (a >> 14)
+        el = t & 0xFFFF
+        eh = ((b >> 14) + (t >> 16)) & 0xFFFF
+        est[2 * j] = eh
+        est[2 * j + 1] = el
+        if eh > uh or (eh == uh and el > ul):
+            eh = uh
+            el = ul
+        dl = ul - el
+        dh = uh - eh
+        if dl < 0:
+            dl += 65536
+            dh -= 1
+        sub = (dh << 6) + (dl >> 10)
+        fl = (s >> 14) * minrem + (((s & 0x3FFF) * minrem) >> 14)
+        if sub > fl:
+            s = sub
+        else:
+            s = fl
+        n = 0
+        v = el
+        if eh:
+            n = 16
+            v = eh
+        while v:
+            n += 1
+            v >>= 1
+        if eh == 0 and el <= 2:
+            g = ((gain[2 * el] | (gain[2 * el + 1] << 8)) ^ 0x8000) - 0x8000
+        else:
+            if n < 11:
+                f = (el << (11 - n)) & 0x3FF
+            else:
+                sh = n - 11
+                if sh >= 16:
+                    f = (eh >> (sh - 16)) & 0x3FF
+                else:
+                    f = (((eh & 0x3FF) << (16 - sh)) | (el >> sh)) & 0x3FF
+            q = 8 * n - 12
+            g = ((((gain[q + 4] | (gain[q + 5] << 8)) ^ 0x8000) - 0x8000) * f) >> 5
+            g += (((gain[q + 2] | (gain[q + 3] << 8)) ^ 0x8000) - 0x8000) << 5
+            g *= f
+            g = ((g + 16384) >> 15) + (((gain[q] | (gain[q + 1] << 8)) ^ 0x8000) - 0x8000)
+        snr = (s >> snrsh) * g + (((s & ((1 << snrsh) - 1)) * g) >> snrsh)
+        if snr < 8192:
+            s = (snr * snr) >> 20
+        else:
+            s = (snr >> 6) - 64
+        v = s << corr
+        if v > 1:
+            n = 0
+            u = v
+            while u:
+                n += 1
+                u >>= 1
+            n -= 1
+            f = v - (1 << n)
+            if n < 16:
+                f <<= 16 - n
+            else:
+                f >>= n - 16
+            seg = f >> 9
+            c0 = log[2 * seg] | (log[2 * seg + 1] << 8)
+            c1 = log[2 * seg + 2] | (log[2 * seg + 3] << 8)
+            f = f + c0 + (((c1 - c0) * (f - (seg << 9))) >> 16)
+            l2 = (n << 16) + f
+            v = 45426 * (l2 >> 16) + (((l2 & 0xFFFF) * 22713 + 16384) >> 15)
+            v = ((v << scale) + 32768) >> 16
+            if v > 0xFFFF:
+                v = 0xFFFF
+        else:
+            v = 0
+        out[j] = v
+        j += 1
