@@ -207,11 +207,13 @@ def post(sig: ptr32, est: ptr16, gain: ptr8, log: ptr8, out: ptr16):
         eh = ((b >> 14) + (t >> 16)) & 0xFFFF
         est[2 * j] = eh
         est[2 * j + 1] = el
+        ch = eh                                      # the estimate, clamped to the signal
+        cl = el
         if eh > uh or (eh == uh and el > ul):
-            eh = uh
-            el = ul
-        dl = ul - el
-        dh = uh - eh
+            ch = uh
+            cl = ul
+        dl = ul - cl
+        dh = uh - ch
         if dl < 0:
             dl += 65536
             dh -= 1

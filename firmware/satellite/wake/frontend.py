@@ -229,11 +229,13 @@ def post(sig, est, gain, log, out):
         eh = ((b >> 14) + (t >> 16)) & _M16
         est[2 * j] = eh
         est[2 * j + 1] = el
+        ch = eh                                      # the estimate, clamped to the signal
+        cl = el
         if eh > uh or (eh == uh and el > ul):
-            eh = uh
-            el = ul
-        dl = ul - el
-        dh = uh - eh
+            ch = uh
+            cl = ul
+        dl = ul - cl
+        dh = uh - ch
         if dl < 0:
             dl += 65536
             dh -= 1
