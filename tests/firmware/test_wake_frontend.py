@@ -148,6 +148,7 @@ def test_wake_frontend_stages_viper_equal_pure_on_extremes():
         return
     from satellite.wake import _frontend_tables as T
     rnd = _lcg(37)
+    tw = array("h", T.TW)
     for trial in range(12):
         x = array("h", bytes(1024))
         for i in range(480):
@@ -156,8 +157,8 @@ def test_wake_frontend_stages_viper_equal_pure_on_extremes():
         for shift in (0, 3, 15):
             cp = array("h", bytes(1024))
             cv = array("h", bytes(1024))
-            FE.fft(x, shift, cp, T.TW)
-            V.fft(x, shift, cv, T.TW)
+            FE.fft(x, shift, cp, tw)
+            V.fft(x, shift, cv, tw)
             assert cp == cv, (trial, shift)
             ep = array("i", bytes(1024))
             ev = array("i", bytes(1024))

@@ -169,7 +169,7 @@ def test_wake_frontend_fft_and_energy_equal_the_references_stages(ref):
         xa = array("h", x + [0] * 32)
         c = array("h", bytes(1024))
         e = array("i", bytes(1024))
-        FE.fft(xa, shift, c, T.TW)
+        FE.fft(xa, shift, c, array("h", T.TW))
         FE.energy(c, T.STW, e)
         assert list(e[T.BIN_START:T.BIN_END]) == list(energy[T.BIN_START:T.BIN_END]), (trial, shift)
 

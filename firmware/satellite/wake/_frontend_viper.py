@@ -43,24 +43,28 @@ def window(hist: ptr16, coef: ptr8, x: ptr16) -> int:
 
 
 @micropython.viper
-def fft(x: ptr16, shift: int, c: ptr16, tw: ptr8):
+def fft(x: ptr16, shift: int, c: ptr16, tw: ptr16):
     i = 0
     while i < 256:
         j = ((i & 3) << 6) | ((i & 12) << 2) | ((i >> 2) & 12) | (i >> 6)
         c[2 * i] = x[2 * j] << shift
         c[2 * i + 1] = x[2 * j + 1] << shift
         i += 1
-    m = 1
-    fs = 64
-    while m < 256:
+    # The butterflies: only the loads (which feed products) are sign-extended; after the twiddle
+    # products every value only flows through + and - into a 16-bit store, and wrapping is a ring
+    # homomorphism, so the store's truncation equals kiss_fft's int16 wrap at every step.
+    m2 = 2
+    fs = 128                      # 2 * the twiddle stride: tw holds (r, i) pairs
+    while m2 < 512:
         base = 0
-        while base < 256:
-            k = 0
-            while k < m:
-                i0 = 2 * (base + k)
-                i1 = i0 + 2 * m
-                i2 = i1 + 2 * m
-                i3 = i2 + 2 * m
+        while base < 512:
+            i0 = base
+            end = base + m2
+            t = 0
+            while i0 < end:
+                i1 = i0 + m2
+                i2 = i1 + m2
+                i3 = i2 + m2
                 a0r = (((c[i0] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
                 a0i = (((c[i0 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
                 a1r = (((c[i1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
@@ -69,29 +73,26 @@ def fft(x: ptr16, shift: int, c: ptr16, tw: ptr8):
                 a2i = (((c[i2 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
                 a3r = (((c[i3] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
                 a3i = (((c[i3 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
-                t = 4 * k * fs
-                wr = ((tw[t] | (tw[t + 1] << 8)) ^ 0x8000) - 0x8000
-                wi = ((tw[t + 2] | (tw[t + 3] << 8)) ^ 0x8000) - 0x8000
-                s0r = ((((a1r * wr - a1i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
-                s0i = ((((a1r * wi + a1i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
-                t2 = 2 * t
-                wr = ((tw[t2] | (tw[t2 + 1] << 8)) ^ 0x8000) - 0x8000
-                wi = ((tw[t2 + 2] | (tw[t2 + 3] << 8)) ^ 0x8000) - 0x8000
-                s1r = ((((a2r * wr - a2i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
-                s1i = ((((a2r * wi + a2i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
-                t2 += t
-                wr = ((tw[t2] | (tw[t2 + 1] << 8)) ^ 0x8000) - 0x8000
-                wi = ((tw[t2 + 2] | (tw[t2 + 3] << 8)) ^ 0x8000) - 0x8000
-                s2r = ((((a3r * wr - a3i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
-                s2i = ((((a3r * wi + a3i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
-                s5r = ((a0r - s1r + 0x8000) & 0xFFFF) - 0x8000
-                s5i = ((a0i - s1i + 0x8000) & 0xFFFF) - 0x8000
-                a0r = ((a0r + s1r + 0x8000) & 0xFFFF) - 0x8000
-                a0i = ((a0i + s1i + 0x8000) & 0xFFFF) - 0x8000
-                s3r = ((s0r + s2r + 0x8000) & 0xFFFF) - 0x8000
-                s3i = ((s0i + s2i + 0x8000) & 0xFFFF) - 0x8000
-                s4r = ((s0r - s2r + 0x8000) & 0xFFFF) - 0x8000
-                s4i = ((s0i - s2i + 0x8000) & 0xFFFF) - 0x8000
+                wr = (tw[t] ^ 0x8000) - 0x8000
+                wi = (tw[t + 1] ^ 0x8000) - 0x8000
+                s0r = (a1r * wr - a1i * wi + 16384) >> 15
+                s0i = (a1r * wi + a1i * wr + 16384) >> 15
+                wr = (tw[2 * t] ^ 0x8000) - 0x8000
+                wi = (tw[2 * t + 1] ^ 0x8000) - 0x8000
+                s1r = (a2r * wr - a2i * wi + 16384) >> 15
+                s1i = (a2r * wi + a2i * wr + 16384) >> 15
+                wr = (tw[3 * t] ^ 0x8000) - 0x8000
+                wi = (tw[3 * t + 1] ^ 0x8000) - 0x8000
+                s2r = (a3r * wr - a3i * wi + 16384) >> 15
+                s2i = (a3r * wi + a3i * wr + 16384) >> 15
+                s5r = a0r - s1r
+                s5i = a0i - s1i
+                a0r += s1r
+                a0i += s1i
+                s3r = s0r + s2r
+                s3i = s0i + s2i
+                s4r = s0r - s2r
+                s4i = s0i - s2i
                 c[i2] = a0r - s3r
                 c[i2 + 1] = a0i - s3i
                 c[i0] = a0r + s3r
@@ -100,9 +101,10 @@ def fft(x: ptr16, shift: int, c: ptr16, tw: ptr8):
                 c[i1 + 1] = s5i - s4r
                 c[i3] = s5r - s4i
                 c[i3 + 1] = s5i + s4r
-                k += 1
-            base += 4 * m
-        m *= 4
+                i0 += 2
+                t += fs
+            base += 4 * m2
+        m2 *= 4
         fs >>= 2
 
 
@@ -228,9 +230,19 @@ def post(sig: ptr32, est: ptr16, gain: ptr8, log: ptr8, out: ptr16):
         if eh:
             n = 16
             v = eh
-        while v:
+        if v >= 256:
+            n += 8
+            v >>= 8
+        if v >= 16:
+            n += 4
+            v >>= 4
+        if v >= 4:
+            n += 2
+            v >>= 2
+        if v >= 2:
             n += 1
             v >>= 1
+        n += v
         if eh == 0 and el <= 2:
             g = ((gain[2 * el] | (gain[2 * el + 1] << 8)) ^ 0x8000) - 0x8000
         else:
@@ -256,10 +268,20 @@ def post(sig: ptr32, est: ptr16, gain: ptr8, log: ptr8, out: ptr16):
         if v > 1:
             n = 0
             u = v
-            while u:
+            if u >= 65536:
+                n += 16
+                u >>= 16
+            if u >= 256:
+                n += 8
+                u >>= 8
+            if u >= 16:
+                n += 4
+                u >>= 4
+            if u >= 4:
+                n += 2
+                u >>= 2
+            if u >= 2:
                 n += 1
-                u >>= 1
-            n -= 1
             f = v - (1 << n)
             if n < 16:
                 f <<= 16 - n

@@ -75,7 +75,8 @@ def window(hist, coef, x):
 
 def fft(x, shift, c, tw):
     """fft.c + kiss_fft: scale x by `shift` (int16 wrap), pack as 256 complex, base-4 digit-reverse into c,
-    then the four radix-4 stages (kf_bfly4, forward), int16 at every store as kiss_fft_scalar is."""
+    then the four radix-4 stages (kf_bfly4, forward), int16 at every store as kiss_fft_scalar is. tw is
+    T.TW as an array('h') (Frontend copies it to RAM once: the hot loop reads it 16 bits at a time)."""
     i = 0
     while i < _NCFFT:
         j = ((i & 3) << 6) | ((i & 12) << 2) | ((i >> 2) & 12) | (i >> 6)
@@ -103,16 +104,16 @@ def fft(x, shift, c, tw):
                 a3r = (c[i3] * 8191 + 16384) >> 15
                 a3i = (c[i3 + 1] * 8191 + 16384) >> 15
                 t = 2 * k * fs
-                wr = _h(tw, t)
-                wi = _h(tw, t + 1)
+                wr = tw[t]
+                wi = tw[t + 1]
                 s0r = _s16((a1r * wr - a1i * wi + 16384) >> 15)
                 s0i = _s16((a1r * wi + a1i * wr + 16384) >> 15)
-                wr = _h(tw, 2 * t)
-                wi = _h(tw, 2 * t + 1)
+                wr = tw[2 * t]
+                wi = tw[2 * t + 1]
                 s1r = _s16((a2r * wr - a2i * wi + 16384) >> 15)
                 s1i = _s16((a2r * wi + a2i * wr + 16384) >> 15)
-                wr = _h(tw, 3 * t)
-                wi = _h(tw, 3 * t + 1)
+                wr = tw[3 * t]
+                wi = tw[3 * t + 1]
                 s2r = _s16((a3r * wr - a3i * wi + 16384) >> 15)
                 s2i = _s16((a3r * wi + a3i * wr + 16384) >> 15)
                 s5r = _s16(a0r - s1r)
@@ -252,9 +253,19 @@ def post(sig, est, gain, log, out):
         else:
             n = 0
             v = el
-        while v:
+        if v >= 256:                                 # bit length of the 16-bit limb: 4 halvings
+            n += 8
+            v >>= 8
+        if v >= 16:
+            n += 4
+            v >>= 4
+        if v >= 4:
+            n += 2
+            v >>= 2
+        if v >= 2:
             n += 1
             v >>= 1
+        n += v
         if eh == 0 and el <= 2:
             g = _h(gain, el)
         else:
@@ -279,12 +290,22 @@ def post(sig, est, gain, log, out):
         # log scale
         v = s << T.LOG_CORRECTION_BITS
         if v > 1:
-            n = 0
+            n = 0                                    # floor(log2 v), v < 2**28: 5 halvings
             u = v
-            while u:
+            if u >= 65536:
+                n += 16
+                u >>= 16
+            if u >= 256:
+                n += 8
+                u >>= 8
+            if u >= 16:
+                n += 4
+                u >>= 4
+            if u >= 4:
+                n += 2
+                u >>= 2
+            if u >= 2:
                 n += 1
-                u >>= 1
-            n -= 1                                   # floor(log2 v)
             f = v - (1 << n)
             if n < 16:
                 f <<= 16 - n
@@ -328,6 +349,7 @@ class Frontend:
         self._e = array("i", bytes(4 * _NCFFT))           # |X|^2 per bin
         self._sig = array("i", bytes(4 * CHANNELS))       # filterbank, then the reduced signal
         self._est = array("H", bytes(4 * CHANNELS))       # noise estimates, 16-bit limbs
+        self._tw = array("h", T.TW)                      # aligned RAM copy: fft reads it 3 pairs a butterfly
         self._used = 0
 
     def reset(self):
@@ -354,7 +376,7 @@ class Frontend:
         while mx:
             shift -= 1
             mx >>= 1
-        f[2](self._x, shift, self._c, T.TW)
+        f[2](self._x, shift, self._c, self._tw)
         f[3](self._c, T.STW, self._e)
         f[4](self._e, T.W, T.UW, T.EDGES, self._sig, shift)
         f[5](self._sig, self._est, T.GAIN, T.LOG, out)
