@@ -149,6 +149,9 @@ def test_wake_frontend_stages_viper_equal_pure_on_extremes():
     from satellite.wake import _frontend_tables as T
     rnd = _lcg(37)
     tw = array("h", T.TW)
+    stw = array("h", T.STW)
+    w = array("h", T.W)
+    uw = array("h", T.UW)
     for trial in range(12):
         x = array("h", bytes(1024))
         for i in range(480):
@@ -162,8 +165,8 @@ def test_wake_frontend_stages_viper_equal_pure_on_extremes():
             assert cp == cv, (trial, shift)
             ep = array("i", bytes(1024))
             ev = array("i", bytes(1024))
-            FE.energy(cp, T.STW, ep)
-            V.energy(cv, T.STW, ev)
+            FE.energy(cp, stw, ep)
+            V.energy(cv, stw, ev)
             assert ep == ev, (trial, shift)
         e = array("i", bytes(1024))
         for i in range(256):
@@ -172,8 +175,8 @@ def test_wake_frontend_stages_viper_equal_pure_on_extremes():
         sp = array("i", bytes(4 * _CH))
         sv = array("i", bytes(4 * _CH))
         for shift in (0, 7, 15):
-            FE.filterbank(e, T.W, T.UW, T.EDGES, sp, shift)
-            V.filterbank(e, T.W, T.UW, T.EDGES, sv, shift)
+            FE.filterbank(e, w, uw, T.EDGES, sp, shift)
+            V.filterbank(e, w, uw, T.EDGES, sv, shift)
             assert sp == sv, (trial, shift)
         est_p = array("H", bytes(4 * _CH))
         for i in range(2 * _CH):

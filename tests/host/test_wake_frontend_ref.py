@@ -170,7 +170,7 @@ def test_wake_frontend_fft_and_energy_equal_the_references_stages(ref):
         c = array("h", bytes(1024))
         e = array("i", bytes(1024))
         FE.fft(xa, shift, c, array("h", T.TW))
-        FE.energy(c, T.STW, e)
+        FE.energy(c, array("h", T.STW), e)
         assert list(e[T.BIN_START:T.BIN_END]) == list(energy[T.BIN_START:T.BIN_END]), (trial, shift)
 
 
@@ -187,7 +187,7 @@ def test_wake_frontend_filterbank_equals_the_references_stage(ref):
         LIB.FilterbankAccumulateChannels(ctypes.byref(fb), energy)
         theirs = LIB.FilterbankSqrt(ctypes.byref(fb), shift)[:GT.NUM_CHANNELS]
         sig = array("i", bytes(4 * GT.NUM_CHANNELS))
-        FE.filterbank(array("i", en), T.W, T.UW, T.EDGES, sig, shift)
+        FE.filterbank(array("i", en), array("h", T.W), array("h", T.UW), T.EDGES, sig, shift)
         assert list(sig) == theirs, (trial, shift)
 
 
@@ -205,7 +205,7 @@ def test_wake_frontend_sqrt_rounding_and_cap_equal_the_reference(ref):
         LIB.FilterbankAccumulateChannels(ctypes.byref(fb), energy)
         theirs = LIB.FilterbankSqrt(ctypes.byref(fb), 0)[lo_chan]
         sig = array("i", bytes(4 * GT.NUM_CHANNELS))
-        FE.filterbank(array("i", en), T.W, T.UW, T.EDGES, sig, 0)
+        FE.filterbank(array("i", en), array("h", T.W), array("h", T.UW), T.EDGES, sig, 0)
         assert sig[lo_chan] == theirs, hex(target)
 
 

@@ -22,13 +22,12 @@ def push(hist: ptr16, used: int, src: ptr8, pos: int):
 
 
 @micropython.viper
-def window(hist: ptr16, coef: ptr8, x: ptr16) -> int:
+def window(hist: ptr16, coef: ptr16, x: ptr16) -> int:
     mx = 0
     i = 0
     while i < 480:
         s = (hist[i] ^ 0x8000) - 0x8000
-        c = ((coef[2 * i] | (coef[2 * i + 1] << 8)) ^ 0x8000) - 0x8000
-        v = (s * c) >> 12
+        v = (s * coef[i]) >> 12                   # coefficients are 0..4096: no sign to extend
         x[i] = v
         if v < 0:
             v = -v
@@ -58,9 +57,39 @@ def fft(x: ptr16, shift: int, c: ptr16, tw: ptr16):
     while m2 < 512:
         base = 0
         while base < 512:
+            # k = 0: the twiddles are (32767, 0), and kiss_fft's product by it returns a part of
+            # |x| <= 8191 (after C_FIXDIV by 4) unchanged: (x * 32767 + 16384) >> 15 == x. So no products.
             i0 = base
+            i1 = i0 + m2
+            i2 = i1 + m2
+            i3 = i2 + m2
+            a0r = (((c[i0] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            a0i = (((c[i0 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            s0r = (((c[i1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            s0i = (((c[i1 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            s1r = (((c[i2] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            s1i = (((c[i2 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            s2r = (((c[i3] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            s2i = (((c[i3 + 1] ^ 0x8000) - 0x8000) * 8191 + 16384) >> 15
+            s5r = a0r - s1r
+            s5i = a0i - s1i
+            a0r += s1r
+            a0i += s1i
+            s3r = s0r + s2r
+            s3i = s0i + s2i
+            s4r = s0r - s2r
+            s4i = s0i - s2i
+            c[i2] = a0r - s3r
+            c[i2 + 1] = a0i - s3i
+            c[i0] = a0r + s3r
+            c[i0 + 1] = a0i + s3i
+            c[i1] = s5r + s4i
+            c[i1 + 1] = s5i - s4r
+            c[i3] = s5r - s4i
+            c[i3 + 1] = s5i + s4r
+            i0 = base + 2
             end = base + m2
-            t = 0
+            t = fs
             while i0 < end:
                 i1 = i0 + m2
                 i2 = i1 + m2
@@ -109,7 +138,7 @@ def fft(x: ptr16, shift: int, c: ptr16, tw: ptr16):
 
 
 @micropython.viper
-def energy(c: ptr16, stw: ptr8, e: ptr32):
+def energy(c: ptr16, stw: ptr16, e: ptr32):
     k = 1
     while k <= 128:
         n = 2 * (256 - k)
@@ -121,9 +150,8 @@ def energy(c: ptr16, stw: ptr8, e: ptr32):
         f1i = ((pi + ni + 0x8000) & 0xFFFF) - 0x8000
         f2r = ((pr - nr + 0x8000) & 0xFFFF) - 0x8000
         f2i = ((pi - ni + 0x8000) & 0xFFFF) - 0x8000
-        t = 4 * k - 4
-        wr = ((stw[t] | (stw[t + 1] << 8)) ^ 0x8000) - 0x8000
-        wi = ((stw[t + 2] | (stw[t + 3] << 8)) ^ 0x8000) - 0x8000
+        wr = (stw[2 * k - 2] ^ 0x8000) - 0x8000
+        wi = (stw[2 * k - 1] ^ 0x8000) - 0x8000
         twr = ((((f2r * wr - f2i * wi + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
         twi = ((((f2r * wi + f2i * wr + 16384) >> 15) + 0x8000) & 0xFFFF) - 0x8000
         r = (f1r + twr) >> 1
@@ -136,7 +164,7 @@ def energy(c: ptr16, stw: ptr8, e: ptr32):
 
 
 @micropython.viper
-def filterbank(e: ptr32, w: ptr8, uw: ptr8, edges: ptr8, sig: ptr32, shift: int):
+def filterbank(e: ptr32, w: ptr16, uw: ptr16, edges: ptr8, sig: ptr32, shift: int):
     bs = edges[0] | (edges[1] << 8)
     j = 0
     while j < 40:
@@ -145,38 +173,64 @@ def filterbank(e: ptr32, w: ptr8, uw: ptr8, edges: ptr8, sig: ptr32, shift: int)
         b = edges[2 * j] | (edges[2 * j + 1] << 8)
         mid = edges[2 * j + 2] | (edges[2 * j + 3] << 8)
         end = edges[2 * j + 4] | (edges[2 * j + 5] << 8)
+        while b < mid:
+            q = e[b]
+            wt = uw[b - bs]                       # weights are 0..4096: no sign to extend
+            lo += wt * (q & 0xFFFF)
+            hi += wt * (q >> 16)
+            b += 1
+        hi += lo >> 16
+        lo &= 0xFFFF
         while b < end:
             q = e[b]
-            o = 2 * (b - bs)
-            if b < mid:
-                wt = uw[o] | (uw[o + 1] << 8)
-            else:
-                wt = w[o] | (w[o + 1] << 8)
+            wt = w[b - bs]
             lo += wt * (q & 0xFFFF)
-            hi += wt * (q >> 16) + (lo >> 16)
-            lo &= 0xFFFF
+            hi += wt * (q >> 16)
             b += 1
+        hi += lo >> 16
+        lo &= 0xFFFF
+        # the root by bit pairs (acc < 2**47: 16 pairs in hi, 8 in lo), from the top pair that holds a bit
         r = 0
         rem = 0
-        p = 23
-        while p >= 8 and (hi >> (2 * p - 16)) == 0:
-            p -= 1
-        if p < 8:
-            while p >= 0 and (lo >> (2 * p)) == 0:
-                p -= 1
-        while p >= 0:
-            if p >= 8:
-                d = (hi >> (2 * p - 16)) & 3
-            else:
-                d = (lo >> (2 * p)) & 3
-            rem = (rem << 2) | d
+        if hi:
+            u = hi
+        else:
+            u = lo
+        n = 0                                        # the even n with u >> n in 1..3 (u > 0)
+        if u >= 65536:
+            n += 16
+            u >>= 16
+        if u >= 256:
+            n += 8
+            u >>= 8
+        if u >= 16:
+            n += 4
+            u >>= 4
+        if u >= 4:
+            n += 2
+        if hi:
+            sh = n
+            while sh >= 0:
+                rem = (rem << 2) | ((hi >> sh) & 3)
+                t = (r << 2) | 1
+                r <<= 1
+                if rem >= t:
+                    rem -= t
+                    r |= 1
+                sh -= 2
+            sh = 14
+        elif lo:
+            sh = n
+        else:
+            sh = -2
+        while sh >= 0:
+            rem = (rem << 2) | ((lo >> sh) & 3)
             t = (r << 2) | 1
+            r <<= 1
             if rem >= t:
                 rem -= t
-                r = (r << 1) | 1
-            else:
-                r <<= 1
-            p -= 1
+                r |= 1
+            sh -= 2
         if rem > r and (hi >= 65536 or r != 0xFFFF):
             r += 1
         sig[j] = r >> shift

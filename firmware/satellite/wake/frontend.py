@@ -55,11 +55,12 @@ def push(hist, used, src, pos):
 
 def window(hist, coef, x):
     """window.c: x[i] = hist[i] * hann[i] >> 12 for the 480 samples; hist shifts down by STEP; returns the
-    int16 max |x| as the reference computes it (-32768's negation wraps and is not counted)."""
+    int16 max |x| as the reference computes it (-32768's negation wraps and is not counted). coef is
+    T.HANN as an array('h') (a RAM copy, as every table the stages read per bin or per sample)."""
     mx = 0
     i = 0
     while i < _WINDOW:
-        v = (hist[i] * _h(coef, i)) >> 12
+        v = (hist[i] * coef[i]) >> 12
         x[i] = v
         if v < 0:
             v = -v
@@ -152,8 +153,8 @@ def energy(c, stw, e):
         f1i = _s16(pi + ni)
         f2r = _s16(pr - nr)
         f2i = _s16(pi - ni)
-        wr = _h(stw, 2 * k - 2)
-        wi = _h(stw, 2 * k - 1)
+        wr = stw[2 * k - 2]
+        wi = stw[2 * k - 1]
         twr = _s16((f2r * wr - f2i * wi + 16384) >> 15)
         twi = _s16((f2r * wi + f2i * wr + 16384) >> 15)
         r = (f1r + twr) >> 1
@@ -167,7 +168,10 @@ def energy(c, stw, e):
 
 def filterbank(e, w, uw, edges, sig, shift):
     """filterbank.c: channel j = sum(w * e) over triangle j+1's bins + sum(uw * e) over triangle j's,
-    a 48-bit sum kept as hi * 2**16 + lo; its square root rounded as Sqrt64/Sqrt32 do; >> shift."""
+    a 48-bit sum kept as hi * 2**16 + lo; its square root rounded as Sqrt64/Sqrt32 do; >> shift. w and uw
+    are T.W and T.UW as array('h'). Each half-triangle's weights sum below 2**15 and a channel's below
+    65,000 (the generator asserts both), so lo holds a half's sum of weight * low 16 bits and hi the
+    channel's of weight * high 15 bits below 2**31 with one carry per half."""
     bs = _h(edges, 0)                                # BIN_START: w/uw are indexed from it
     j = 0
     while j < CHANNELS:
@@ -176,35 +180,64 @@ def filterbank(e, w, uw, edges, sig, shift):
         b = _h(edges, j)
         mid = _h(edges, j + 1)
         end = _h(edges, j + 2)
+        while b < mid:
+            q = e[b]
+            wt = uw[b - bs]
+            lo += wt * (q & _M16)
+            hi += wt * (q >> 16)
+            b += 1
+        hi += lo >> 16
+        lo &= _M16
         while b < end:
             q = e[b]
-            if b < mid:
-                wt = _h(uw, b - bs)
-            else:
-                wt = _h(w, b - bs)
+            wt = w[b - bs]
             lo += wt * (q & _M16)
-            hi += wt * (q >> 16) + (lo >> 16)
-            lo &= _M16
+            hi += wt * (q >> 16)
             b += 1
-        # the root by bit pairs, from the top pair that holds a bit (acc < 2**47)
+        hi += lo >> 16
+        lo &= _M16
+        # the root by bit pairs (acc < 2**47: 16 pairs in hi, 8 in lo), from the top pair that holds a bit
         r = 0
         rem = 0
-        p = 23
-        while p >= 0 and ((hi >> (2 * p - 16)) if p >= 8 else (lo >> (2 * p))) == 0:
-            p -= 1
-        while p >= 0:
-            if p >= 8:
-                d = (hi >> (2 * p - 16)) & 3
-            else:
-                d = (lo >> (2 * p)) & 3
-            rem = (rem << 2) | d
+        if hi:
+            u = hi
+        else:
+            u = lo
+        n = 0                                        # the even n with u >> n in 1..3 (u > 0)
+        if u >= 65536:
+            n += 16
+            u >>= 16
+        if u >= 256:
+            n += 8
+            u >>= 8
+        if u >= 16:
+            n += 4
+            u >>= 4
+        if u >= 4:
+            n += 2
+        if hi:
+            sh = n
+            while sh >= 0:
+                rem = (rem << 2) | ((hi >> sh) & 3)
+                t = (r << 2) | 1
+                r <<= 1
+                if rem >= t:
+                    rem -= t
+                    r |= 1
+                sh -= 2
+            sh = 14
+        elif lo:
+            sh = n
+        else:
+            sh = -2
+        while sh >= 0:
+            rem = (rem << 2) | ((lo >> sh) & 3)
             t = (r << 2) | 1
+            r <<= 1
             if rem >= t:
                 rem -= t
-                r = (r << 1) | 1
-            else:
-                r <<= 1
-            p -= 1
+                r |= 1
+            sh -= 2
         if rem > r and (hi >= 65536 or r != 0xFFFF):
             r += 1
         sig[j] = r >> shift
@@ -349,7 +382,13 @@ class Frontend:
         self._e = array("i", bytes(4 * _NCFFT))           # |X|^2 per bin
         self._sig = array("i", bytes(4 * CHANNELS))       # filterbank, then the reduced signal
         self._est = array("H", bytes(4 * CHANNELS))       # noise estimates, 16-bit limbs
-        self._tw = array("h", T.TW)                      # aligned RAM copy: fft reads it 3 pairs a butterfly
+        # RAM copies of the tables read per sample, bin or butterfly: 16-bit aligned loads (xtensa faults
+        # on unaligned ones, and a bytes constant may sit anywhere, or in flash behind its cache)
+        self._hann = array("h", T.HANN)
+        self._tw = array("h", T.TW)
+        self._stw = array("h", T.STW)
+        self._w = array("h", T.W)
+        self._uw = array("h", T.UW)
         self._used = 0
 
     def reset(self):
@@ -371,13 +410,13 @@ class Frontend:
         if self._used < _WINDOW - STEP:
             self._used += STEP
             return False
-        mx = f[1](self._hist, T.HANN, self._x)
+        mx = f[1](self._hist, self._hann, self._x)
         shift = 15
         while mx:
             shift -= 1
             mx >>= 1
         f[2](self._x, shift, self._c, self._tw)
-        f[3](self._c, T.STW, self._e)
-        f[4](self._e, T.W, T.UW, T.EDGES, self._sig, shift)
+        f[3](self._c, self._stw, self._e)
+        f[4](self._e, self._w, self._uw, T.EDGES, self._sig, shift)
         f[5](self._sig, self._est, T.GAIN, T.LOG, out)
         return True
