@@ -9,6 +9,7 @@ its RAM. Prints; asserts nothing (tests/firmware/test_wake_frontend.py proves ex
   each loop body priced by compiling the function with and without it, times its trip count per step
   (every trip count is fixed except the square root's, priced at its bound of 24 bit pairs per channel;
   both arms of a branch are counted, so the figure is an upper bound), plus the x86 glue.
+  The step is priced on speech; its cost hardly depends on the audio (fixed trip counts but the root's).
 * AEAD: bench_crypto_aead's callgrind figure for one 20 ms frame each way (the same driver, same run).
 * RAM: heap bytes of importing the frontend (tables included: a .mpy's bytes constants are heap; frozen,
   they stay in flash) and of one Frontend, on the 32-bit build (4-byte words and headers, as the board).
@@ -118,7 +119,8 @@ def xtensa_stages():
     fns = G._viper_functions(str(ROOT / "firmware" / "satellite" / "wake" / "_frontend_viper.py"))
     cnt = G._xt_count
     edges = list(array("h", T.EDGES))
-    bins = sum(edges[j + 2] - edges[j] for j in range(T.CHANNELS))        # filterbank inner trips
+    down = sum(edges[j + 1] - edges[j] for j in range(T.CHANNELS))        # filterbank: falling half-triangles
+    up = sum(edges[j + 2] - edges[j + 1] for j in range(T.CHANNELS))      # rising ones
 
     def body(src, header):
         return cnt(src) - cnt(G._without(src, header))
@@ -134,15 +136,18 @@ def xtensa_stages():
     bfly = body(s, "while i0 < end:")
     block = body(s, "while base < 512:") - bfly                 # a block's own code, its butterflies apart
     stage = body(s, "while m2 < 512:") - block - bfly
-    out["fft"] = (full - perm - stage - block - bfly) + 256 * perm + 4 * stage + 85 * block + 256 * bfly
+    # 85 blocks (64 + 16 + 4 + 1): each does its k = 0 butterfly in its own code (no twiddles), the
+    # other 256 - 85 = 171 butterflies run the inner loop
+    out["fft"] = (full - perm - stage - block - bfly) + 256 * perm + 4 * stage + 85 * block + 171 * bfly
     s = fns["energy"]
     out["energy"] = cnt(s) + 127 * body(s, "while k <= 128:")
     s = fns["filterbank"]
     full = cnt(s)
-    inner = body(s, "while b < end:")
-    sq = body(s, "while p >= 0:")
-    chan = body(s, "while j < 40:") - inner - sq
-    out["filterbank"] = (full - chan - inner - sq) + 40 * chan + bins * inner + 40 * 24 * sq
+    iu = body(s, "while b < mid:")
+    iw = body(s, "while b < end:")
+    sq = body(s, "while sh >= 0:")          # the first of the root's two pair loops (hi's; lo's is alike)
+    chan = body(s, "while j < 40:") - iu - iw - 2 * sq
+    out["filterbank"] = (full - chan - iu - iw - 2 * sq) + 40 * chan + down * iu + up * iw + 40 * 24 * sq
     s = fns["post"]
     out["post"] = cnt(s) + 39 * body(s, "while j < 40:")
     return out
