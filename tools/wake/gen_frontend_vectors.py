@@ -164,7 +164,15 @@ def decode(blob):
     except zlib.error as e:
         raise VectorError("%s is damaged (%s): regenerate it with tools/wake/gen_frontend_vectors.py" % (OUT, e))
     if raw[:4] != MAGIC:
-        raise VectorError("%s is not a frontend vector file" % OUT)
+        raise VectorError("%s is not a frontend vector file: regenerate it with tools/wake/gen_frontend_vectors.py"
+                          % OUT)
+    try:
+        return _segments(raw)
+    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        raise VectorError("%s is damaged (%s): regenerate it with tools/wake/gen_frontend_vectors.py" % (OUT, e))
+
+
+def _segments(raw):
     pos = 6
     out = []
     for _ in range(struct.unpack_from("<H", raw, 4)[0]):
