@@ -220,3 +220,36 @@ def test_wake_frontend_refuses_short_buffers_before_touching_state():
     raises(ValueError, fe.step, bytes(320), 0, array("H", bytes(2 * _CH - 2)))
     name, pcm, feats = segments()[0]
     _run(fe, pcm, feats, name)                     # nothing was consumed by the refused calls
+
+
+def test_wake_frontend_takes_the_mic_path_at_any_offset():
+    """As capture hands audio over: I2S frames (here 32-bit stereo, the INMP441 layout, left slot) through
+    audio.mic_to_s16 at unity gain into a buffer at an odd offset, then step() from there; same features,
+    and the conversion plus the step allocate nothing."""
+    from satellite import audio
+    name, pcm, feats = segments()[0]
+    fmt = audio.fmt_code(32, 2, audio.SEL_LEFT, audio.MIC_SHIFT)
+    i2s = bytearray(8 * 160)
+    buf = bytearray(3 + FE.STEP_BYTES)
+    fe = FE.Frontend()
+    out = array("H", bytes(2 * _CH))
+
+    def one(i):
+        j = 0
+        while j < 160:                     # s16 sample -> the top half of a 32-bit left slot, right slot 0
+            o = 8 * j
+            i2s[o + 2] = pcm[i * 320 + 2 * j]
+            i2s[o + 3] = pcm[i * 320 + 2 * j + 1]
+            j += 1
+        audio.mic_to_s16(buf, 3, i2s, 160, fmt, 1 << audio.MIC_SHIFT)
+        return fe.step(buf, 3, out)
+
+    frames = 0
+    for i in range(len(pcm) // FE.STEP_BYTES):
+        if one(i):
+            assert list(out) == list(feats[frames * _CH:(frames + 1) * _CH]), (name, frames)
+            frames += 1
+    assert frames * _CH == len(feats)
+    d = mem_alloc_delta(one, 5)
+    if IS_MICROPYTHON:
+        assert d == 0, d
