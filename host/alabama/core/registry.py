@@ -79,9 +79,10 @@ def load_or_create_key(data_dir):
     return key
 
 
-def new_token(rand=secrets.token_urlsafe):
+def new_token(rand=None):
     """A fresh pairing token: TOKEN_BYTES random bytes, url-safe, never starting with '-' (1 in 64 of
     token_urlsafe's would, and a command line then reads it as an option: `board sim --token -abc`)."""
+    rand = rand or secrets.token_urlsafe
     while True:
         token = rand(TOKEN_BYTES)
         if not token.startswith("-"):
