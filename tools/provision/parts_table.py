@@ -17,7 +17,6 @@ listen.Listener: ggwave_rx, parts, record, a key store in a scratch directory) u
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -106,23 +105,8 @@ def _work(args):
 
 def decode(paths, mp=None):
     """{path: (stored record or None, parts held at the end, transmissions lost)} from one micropython run."""
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(_MP_SCRIPT)
-        scr = f.name
-    try:
-        env = dict(os.environ, MICROPYPATH=str(T.ROOT / "firmware"))
-        r = subprocess.run([mp or T.micropython(), scr], input="\n".join(paths) + "\n\n", capture_output=True,
-                           text=True, env=env, timeout=3600)
-    finally:
-        os.unlink(scr)
-    if r.returncode:
-        raise SystemExit("micropython failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
-    out = {}
-    for line in r.stdout.splitlines():
-        if line.startswith("R "):
-            _, name, got, held, lost = line.split()
-            out[name] = (None if got == "-" else bytes.fromhex(got), int(held), int(lost))
-    return out
+    return {name: (None if got == "-" else bytes.fromhex(got), int(held), int(lost))
+            for _, name, got, held, lost in T.run_script(_MP_SCRIPT, paths, mp=mp)}
 
 
 def run(trials, snrs, drifts, seed, out=print, mp=None):
@@ -166,13 +150,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.trials < 1 or a.seed < 0:
         ap.error("--trials must be >= 1, --seed >= 0")
-    try:
-        snrs = [float(s) for s in a.snr.split(",")]
-        drifts = [float(s) for s in a.drift.split(",")]
-    except ValueError:
-        ap.error("--snr and --drift take comma-separated numbers, e.g. --snr=5,-3 --drift 0.98,1.0")
-    if any(not 0.9 <= r <= 1.1 for r in drifts):
-        ap.error("--drift is a clock ratio near 1 (0.98 = -2 %), within 0.9..1.1")
+    snrs, drifts = T.points(ap, a)
     _, wrong = run(a.trials, snrs, drifts, a.seed)
     return 1 if wrong else 0
 
