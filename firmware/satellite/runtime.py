@@ -623,3 +623,5 @@ class Runtime:
                 await asyncio.sleep_ms(500)
         if rec is not None or self._raw_record() != old:
             self.log("new provisioning record: connecting again")
+            await self.hal.network_up(self)      # its Wi-Fi may be another network (esp32: up to 20 s)
+            self._feed(time.ticks_ms())
