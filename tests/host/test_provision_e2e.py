@@ -108,10 +108,11 @@ def _noisy_mic(wav48, out16, snr_db, drop_part=None, seed=36):
     return out16
 
 
-def test_issue36_long_wifi_record_in_parts_at_0_db_a_lost_part_asked_for_again(core, tmp_path, capsys):
+@pytest.mark.parametrize("snr_db", [0.0, -5.0])
+def test_issue36_long_wifi_record_in_parts_a_lost_part_asked_for_again(core, tmp_path, capsys, snr_db):
     """Issue 36.3 on the virtual board: a record with a 32-byte SSID and a 63-byte passphrase (over ggwave's
-    140 bytes) played as numbered parts at 0 dB SNR (a point where the table in docs/provisioning.md decodes
-    every single payload); the first play loses part 2 (the board says which part is missing and keeps part
+    140 bytes) played as numbered parts at 0 and -5 dB SNR (points where the table in docs/provisioning.md
+    decodes every single payload at drift 0); the first play loses part 2 (the board says which part is missing and keeps part
     1), the second play's part 1 is a repeat (ignored) and its part 2 completes the record: stored, XX +
     token, Paired, and the Wi-Fi credentials are on the board's flash."""
     wav = tmp_path / "provision48.wav"
@@ -121,7 +122,7 @@ def test_issue36_long_wifi_record_in_parts_at_0_db_a_lost_part_asked_for_again(c
     out = capsys.readouterr().out
     sent = bytes.fromhex(next(ln for ln in out.splitlines() if ln.startswith("record ")).split()[1])
     assert len(sent) > 140 and "2 parts" in out
-    mic = _noisy_mic(wav, tmp_path / "mic16.wav", 0.0, drop_part=2)
+    mic = _noisy_mic(wav, tmp_path / "mic16.wav", snr_db, drop_part=2)
     flash = tmp_path / "flash"
     vb = sim.VirtualBoard(flash, mic=mic, speaker=tmp_path / "speaker.wav",
                           env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
