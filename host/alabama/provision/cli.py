@@ -123,13 +123,12 @@ def build_record(args, out=print, now=time.time, ask=None):
         rec.release_key = release_key
     if not rec.core_host or not rec.core_port:
         raise UsageError("the record has no core address: pass --host H and --port P")
-    carrier = getattr(args, "provision_command", None)
-    data = _encode(rec, carrier)                 # refuses a bad field before anything is minted
+    data = record.encode(rec)                    # refuses a bad field before anything is minted
     if mint_ttl is not None:
         from ..core import registry as reg
         token, expires = reg.Registry(args.data).mint_token(mint_ttl)
         rec.pairing_token, rec.token_expires = token, int(expires)
-        data = _encode(rec, carrier)
+        data = record.encode(rec)
         out("token %s expires %s (in %d s)" % (token, _when(expires), mint_ttl))
     elif rec.pairing_token and rec.token_expires and rec.token_expires <= now():
         out("warning: the record's pairing token expired at %s: the core will not pair the board with it "
@@ -182,12 +181,6 @@ def _ask_passphrase(prompt):
         return line.rstrip("\r\n")
     except (EOFError, KeyboardInterrupt):
         raise UsageError("no Wi-Fi passphrase given: pass --wifi-passphrase P, or type it at the prompt") from None
-
-
-def _encode(rec, carrier):
-    # Every carrier takes any record within the field bounds: sound splits one over ggwave's 140-byte limit
-    # into numbered parts (sound.payloads).
-    return record.encode(rec, record.MAX_RECORD_BYTES)
 
 
 def cmd_qr(args):
