@@ -29,6 +29,7 @@ help:
 	@echo "make probe PORT= [BOARD= BIND=]  measure a board beside our estimates (PORT=sim: the virtual board; docs/probe.md)"
 	@echo "make bench              benchmarks under tools/bench"
 	@echo "make snr-table          sound-provisioning reliability table, ours vs ggwave's decoder (tools/provision)"
+	@echo "make parts-table        long records in parts: listening mode over SNR x drift, one and two plays"
 	@echo "make fuzz               >= 1,000,000 mutated inputs per target, firmware and core (tools/fuzz)"
 	@echo "make faults             the fault-injection campaign on the virtual board (tools/faults)"
 	@echo "make deferred           >= 100 random cuts during DEFERRED uploads: delivered exactly once (tools/deferred)"
@@ -105,6 +106,10 @@ bench: install test-deps
 
 snr-table: install test-deps
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
+
+.PHONY: parts-table
+parts-table: install    # + test-deps after the packaging split (ggwave, numpy: the same as snr-table's)
+	$(BIN)/python tools/provision/parts_table.py
 
 flash: install
 	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy) $(if $(IMAGE_SHA256),--image-sha256 $(IMAGE_SHA256)) $(if $(IMAGE_URL),--image-url $(IMAGE_URL))

@@ -14,11 +14,11 @@ CORE_KEY = "core.pub"            # 32-byte pinned core static public key (writte
 RECORD = "provision.bin"         # provisioning record (version | protobuf | CRC-32)
 SETTINGS = "settings.json"
 
-
 class KeyStoreError(Exception):
-    def __init__(self, code, message):
+    def __init__(self, code, message, name=None):
         super().__init__(message)
         self.code = code
+        self.name = name        # the file concerned (DEVICE_KEY, CORE_KEY, RECORD, SETTINGS), when there is one
 
 
 def _exists(path):
@@ -51,7 +51,7 @@ class KeyStore:
         except OSError:
             return None
         if size > _MAX_FILE:
-            raise KeyStoreError("CORRUPT", "%s is %d bytes (at most %d): delete it or factory-reset" % (p, size, _MAX_FILE))
+            raise KeyStoreError("CORRUPT", "%s is %d bytes, at most %d" % (p, size, _MAX_FILE), name)
         with open(p, "rb") as f:
             return f.read()
 
@@ -96,14 +96,15 @@ class KeyStore:
             k = bytes(self._rng(_KEY_LEN))
             self.write(DEVICE_KEY, k)
         elif len(k) != _KEY_LEN:
-            raise KeyStoreError("CORRUPT", "%s holds %d bytes, not 32: factory-reset to make a new identity"
-                                % (self.path(DEVICE_KEY), len(k)))
+            raise KeyStoreError("CORRUPT", "%s holds %d bytes, not a 32-byte key" % (self.path(DEVICE_KEY), len(k)),
+                                DEVICE_KEY)
         return k, self._public_key(k)
 
     def pinned_core_key(self):
         k = self.read(CORE_KEY)
         if k is not None and len(k) != _KEY_LEN:
-            raise KeyStoreError("CORRUPT", "%s is not a 32-byte key: re-provision" % self.path(CORE_KEY))
+            raise KeyStoreError("CORRUPT", "%s holds %d bytes, not a 32-byte key" % (self.path(CORE_KEY), len(k)),
+                                CORE_KEY)
         return k
 
     def pin_core_key(self, key, replace=False):
@@ -112,7 +113,12 @@ class KeyStore:
         key = bytes(key)
         if len(key) != _KEY_LEN:
             raise KeyStoreError("BAD_KEY", "a core key is 32 bytes")
-        old = self.pinned_core_key()
+        try:
+            old = self.pinned_core_key()
+        except KeyStoreError:
+            if not replace:
+                raise
+            old = None                   # a damaged pin: a user-initiated re-provisioning writes a good one
         if old == key:
             return False
         if old is not None and not replace:

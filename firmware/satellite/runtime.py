@@ -56,6 +56,7 @@ _END_CLOSED = const(2)      # REJECTED_CLOSED: no automatic retry, wait for re-p
 _END_VERSION = const(3)     # VersionMismatch: no retry loop, wait for a firmware update
 _END_STOP = const(4)        # asked to stop (tests, reset)
 _END_PROVISION = const(5)   # the user asked for listening mode (button gesture): sound provisioning
+_END_DAMAGED = const(6)     # a key-store file is damaged: said once (damaged.py), no retry, wait for the fix
 
 # Runtime.state: where the connection loop is (offline(), listening mode; the virtual board's `state` command
 # reports it as is, so the values stay these words).
@@ -276,6 +277,20 @@ class Runtime:
             self.sat.s.surface.pairing_token = ""
         self.log("paired: core key %s pinned, token dropped; next connection uses IK" % hexs(key[:8]))
 
+    def _damaged(self, name, e):
+        """A damaged key-store file: one line saying which, what happened and the command that fixes it; the
+        board halts (no retry loop) and waits for a new record (damaged.py, loaded only now)."""
+        from satellite import damaged
+        self.log(damaged.line(self.ks, name, e))
+        return _END_DAMAGED
+
+    def _raw_record(self):
+        """The record file's bytes for change detection (None: none; a damaged one compares as itself)."""
+        try:
+            return self.ks.read(K.RECORD)
+        except K.KeyStoreError:
+            return b"?"
+
     # -- one connection -------------------------------------------------------------------------------------
     async def _connect(self, host, port):
         import socket
@@ -365,17 +380,23 @@ class Runtime:
 
     async def connect_once(self):
         """Connect, handshake, Hello, serve until the connection ends; return an END_* code."""
-        rec = self.load_record()
+        try:
+            rec = self.load_record()
+        except (R.RecordError, K.KeyStoreError) as e:
+            return self._damaged(K.RECORD, e)
         self.record = rec
         if rec is None:
             self.log("no provisioning record: provision this board (alabama provision) and reset it")
             return _END_CLOSED
-        core_key = rec.core_key or self.ks.pinned_core_key()
+        try:
+            core_key = rec.core_key or self.ks.pinned_core_key()
+            if self._device_key is None:
+                self._quiet_mic()
+                # computed once: deriving the public key is an X25519 (~50 ms on the S3) per connection otherwise
+                self._device_key = self.ks.device_key()
+        except K.KeyStoreError as e:
+            return self._damaged(e.name or K.DEVICE_KEY, e)
         pattern = "IK" if core_key else "XX"
-        if self._device_key is None:
-            self._quiet_mic()
-            # computed once: deriving the public key is an X25519 (~50 ms on the S3) per connection otherwise
-            self._device_key = self.ks.device_key()
         priv, pub = self._device_key
         self.pattern = pattern
         self.state = _CONNECTING
@@ -522,7 +543,7 @@ class Runtime:
                 gc.collect()
             if end == _END_STOP or self.stopped:
                 break
-            if end in (_END_CLOSED, _END_VERSION, _END_PROVISION):
+            if end in (_END_CLOSED, _END_VERSION, _END_PROVISION, _END_DAMAGED):
                 if end != _END_PROVISION:
                     self.state = _HALTED
                     self.log("halted: waiting for re-provisioning (no automatic retry)")
@@ -575,7 +596,7 @@ class Runtime:
     async def _wait_reprovision(self):
         """Listening mode until a new record is stored: by sound (listen.run), or by serial/QR tools writing
         the record file, which the stop() check notices. A mic that cannot run at 16 kHz only polls."""
-        old = self.ks.read(K.RECORD)
+        old = self._raw_record()
         calls = [0]
 
         def stop():
@@ -583,7 +604,7 @@ class Runtime:
             self._feed(time.ticks_ms())      # each pass of the receiver: listening mode makes progress
             if self.stopped:
                 return True
-            return calls[0] % 25 == 0 and self.ks.read(K.RECORD) != old
+            return calls[0] % 25 == 0 and self._raw_record() != old
 
         from satellite.provision import listen
         if self.state != _HALTED:            # a halted board listens too, but stays halted (no retry)
@@ -597,8 +618,10 @@ class Runtime:
         except listen.ListenError as e:
             self.log("provision: %s" % e)
             rec = None
-            while not self.stopped and self.ks.read(K.RECORD) == old:
+            while not self.stopped and self._raw_record() == old:
                 self._feed(time.ticks_ms())
                 await asyncio.sleep_ms(500)
-        if rec is not None or self.ks.read(K.RECORD) != old:
+        if rec is not None or self._raw_record() != old:
             self.log("new provisioning record: connecting again")
+            await self.hal.network_up(self)      # its Wi-Fi may be another network (esp32: up to 20 s)
+            self._feed(time.ticks_ms())

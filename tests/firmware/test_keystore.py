@@ -83,3 +83,36 @@ def test_factory_reset_forgets_everything():
     ks.pin_core_key(b"\x01" * 32)
     ks.factory_reset()
     assert ks.pinned_core_key() is None and ks.read(K.DEVICE_KEY) is None
+
+
+def test_issue36_a_damaged_file_is_said_with_its_path_what_happened_and_the_fixing_command():
+    from satellite import damaged
+    from satellite.provision import record as R
+    ks, _ = fresh()
+    ks.write(K.DEVICE_KEY, b"short")
+    e = raises(K.KeyStoreError, ks.device_key)
+    assert e.name == K.DEVICE_KEY
+    ln = damaged.line(ks, e.name, e)
+    assert ln.startswith(ks.path(K.DEVICE_KEY) + " is damaged (holds 5 bytes, not a 32-byte key): factory-reset ")
+    assert "`alabama provision serial --factory-reset --data DIR --port PORT`" in ln and "(no retry)" in ln
+    bad = bytearray(R.encode(R.pb.ProvisioningRecord(core_host="h", core_port=1)))
+    bad[0] = 0x37
+    e = raises(R.RecordError, R.decode, bytes(bad))
+    ln = damaged.line(ks, K.RECORD, e)
+    assert ln.startswith(ks.path(K.RECORD) + " is damaged (its first byte is not the record version")
+    assert "update the firmware" not in ln and "`alabama provision serial --data DIR --port PORT`" in ln
+    assert "`alabama provision sound`" in ln
+    ks.write(K.RECORD, b"x" * 5000)
+    e = raises(K.KeyStoreError, ks.read, K.RECORD)
+    assert e.name == K.RECORD and "is damaged (is 5000 bytes, at most 4096)" in damaged.line(ks, K.RECORD, e)
+
+
+def test_issue36_reprovisioning_replaces_a_damaged_pin():
+    ks, _ = fresh()
+    ks.write(K.CORE_KEY, b"\x05" * 7)
+    e = raises(K.KeyStoreError, ks.pinned_core_key)
+    assert e.code == "CORRUPT" and e.name == K.CORE_KEY
+    e = raises(K.KeyStoreError, ks.pin_core_key, b"\x02" * 32)          # Paired never overwrites it silently
+    assert e.code == "CORRUPT"
+    assert ks.pin_core_key(b"\x02" * 32, True)                          # a user-initiated re-provisioning does
+    assert ks.pinned_core_key() == b"\x02" * 32

@@ -40,6 +40,25 @@ def test_board_code_writes_atomically_and_the_pin_follows_the_record(tmp_path):
     assert sorted(os.listdir(tmp_path / "data")) == ["provision.bin"]
 
 
+def test_issue36_factory_reset_forgets_identity_and_settings_and_writes_the_record(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("device.key", "device.key.tmp", "settings.json", "core.pub", "provision.bin"):
+        (data / name).write_bytes(b"old")
+    (data / "deferred").mkdir()                             # the DEFERRED queue is not the key store's
+    wifi = record.encode(provisioning_pb2.ProvisioningRecord(core_host="10.0.0.2", core_port=7355,
+                                                             wifi_ssid="Home Net", wifi_passphrase="hunter2-hunter2"))
+    out = _run_board_code(tmp_path, serial.board_code(wifi, b"", serial.FORGET))
+    assert out.strip() == serial.MARK + wifi.hex()
+    assert sorted(os.listdir(data)) == ["deferred", "provision.bin"]
+    assert record.decode((data / "provision.bin").read_bytes()).wifi_passphrase == "hunter2-hunter2"
+    seen = []
+    serial.provision("/dev/null", wifi, runner=lambda port, args: seen.append(args[1]) or serial.MARK + wifi.hex(),
+                     reset=False, out=seen.append, factory_reset=True)
+    assert "'data/device.key', 'data/settings.json'" in seen[0]
+    assert seen[1].startswith("factory reset on /dev/null: removed data/device.key, data/settings.json")
+
+
 def test_a_board_that_reads_back_something_else_is_an_error():
     data = record.encode(provisioning_pb2.ProvisioningRecord(core_host="h", core_port=1))
     with pytest.raises(serial.SerialProvisionError, match="read back a different record"):

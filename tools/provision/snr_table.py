@@ -123,11 +123,11 @@ def decode_cpython(x16):
     return (got, rx.state, rx.fail_code, rx.ratio, bytes(rx._data))
 
 
-def decode_micropython(paths, fw=None, mp=None):
-    """{path: (payload or None, state, fail_code, ratio, decided bytes)} from one micropython run;
-    fw: another firmware tree (before/after comparisons), mp: another interpreter (the 32-bit one)."""
+def run_script(script, paths, fw=None, mp=None):
+    """Run `script` under micropython with the firmware on its path and `paths` on stdin, one a line; its
+    "R ..." result lines, split. fw: another firmware tree, mp: another interpreter (the 32-bit one)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(_MP_SCRIPT)
+        f.write(script)
         scr = f.name
     try:
         env = dict(os.environ)
@@ -138,12 +138,15 @@ def decode_micropython(paths, fw=None, mp=None):
         os.unlink(scr)
     if r.returncode:
         raise SystemExit("micropython failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
+    return [line.split() for line in r.stdout.splitlines() if line.startswith("R ")]
+
+
+def decode_micropython(paths, fw=None, mp=None):
+    """{path: (payload or None, state, fail_code, ratio, decided bytes)} from one micropython run;
+    fw: another firmware tree (before/after comparisons), mp: another interpreter (the 32-bit one)."""
     res = {}
-    for line in r.stdout.splitlines():
-        if line.startswith("R "):
-            _, name, got, st, fc, ratio, data = line.split()
-            res[name] = (None if got == "-" else bytes.fromhex(got), int(st), int(fc), float(ratio),
-                         bytes.fromhex(data))
+    for _, name, got, st, fc, ratio, data in run_script(_MP_SCRIPT, paths, fw, mp):
+        res[name] = (None if got == "-" else bytes.fromhex(got), int(st), int(fc), float(ratio), bytes.fromhex(data))
     return res
 
 
@@ -282,6 +285,18 @@ def _gg_version():
         return "?"
 
 
+def points(ap, a):
+    """(snrs, drifts) from --snr and --drift, or ap.error saying what they take."""
+    try:
+        snrs = [float(s) for s in a.snr.split(",")]
+        drifts = [float(s) for s in a.drift.split(",")]
+    except ValueError:
+        ap.error("--snr and --drift take comma-separated numbers, e.g. --snr=5,-3 --drift 0.98,1.0")
+    if any(not 0.9 <= r <= 1.1 for r in drifts):
+        ap.error("--drift is a clock ratio near 1 (0.98 = -2 %), within 0.9..1.1")
+    return snrs, drifts
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=50, help="trials per point (default 50)")
@@ -297,13 +312,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.trials < 1 or a.jobs < 1 or a.seed < 0:
         ap.error("--trials and --jobs must be >= 1, --seed >= 0")
-    try:
-        snrs = [float(s) for s in a.snr.split(",")]
-        drifts = [float(s) for s in a.drift.split(",")]
-    except ValueError:
-        ap.error("--snr and --drift take comma-separated numbers, e.g. --snr=5,-3 --drift 0.98,1.0")
-    if any(not 0.9 <= r <= 1.1 for r in drifts):
-        ap.error("--drift is a clock ratio near 1 (0.98 = -2 %), within 0.9..1.1")
+    snrs, drifts = points(ap, a)
     if a.fw and a.check_cpython:
         ap.error("--check-cpython compares this tree's receiver; leave it out with --fw")
     _, wrong, differ = run(a.trials, snrs, drifts, a.seed, a.jobs, a.check_cpython, fw=a.fw)

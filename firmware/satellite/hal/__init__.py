@@ -54,9 +54,10 @@ LONG = const(3)
 #                              serve loop while a session is up (every POLL_MS), Deferred.run / IdleDeferred.run
 #                              (every 10 ms) and Deferred.record while offline. A board without a button
 #                              always answers 0.
-# async network_up(rt)         Awaited once by Runtime.run before the first connection. Brings up the network
+# async network_up(rt)         Awaited by Runtime.run before the first connection, and again after a new
+#                              record is stored (it may name another Wi-Fi network). Brings up the network
 #                              (esp32: Wi-Fi from rt.load_record(), up to 20 s; sim: starts the control
-#                              channel). Returns when up OR when it gave up: it logs why and does not raise
+#                              channel, once). Returns when up OR when it gave up: it logs why and does not raise
 #                              for a missing or unreachable network (the runtime's reconnect loop retries).
 #
 # Microphone: mic_open, then per chunk mic_wait_ms and mic_take (or mic_skip), then mic_close.

@@ -229,16 +229,27 @@ class Esp32Hal:
 
     # -- Wi-Fi ---------------------------------------------------------------------------------------
     async def network_up(self, rt):
+        """Join the record's Wi-Fi network: at boot, and again after a new record is stored (it may name
+        another network). A damaged record is the runtime's to report (satellite.damaged): no Wi-Fi then."""
         import asyncio
         import network
-        rec = rt.load_record()
+        from satellite.keystore import KeyStoreError
+        from satellite.provision.record import RecordError
+        try:
+            rec = rt.load_record()
+        except (RecordError, KeyStoreError):
+            rec = None
         wlan = network.WLAN(network.STA_IF)
         wlan.active(True)
-        if wlan.isconnected():
-            return
         if rec is None or not rec.wifi_ssid:
-            rt.log("no Wi-Fi network in the provisioning record: provision one (alabama provision)")
+            if not wlan.isconnected():
+                rt.log("no Wi-Fi network in the provisioning record: provision one (alabama provision)")
             return
+        if wlan.isconnected():
+            if wlan.config("ssid") == rec.wifi_ssid:
+                return
+            rt.log("Wi-Fi: the new record names %s: leaving %s" % (rec.wifi_ssid, wlan.config("ssid")))
+            wlan.disconnect()
         wlan.connect(rec.wifi_ssid, rec.wifi_passphrase)
         t0 = self._ticks_ms()
         while not wlan.isconnected():

@@ -155,6 +155,8 @@ class SimHal:
 
     # -- network -------------------------------------------------------------------------------------------
     async def network_up(self, rt):
+        if self.rt is rt:
+            return                   # again after a new record: the control channel is up already
         self.rt = rt
         if self.ctl_port:
             asyncio.create_task(self._ctl_server())

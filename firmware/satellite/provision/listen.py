@@ -8,10 +8,13 @@
 # a pin for another core would make every IK attempt fail for ever). Order: pin first, then the record;
 # the record file is the commit point (its appearance is what makes the runtime connect), so a power cut
 # between the two leaves the old record and the user, who saw no success LED, plays the sound again.
+# A record over ggwave's 140 bytes comes as numbered parts (parts.py reassembles them); while some are in and
+# others missing, the LED shows LED_PARTS: the user plays the sound again and the missing ones fill in.
 from micropython import const
 
 from satellite import keystore as K
 from satellite.provision import ggwave_rx as G
+from satellite.provision import parts as P
 from satellite.provision import record as R
 
 # LED states reported to on_led(state, progress).
@@ -20,7 +23,9 @@ LED_RECEIVING = const(1)   # a transmission is coming in: progress 0..99 (fill /
 LED_STORED = const(2)      # record stored: the board connects now (solid, then normal LED)
 LED_REJECTED = const(3)    # a transmission decoded but is no record for us (CRC, version, field): error flash
 LED_LOST = const(4)        # the transmission was lost (noise, too far, too quiet): error flash, listening again
-LED_NAMES = ("listening", "receiving", "stored", "rejected", "lost")
+LED_PARTS = const(5)       # some parts of a long record are in, others missing: play the sound again
+                           # (progress = the share of parts held)
+LED_NAMES = ("listening", "receiving", "stored", "rejected", "lost", "part missing")
 
 _PROGRESS_STEP = const(10)  # on_led is told of progress in 10 % steps (LED refresh, log lines)
 
@@ -45,6 +50,7 @@ class Listener:
     def __init__(self, ks, on_led=None, log=None, receiver=None):
         self.ks = ks
         self.rx = receiver if receiver is not None else G.GgwaveReceiver()
+        self.parts = P.Assembler()
         self._on_led = on_led
         self._log = log
         self.record = None
@@ -80,6 +86,8 @@ class Listener:
         payload = self.rx.feed(samples, n)
         if payload is not None:
             self.received += 1
+            if P.is_part(payload):
+                return self._part(payload)
             return self._store(payload)
         st = self.rx.state
         if st != self._rx_state:
@@ -89,9 +97,37 @@ class Listener:
             elif st == G.STATE_FAILED:
                 self.lost += 1
                 self._say("transmission lost (code %d): listening again" % self.rx.fail_code)
-            self._show(_LED_OF_RX[st], self.rx.progress)
+            if st != G.STATE_RECEIVING and self.parts.count:
+                self._ask_parts()           # a set is begun: the LED asks for what is missing
+            else:
+                self._show(_LED_OF_RX[st], self.rx.progress)
         elif st == G.STATE_RECEIVING:
             self._show(LED_RECEIVING, self.rx.progress)
+        return None
+
+    def _ask_parts(self):
+        a = self.parts
+        self._say("part %s of %d missing: play the sound again" % (",".join([str(i) for i in a.missing()]), a.count))
+        self._show(LED_PARTS, (a.held() * 100) // a.count)
+
+    def _part(self, payload):
+        a = self.parts
+        try:
+            r = a.add(payload)
+        except P.PartError as e:
+            self._reject(e.code, str(e))
+            if a.count:
+                self._ask_parts()
+            return None
+        self._rx_state = self.rx.state
+        if r == P.COMPLETE:
+            data = bytes(a.record())
+            a.reset()
+            self._say("all %d parts in" % (payload[1] & 15))
+            return self._store(data)
+        self._say("part %d of %d %s" % ((payload[1] >> 4) + 1, a.count,
+                                        "again: already held, ignored" if r == P.REPEAT else "received"))
+        self._show(LED_PARTS, (a.held() * 100) // a.count)
         return None
 
     def _reject(self, code, msg):
@@ -168,8 +204,8 @@ async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None,
 
 # The runtime's LED phases (device._PHASES) that stand for each provisioning state on a HAL that only
 # knows those: listening = LISTENING dim, receiving = PROCESSING with brightness rising with progress,
-# stored = IDLE, rejected / lost = ERROR.
-_PHASE_OF_LED = (1, 2, 0, 4, 4)
+# stored = IDLE, rejected / lost = ERROR, part missing = LISTENING brightening with the parts held.
+_PHASE_OF_LED = (1, 2, 0, 4, 4, 1)
 
 
 def hal_led(hal):
@@ -179,7 +215,10 @@ def hal_led(hal):
         return f
 
     def show(state, progress):
-        level = 20 + (progress * 80) // 100 if state == LED_RECEIVING else (20 if state == LED_LISTENING else 100)
+        if state == LED_RECEIVING or state == LED_PARTS:
+            level = 20 + (progress * 80) // 100
+        else:
+            level = 20 if state == LED_LISTENING else 100
         hal.led(_PHASE_OF_LED[state], level)
     return show
 

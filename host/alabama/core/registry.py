@@ -23,6 +23,8 @@ PAIRED = "paired"
 TRUSTS = (GUEST, PAIRED)
 #: Pairing tokens travel in Hello.pairing_token (at most 64 bytes); 16 random bytes, url-safe.
 TOKEN_BYTES = 16
+#: token_urlsafe(16) is always 22 characters (the provisioning CLI checks a record's size before minting).
+TOKEN_CHARS = 22
 MAX_TTL_S = 7 * 24 * 3600
 
 _SCHEMA = """
@@ -75,6 +77,16 @@ def load_or_create_key(data_dir):
     with os.fdopen(fd, "w") as f:
         f.write(key.hex() + "\n")
     return key
+
+
+def new_token(rand=None):
+    """A fresh pairing token: TOKEN_BYTES random bytes, url-safe, never starting with '-' (1 in 64 of
+    token_urlsafe's would, and a command line then reads it as an option: `board sim --token -abc`)."""
+    rand = rand or secrets.token_urlsafe
+    while True:
+        token = rand(TOKEN_BYTES)
+        if not token.startswith("-"):
+            return token
 
 
 def server_public_key(data_dir):
@@ -161,7 +173,7 @@ class Registry:
     def mint_token(self, ttl):
         if not 0 < ttl <= MAX_TTL_S:
             raise CoreError("--ttl must be between 1 and %d seconds" % MAX_TTL_S, "BAD_TTL")
-        token = secrets.token_urlsafe(TOKEN_BYTES)
+        token = new_token()
         now = self.clock()
         self.db.execute("INSERT INTO tokens(token,created,expires) VALUES (?,?,?)", (token, now, now + ttl))
         return token, now + ttl

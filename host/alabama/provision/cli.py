@@ -5,6 +5,7 @@ state directory, or a record given in hex, e.g. from `alabama core token`), fiel
 carrier moves it. The carriers are ``qr``, ``sound`` and ``serial``; the record codec is ``record``.
 """
 import datetime
+import os
 import sys
 import time
 
@@ -27,8 +28,11 @@ def register(sub):
     q = psub.add_parser("qr", help="show the record as a QR code (terminal, PNG): phones, camera boards")
     _record_options(q, port_flag=True)
     q.add_argument("--png", metavar="FILE", help="also write the QR code as a PNG")
-    q.add_argument("--ansi", action="store_true", help="draw with ANSI colours, two columns per module (default: "
-                                                       "compact Unicode half blocks)")
+    q.add_argument("--plain", action="store_true", help="draw without colours (segno's half blocks: reads on a "
+                                                        "dark terminal theme only)")
+    q.add_argument("--ansi", action="store_true", help="two columns per module (default: compact Unicode half "
+                                                       "blocks); both set black and white explicitly, so the code "
+                                                       "reads on light and dark themes")
     q.add_argument("--no-terminal", action="store_true", help="do not draw the code in the terminal")
     q.set_defaults(func=cmd_qr)
 
@@ -46,6 +50,9 @@ def register(sub):
     r.add_argument("--port", metavar="PORT", help="the board's serial port (default: the one Espressif USB device)")
     _record_options(r, port_flag=False)
     r.add_argument("--no-reset", action="store_true", help="leave the board in the REPL (no soft reset)")
+    r.add_argument("--factory-reset", action="store_true",
+                   help="first forget the board's identity and settings (data/device.key, settings.json): the "
+                        "fix for a damaged device.key; the core then sees a new device, paired by this token")
     r.set_defaults(func=cmd_serial)
 
 
@@ -64,8 +71,9 @@ def _record_options(p, port_flag):
     ports = ("--port", "--core-port") if port_flag else ("--core-port",)
     g.add_argument(*ports, dest="core_port", type=int, metavar="P",
                    help="the core's TCP port (with --data default %d)" % CORE_PORT)
-    g.add_argument("--wifi-ssid", metavar="S", help="Wi-Fi network for the board")
-    g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase")
+    g.add_argument("--wifi-ssid", metavar="S", help="the Wi-Fi network the board joins (up to 32 bytes)")
+    g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase (8..63 characters; asked for "
+                   "without echo when --wifi-ssid is given without it; empty: an open network)")
     g.add_argument("--release-key", metavar="PUBFILE", help="pin this Ed25519 release key (the .pub of `alabama "
                    "release-key`): the board then takes only firmware updates signed by it (alabama ota --sign-key)")
 
@@ -74,12 +82,18 @@ def _when(ts):
     return datetime.datetime.fromtimestamp(ts).isoformat(timespec="seconds")
 
 
-def build_record(args, out=print, now=time.time):
-    """(record bytes, ProvisioningRecord) from the command line; prints what it minted or found."""
+def build_record(args, out=print, now=time.time, ask=None):
+    """(record bytes, ProvisioningRecord) from the command line; prints what it minted or found.
+
+    Everything is checked before a pairing token is minted (the release key file, the fields, the
+    address, the record's size with a placeholder token of the real token's length): a refused record
+    costs no token. ask(prompt) reads the Wi-Fi passphrase without echo (getpass) when --wifi-ssid is
+    given without --wifi-passphrase."""
     release_key = None
-    if getattr(args, "release_key", None):       # read first: a bad key file must not cost a pairing token
+    if getattr(args, "release_key", None):
         from ..board.signing import load_public
         release_key = load_public(args.release_key)
+    mint_ttl = None
     if args.record is not None:
         if args.ttl is not None:
             raise UsageError("--ttl mints a token: use it with --data, not --record")
@@ -90,10 +104,12 @@ def build_record(args, out=print, now=time.time):
         rec = record.decode(raw)
     else:
         from ..core import registry as reg
-        ttl = DEFAULT_TTL_S if args.ttl is None else args.ttl
-        token, expires = reg.Registry(args.data).mint_token(ttl)
-        rec = record.build(lan_address(), CORE_PORT, reg.server_public_key(args.data), token, expires)
-        out("token %s expires %s (in %d s)" % (token, _when(expires), ttl))
+        mint_ttl = DEFAULT_TTL_S if args.ttl is None else args.ttl
+        if not 0 < mint_ttl <= reg.MAX_TTL_S:
+            raise UsageError("--ttl is 1..%d seconds, got %d" % (reg.MAX_TTL_S, mint_ttl))
+        # a placeholder of the real token's length: the size checks below see the record as it will be
+        rec = record.build(lan_address(), CORE_PORT, reg.server_public_key(args.data), "x" * reg.TOKEN_CHARS,
+                           int(now()) + mint_ttl)
     if args.core_host is not None:
         rec.core_host = args.core_host
     if args.core_port is not None:
@@ -102,18 +118,21 @@ def build_record(args, out=print, now=time.time):
         rec.core_port = args.core_port
     if args.no_key:
         rec.core_key = b""
-    if args.wifi_ssid is not None:
-        rec.wifi_ssid = args.wifi_ssid
-    if args.wifi_passphrase is not None:
-        rec.wifi_passphrase = args.wifi_passphrase
+    _wifi(args, rec, ask)
     if release_key is not None:
         rec.release_key = release_key
     if not rec.core_host or not rec.core_port:
         raise UsageError("the record has no core address: pass --host H and --port P")
-    if rec.pairing_token and rec.token_expires and rec.token_expires <= now():
+    data = record.encode(rec)                    # refuses a bad field before anything is minted
+    if mint_ttl is not None:
+        from ..core import registry as reg
+        token, expires = reg.Registry(args.data).mint_token(mint_ttl)
+        rec.pairing_token, rec.token_expires = token, int(expires)
+        data = record.encode(rec)
+        out("token %s expires %s (in %d s)" % (token, _when(expires), mint_ttl))
+    elif rec.pairing_token and rec.token_expires and rec.token_expires <= now():
         out("warning: the record's pairing token expired at %s: the core will not pair the board with it "
             "(mint a new one: --data DIR)" % _when(rec.token_expires))
-    data = _encode(rec, getattr(args, "provision_command", None))
     out("record %s (%d bytes): core %s:%d, %s, %s%s%s" % (
         data.hex(), len(data), rec.core_host, rec.core_port,
         "core key %s... (IK)" % rec.core_key[:4].hex() if rec.core_key else "no core key (XX)",
@@ -122,23 +141,63 @@ def build_record(args, out=print, now=time.time):
     return data, rec
 
 
-def _encode(rec, carrier):
-    # Sound carries at most 140 bytes (ggwave); QR and serial carry any record within the field bounds.
-    return record.encode(rec, record.SOUND_MAX_BYTES if carrier == "sound" else record.MAX_RECORD_BYTES)
+#: WPA2-Personal: a passphrase is 8..63 printable ASCII characters, or the 256-bit PSK as 64 hex digits.
+WPA_MIN, WPA_MAX = 8, 63
+
+
+def _wifi(args, rec, ask):
+    """Apply --wifi-ssid / --wifi-passphrase, asking for the passphrase without echo when only the SSID is
+    given (empty answer: an open network). Checks what a board's Wi-Fi would refuse."""
+    ssid = getattr(args, "wifi_ssid", None)
+    passphrase = getattr(args, "wifi_passphrase", None)
+    if ssid is not None:
+        if not 1 <= len(ssid.encode()) <= record.BOUNDS["wifi_ssid"]:
+            raise UsageError("--wifi-ssid is 1..%d bytes, got %d" % (record.BOUNDS["wifi_ssid"], len(ssid.encode())))
+        rec.wifi_ssid = ssid
+        if passphrase is None:
+            passphrase = (ask or _ask_passphrase)("Wi-Fi passphrase for %s (not shown; empty for an open "
+                                                  "network): " % ssid)
+    elif passphrase is not None and not rec.wifi_ssid:
+        raise UsageError("--wifi-passphrase needs --wifi-ssid NAME (the network it opens)")
+    if passphrase is not None:
+        n = len(passphrase)
+        hex64 = n == 64 and all(c in "0123456789abcdefABCDEF" for c in passphrase)
+        if n and not hex64 and not (WPA_MIN <= n <= WPA_MAX and all(" " <= c <= "~" for c in passphrase)):
+            raise UsageError("a WPA2 passphrase is %d..%d printable ASCII characters (or 64 hex digits), this one "
+                             "is %d characters: check it and pass it again" % (WPA_MIN, WPA_MAX, n))
+        rec.wifi_passphrase = passphrase
+
+
+def _ask_passphrase(prompt):
+    """At a terminal: getpass (no echo). Piped (`echo "$PASS" | alabama provision ...`): one line of stdin,
+    without getpass's "can not control echo" warning."""
+    import getpass
+    try:
+        if sys.stdin is not None and sys.stdin.isatty():
+            return getpass.getpass(prompt)
+        line = sys.stdin.readline() if sys.stdin is not None else ""
+        if not line:
+            raise EOFError
+        return line.rstrip("\r\n")
+    except (EOFError, KeyboardInterrupt):
+        raise UsageError("no Wi-Fi passphrase given: pass --wifi-passphrase P, or type it at the prompt") from None
 
 
 def cmd_qr(args):
     from . import qr, uri
-    data, _ = build_record(args)
+    qr.segno()                                   # checked before a token is minted, like the PNG's folder
+    if args.png:
+        qr.check_writable(args.png)
+    data, rec = build_record(args)
     text = uri.to_uri(data)
     print("uri %s" % text)
     symbol = qr.make(text)
     if not args.no_terminal:
-        qr.terminal(symbol, sys.stdout, compact=not args.ansi)
+        qr.terminal(symbol, sys.stdout, compact=not args.ansi, plain=args.plain)
     print("QR version %s (%dx%d modules)" % (symbol.designator, symbol.symbol_size(border=0)[0],
                                                symbol.symbol_size(border=0)[1]))
     if args.png:
-        print("wrote %s" % qr.save_png(symbol, args.png))
+        print("wrote %s" % qr.save_png(symbol, args.png, caption=qr.caption(rec, _when)))
     return 0
 
 
@@ -146,26 +205,45 @@ def cmd_sound(args):
     from . import sound
     if not args.wav and not args.play:
         raise UsageError("say where the sound goes: --wav FILE (then play it near the board) or --play")
-    data, _ = build_record(args)
-    wav = sound.wav_bytes(data, rate=args.rate, volume=args.volume)
-    secs = sound.duration_s(len(data))
+    if not 0 < args.volume <= 100:
+        raise UsageError("--volume is 1..100 (ggwave's volume), got %d" % args.volume)
+    sound.check_ready(play=args.play)            # ggwave and a player: before a token is minted
+    f = None
     if args.wav:
         try:
-            with open(args.wav, "wb") as f:
-                f.write(wav)
+            f = open(args.wav, "wb")
         except OSError as e:
             raise UsageError("cannot write %s: %s" % (args.wav, e.strerror or e)) from None
-        print("wrote %s (%d Hz, %.1f s of ggwave [DT] Fastest): play it within a metre of the board's "
-              "microphone while its LED shows listening mode" % (args.wav, args.rate, secs))
+    try:
+        data, _ = build_record(args)
+        wav = sound.wav_bytes(data, rate=args.rate, volume=args.volume)
+    except BaseException:
+        if f is not None:
+            f.close()
+            os.unlink(args.wav)
+        raise
+    secs = sound.record_s(data)
+    n = len(sound.parts.split(data))
+    what = "%.1f s of ggwave [DT] Fastest%s" % (secs, ", %d parts" % n if n > 1 else "")
+    if f is not None:
+        with f:
+            f.write(wav)
+        print("wrote %s (%d Hz, %s): play it within a metre of the board's microphone while its LED shows "
+              "listening mode" % (args.wav, args.rate, what))
     if args.play:
-        print("playing %.1f s of ggwave [DT] Fastest: hold the speaker near the board's microphone" % secs)
+        print("playing %s: hold the speaker near the board's microphone" % what)
         player = sound.play(wav)
         print("played with %s" % player)
+    if n > 1:
+        print("a board that shows the \"part missing\" LED after this has not heard every part: play the same "
+              "sound again (a part it already has is ignored)")
     return 0
 
 
 def cmd_serial(args):
+    from ..board import mpremote
     from . import serial
+    port = mpremote.resolve_port(args.port)      # the port first: a missing board costs no token
     data, rec = build_record(args)
-    serial.provision(args.port, data, rec.core_key, reset=not args.no_reset)
+    serial.provision(port, data, rec.core_key, reset=not args.no_reset, factory_reset=args.factory_reset)
     return 0

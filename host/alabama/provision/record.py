@@ -70,17 +70,18 @@ def check(rec):
 
 
 def encode(rec, limit=MAX_RECORD_BYTES):
-    """The record's bytes. ``limit=SOUND_MAX_BYTES`` for sound: a longer record is refused naming the
-    longest field to shorten and suggesting QR or serial, which carry up to MAX_RECORD_BYTES."""
+    """The record's bytes; one over `limit` is refused naming the longest field to shorten (every carrier
+    takes MAX_RECORD_BYTES; sound splits what is over SOUND_MAX_BYTES into parts, ``parts``)."""
     check(rec)
     body = bytes([VERSION]) + rec.SerializeToString()
     out = body + zlib.crc32(body).to_bytes(CRC_BYTES, "little")
     if len(out) > limit:
         sizes = _field_sizes(rec)
         longest = max(sizes, key=lambda k: sizes[k])
-        raise RecordError("RECORD_TOO_LONG", "the provisioning record is %d bytes, over the %d-byte sound limit: "
-                          "shorten %s (%d bytes), or provision by QR code or serial instead"
-                          % (len(out), limit, longest, sizes[longest]))
+        raise RecordError("RECORD_TOO_LONG", "the provisioning record is %d bytes, over the %d-byte limit: "
+                          "shorten %s (%d bytes)%s" % (len(out), limit, longest, sizes[longest],
+                                                       ", or provision by QR code or serial instead"
+                                                       if limit < MAX_RECORD_BYTES else ""))
     return out
 
 

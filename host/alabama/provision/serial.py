@@ -17,6 +17,9 @@ from ..errors import AlabamaError
 MARK = "ALABAMA-PROVISIONED "
 RECORD_PATH = record.DATA_DIR + "/" + record.RECORD      # the key store's names: one host mirror (record.py)
 PIN_PATH = record.DATA_DIR + "/" + record.CORE_KEY
+#: What --factory-reset forgets besides the pin and the record (which the new record replaces): the identity
+#: and the settings (firmware/satellite/keystore.py, KeyStore.factory_reset).
+FORGET = tuple(record.DATA_DIR + "/" + n for n in (record.DEVICE_KEY, record.SETTINGS))
 
 
 class SerialProvisionError(AlabamaError):
@@ -25,16 +28,17 @@ class SerialProvisionError(AlabamaError):
         self.code = code
 
 
-def board_code(data, core_key=b""):
-    """The MicroPython source that stores `data` (record bytes) and the pin on the board."""
+def board_code(data, core_key=b"", forget=()):
+    """The MicroPython source that removes `forget` (paths), then stores `data` (record bytes) and the pin."""
     b64 = lambda b: binascii.b2a_base64(bytes(b), newline=False).decode("ascii")
-    return mpremote.script("write_record", b64(core_key) if core_key else "", PIN_PATH, RECORD_PATH, b64(data), MARK)
+    return mpremote.script("write_record", b64(core_key) if core_key else "", PIN_PATH, RECORD_PATH, b64(data), MARK,
+                           list(forget))
 
 
-def write_record(port, data, core_key=b"", runner=None):
+def write_record(port, data, core_key=b"", runner=None, forget=()):
     """Store the record on the board at `port`; returns the bytes the board read back (== data)."""
     runner = runner or mpremote.run_mpremote
-    text = runner(port, ["exec", board_code(data, core_key)])
+    text = runner(port, ["exec", board_code(data, core_key, forget)])
     for line in text.splitlines():
         if line.startswith(MARK):
             back = bytes.fromhex(line[len(MARK):].strip())
@@ -47,10 +51,14 @@ def write_record(port, data, core_key=b"", runner=None):
                                "MicroPython? flash it with `alabama flash`" % (port, text.strip()[-80:]))
 
 
-def provision(port, data, core_key=b"", reset=True, runner=None, out=print):
-    """Write, verify, then soft-reset the board so main.py starts with the new record."""
+def provision(port, data, core_key=b"", reset=True, runner=None, out=print, factory_reset=False):
+    """Write, verify, then soft-reset the board so main.py starts with the new record. factory_reset first
+    forgets the board's identity and settings (FORGET): it makes a new device key at its next start."""
     port = mpremote.resolve_port(port)
-    write_record(port, data, core_key, runner)
+    write_record(port, data, core_key, runner, FORGET if factory_reset else ())
+    if factory_reset:
+        out("factory reset on %s: removed %s; the board makes a new identity at its next start"
+            % (port, ", ".join(FORGET)))
     out("wrote %s (%d bytes) on %s%s" % (RECORD_PATH, len(data), port,
                                          ", pinned the core key" if core_key else ", no core key pinned"))
     if reset:

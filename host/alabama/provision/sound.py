@@ -1,7 +1,8 @@
 """Sound provisioning, sender side: the record as ggwave audio ([DT] Fastest, protocol id 8).
 
 Responsible for turning record bytes into ggwave's waveform (the real ``ggwave`` package, variable-length
-payload, at most 140 bytes), into a 16-bit mono WAV (48 kHz as ggwave makes it, or 16 kHz — what a
+payload, at most 140 bytes; a longer record goes as numbered parts, ``parts.split``, one after another),
+into a 16-bit mono WAV (48 kHz as ggwave makes it, or 16 kHz — what a
 board's microphone and the virtual board's mic file take), and for playing it with a player found on
 the host. Never decodes: the firmware receiver (firmware/satellite/provision/ggwave_rx.py) does.
 """
@@ -12,7 +13,7 @@ import subprocess
 import tempfile
 
 from ..errors import AlabamaError, UsageError
-from . import record
+from . import parts, record
 
 PROTOCOL_ID = 8                  # GGWAVE_PROTOCOL_DT_FASTEST: 3 frames per byte, 48 kHz, tones from 1125 Hz
 SAMPLE_RATE = 48000              # ggwave's own output rate
@@ -23,6 +24,9 @@ DEFAULT_VOLUME = 50              # ggwave volume 0..100 (50: peak at half of ful
 #: Players tried by --play, in order: (command, arguments before the file).
 PLAYERS = (("paplay", ()), ("pw-play", ()), ("aplay", ("-q",)), ("play", ("-q",)), ("afplay", ()))
 PLAY_TIMEOUT_S = 120
+#: Silence between the parts of a long record: the board's receiver is listening again a quarter of a
+#: second into the end marker of the part before (firmware ggwave_rx, "End").
+PART_GAP_S = 0.75
 
 
 class SoundError(AlabamaError):
@@ -79,12 +83,18 @@ def to_s16(x):
 
 def wav_bytes(data, rate=SAMPLE_RATE, volume=DEFAULT_VOLUME, lead_s=0.25, tail_s=0.25):
     """Record bytes -> a complete 16-bit mono WAV file (bytes), with a little silence either side so a
-    player's start-up click does not land on the start marker."""
+    player's start-up click does not land on the start marker. A record over MAX_PAYLOAD bytes goes as its
+    numbered parts, PART_GAP_S apart."""
     import numpy as np
-    x = to_rate(waveform(data, volume), rate)
-    pcm = np.concatenate([np.zeros(int(lead_s * rate)), x, np.zeros(int(tail_s * rate))])
+    gap = np.zeros(int(PART_GAP_S * rate))
+    pcm = [np.zeros(int(lead_s * rate))]
+    for i, p in enumerate(parts.split(data)):
+        if i:
+            pcm.append(gap)
+        pcm.append(to_rate(waveform(p, volume), rate))
+    pcm.append(np.zeros(int(tail_s * rate)))
     from alabama import audio
-    return audio.write(io.BytesIO(), to_s16(pcm).tobytes(), rate).getvalue()
+    return audio.write(io.BytesIO(), to_s16(np.concatenate(pcm)).tobytes(), rate).getvalue()
 
 
 def duration_s(n):
@@ -92,6 +102,20 @@ def duration_s(n):
     1024-sample frames at 48 kHz): the receiver's progress bar spans this."""
     ecc = 2 if n < 4 else max(4, 2 * (n // 5))
     return (2 * 16 + 3 * (3 + n + ecc)) * 1024 / SAMPLE_RATE
+
+
+def record_s(data):
+    """Seconds of sound for record bytes: its one payload, or its parts and the gaps between them."""
+    ps = parts.split(data)
+    return sum(duration_s(len(p)) for p in ps) + PART_GAP_S * (len(ps) - 1)
+
+
+def check_ready(play=False, which=shutil.which):
+    """Refuse now what would fail after the record is made: no ggwave package, or --play with no player."""
+    _ggwave()
+    if play and find_player(which) is None:
+        raise SoundError("NO_PLAYER", "no audio player found (tried %s): write a file with --wav out.wav and "
+                         "play it with any player" % ", ".join(c for c, _ in PLAYERS))
 
 
 def find_player(which=shutil.which):
