@@ -108,7 +108,7 @@ snr-table: install test-deps
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
 
 .PHONY: parts-table
-parts-table: install    # + test-deps after the packaging split (ggwave, numpy: the same as snr-table's)
+parts-table: install test-deps
 	$(BIN)/python tools/provision/parts_table.py
 
 flash: install
