@@ -232,15 +232,6 @@ def test_noise_never_yields_a_record_and_listening_allocates_nothing():
         assert d == 0, d
 
 
-class OldHal(MicHal):
-    """A HAL with the coroutine interface (await mic_wait())."""
-
-    mic_wait_ms = None
-
-    async def mic_wait(self):
-        self.waits += 1
-
-
 def test_run_drives_the_hal_until_the_record_is_stored():
     import asyncio
     ks = fresh()
@@ -252,9 +243,6 @@ def test_run_drives_the_hal_until_the_record_is_stored():
     assert hal.leds[0] == (1, 20) and hal.leds[-1] == (0, 100)             # listening dim ... stored
     assert (2, 20) in hal.leds and (2, 92) in hal.leds                       # receiving, brighter with progress
     assert lines[0].startswith("provision: listening mode")
-    old = OldHal(read_audio())
-    rec2 = asyncio.run(L.run(old, fresh()))
-    assert rec2 is not None and rec2.pairing_token == rec.pairing_token and old.waits > 400
     # stop() ends listening mode without a record; a 44.1 kHz microphone is refused with what to do
     hal2 = MicHal(bytes(64000))
     calls = [0]

@@ -114,6 +114,7 @@ LONG = const(3)
 # rssi() -> dBm | None         Health (device.info, the health event): the Wi-Fi signal, None when not
 # reset_cause() -> str         associated; why the board last reset (machine constant names: PWRON_RESET ...);
 # flash_free() -> bytes        free bytes of the filesystem (also the OTA updater's room check);
+# heap_largest_free() -> bytes the largest free block of the IDF data heap (esp32: esp32.idf_heap_info);
 # mic_lost_frames() -> frames  microphone frames lost to DMA overruns so far. Absent, or raising OSError,
 #                              ValueError or AttributeError: reported as null (health._hal; lost frames: 0).
 # wdt_start(ms)                Arm the hardware watchdog: the board resets when wdt_feed is not called within `ms`
@@ -138,6 +139,3 @@ LONG = const(3)
 # Implementation-only members (not part of the contract, read by their own tests or tools): board, duplex,
 # vol, gain, brightness; esp32's mic_overruns, mic_lost_us, mic_dma_frames, HalError; the sim's command(),
 # state(), led_phase and control channel (docs/virtual-board.md).
-#
-# Not in the contract any more: listen.run still accepts an `async mic_wait()` in place of mic_wait_ms (an
-# older HAL shape; no implementation in the tree has it, a test keeps the path alive).

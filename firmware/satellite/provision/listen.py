@@ -167,7 +167,7 @@ def store(ks, data, rec):
 
 
 async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None, ring=None):
-    """Listening mode over a HAL (mic_open, mic_wait_ms or async mic_wait, mic_take, mic_close): returns the
+    """Listening mode over a HAL (mic_open, mic_wait_ms, mic_take, mic_close): returns the
     stored record, or None when stop() turns true. The LED goes through on_led, else hal.led(phase, level).
     ring: a spare buffer of >= ggwave_rx.RING_BYTES for the receiver (the runtime's idle jitter ring)."""
     if rate != G.RATE:
@@ -182,16 +182,13 @@ async def run(hal, ks, rate=G.RATE, block=320, log=None, on_led=None, stop=None,
         log("provision: listening mode: play `alabama provision sound` near the microphone")
     import asyncio
     sleep_ms = asyncio.sleep_ms
-    wait_ms = getattr(hal, "mic_wait_ms", None)     # HAL: ms until the next block (else async mic_wait)
+    wait_ms = hal.mic_wait_ms                       # HAL: ms until the next block (hal/__init__.py)
     try:
         while stop is None or not stop():
-            if wait_ms is not None:
-                d = wait_ms()
-                if d > 0:
-                    await sleep_ms(d)
-                    continue
-            else:
-                await hal.mic_wait()
+            d = wait_ms()
+            if d > 0:
+                await sleep_ms(d)
+                continue
             hal.mic_take(buf, 0, block)
             rec = li.feed(buf, block)
             if rec is not None:
