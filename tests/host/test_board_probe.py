@@ -444,9 +444,11 @@ def test_mpremotes_own_errno5_is_a_lost_board_not_the_boards_exception(tmp_path)
     line = mpremote.explain(str(port), 1, HOST_LOST)
     assert "went away" in line and "press RESET" in line and "\n" not in line, line
     port.unlink()                     # a kill at a stage's start: mpremote cannot open it, and it is gone
-    line = mpremote.explain(str(port), 1, "mpremote: failed to access %s (it may be in use by another program)"
-                            % port)
-    assert "busy" not in line and "no longer exists" in line, line
+    busy = mpremote.explain(str(port), 1, "mpremote: failed to access %s (it may be in use by another program)" % port)
+    fb = _FakeBoard(fail_at="crypto", error=busy)
+    with pytest.raises(probe.ProbeError) as e:
+        probe.probe_board(str(port), runner=fb, stages=("image", "crypto"), out=lambda s: None)
+    assert "busy" not in str(e.value) and "no longer exists" in str(e.value), e.value
     fb = _FakeBoard(fail_at="crypto", error=mpremote.explain("/dev/x", 1, HOST_LOST),
                     board_raised=mpremote.board_raised(HOST_LOST))
     with pytest.raises(probe.ProbeError) as e:

@@ -95,10 +95,9 @@ def last_line(text):
 def explain(port, rc, output):
     """One line for a failed mpremote run."""
     low = output.lower()
-    gone = "://" not in port and not port.upper().startswith("COM") and not os.path.exists(port)
-    if gone or _HOST_FRAME.search(output):
+    if _HOST_FRAME.search(output):
         return ("the board on %s went away (%s): check the USB cable and power, press RESET, and run again"
-                % (port, "the port no longer exists" if gone else last_line(output)[:80]))
+                % (port, last_line(output)[:80]))
     if "failed to access" in low or "could not exclusively lock" in low or "resource busy" in low:
         return ("serial port %s is busy: close the program holding it (a REPL, `alabama logs`, a serial "
                 "monitor, another mpremote) and run again" % port)

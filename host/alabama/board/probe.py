@@ -29,6 +29,7 @@ format, not the chip).
 import asyncio
 import json
 import math
+import os
 import pathlib
 import re
 import shutil
@@ -411,8 +412,11 @@ class _Board:
                 raise ProbeError("the probe's %s stage failed on the board on %s (%s): please report it with this "
                                  "line and `alabama board probe --json --port %s` of the stages before it"
                                  % (stage, self.port, e, self.port)) from None
+            why = e
+            if "://" not in self.port and not self.port.upper().startswith("COM") and not os.path.exists(self.port):
+                why = "its port %s no longer exists" % self.port     # gone at the stage's start: not "busy"
             raise ProbeError("the board on %s stopped answering during the probe's %s stage (%s): check the USB "
-                             "cable and power, press RESET, and run the probe again" % (self.port, stage, e)) \
+                             "cable and power, press RESET, and run the probe again" % (self.port, stage, why)) \
                 from None
 
 

@@ -170,16 +170,16 @@ def cmd_serve(args):
         return status
 
     async def main():
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):     # before the "listening" line a supervisor may act on
+            loop.add_signal_handler(sig, stop.set)
         srv = CoreServer(args.data, host=host, port=port, closed=args.closed, min_wire_version=args.min_wire_version,
                          brain=args.brain, ping_interval=args.ping_interval, **_speech_kw(args))
         await srv.start()
         print("alabama core: key %s" % srv.public_key_hex)
         print("alabama core: listening on %s:%d%s (data %s)" % (host, srv.port, " [closed]" if args.closed else "",
                                                                args.data), flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         print("alabama core: shutting down", flush=True)
         await srv.stop()
