@@ -310,7 +310,8 @@ def register(sub):
                                    "slot ota_N) the whole app image of build/image/<board>/ (--image) is sent "
                                    "instead and the bootloader rolls it back if it is not confirmed.")
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
-    p.add_argument("--data", default="./alabama-core", help="the running core's state directory (default %(default)s)")
+    from ..core import datadir
+    p.add_argument("--data", metavar="DIR", help=datadir.data_help("the running core's state directory"))
     p.add_argument("--firmware", metavar="DIR", default=str(FIRMWARE), help="firmware tree (default: the repository's)")
     p.add_argument("--march", metavar="ARCH", help="mpy-cross -march (default: what the device reports)")
     p.add_argument("--host", metavar="ADDR", help="address the device fetches from (default: this machine's LAN address)")
@@ -329,6 +330,8 @@ def register(sub):
 
 
 def cmd_ota(args):
+    from ..core import datadir
+    args.data = datadir.resolve(args.data)
     if args.march and args.march not in ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
     if args.release and args.image:
