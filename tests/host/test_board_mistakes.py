@@ -1,0 +1,84 @@
+"""`alabama board sim`, `repl` and `hil` given the mistakes a person makes (issue 36): each is ONE line on stderr
+saying what to do, a non-zero exit status, no traceback, and nothing left running or half-written."""
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from alabama import cli as alabama_cli
+
+ALABAMA = [sys.executable, "-m", "alabama.cli"]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args, timeout=60, env=None):
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"), **(env or {}))
+    return subprocess.run(ALABAMA + list(args), capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def one_line(r, *words):
+    assert r.returncode != 0, r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("alabama: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------ board sim
+@pytest.mark.parametrize("key", ["abc", "zz" * 32, "ab" * 31])
+def test_board_sim_core_key_not_hex_is_one_line(tmp_path, key):
+    one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--core-key", key),
+             "--core-key", "64 hex", "alabama core key")
+
+
+@pytest.mark.parametrize("heap,words", [("lots", "not a size"), ("1k", "outside"), ("4096m", "outside"),
+                                        ("12x", "not a size")])
+def test_board_sim_heap_that_cannot_run_is_refused_before_anything_runs(tmp_path, heap, words):
+    one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--heap", heap),
+             "--heap", words)
+    assert not (tmp_path / "vb").exists()
+
+
+def test_board_sim_core_key_without_core_is_one_line(tmp_path):
+    one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core-key", "ab" * 32), "--core HOST:PORT")
+
+
+@pytest.mark.parametrize("argv", [["--token", "-Abc_123"], ["--token=-Abc_123"], ["--token", "--Abc_123"]])
+def test_a_token_that_starts_with_a_dash_is_taken_as_typed(argv):
+    # secrets.token_urlsafe mints one in 64 that starts with '-': argparse alone calls it a missing value
+    args = alabama_cli.build_parser().parse_args(alabama_cli.join_free_values(
+        ["board", "sim", "--dir", "d", "--core", "127.0.0.1:7355"] + argv))
+    assert args.token == argv[-1].split("=", 1)[-1]
+
+
+def test_a_token_that_starts_with_a_dash_reaches_the_command_as_typed(tmp_path):
+    # as typed at a shell: the parser takes it; the (deliberately) bad --core-key is what stops the command
+    r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--token", "-Abc_123",
+            "--core-key", "abc")
+    one_line(r, "--core-key")
+
+
+def test_a_wifi_passphrase_that_starts_with_a_dash_is_taken_as_typed():
+    args = alabama_cli.build_parser().parse_args(alabama_cli.join_free_values(
+        ["core", "token", "--wifi-ssid", "-net", "--wifi-passphrase", "-secret pass"]))
+    assert (args.wifi_ssid, args.wifi_passphrase) == ("-net", "-secret pass")
+
+
+@pytest.mark.needs_micropython
+def test_a_virtual_board_that_cannot_start_stops_with_a_line_instead_of_rebooting_forever(tmp_path):
+    from alabama.board.sim import MAX_FAST_EXITS, find_micropython
+    real = find_micropython()
+    fake = tmp_path / "micropython"
+    # answers the supervisor's probes like the real port, then fails at every boot the way a refused
+    # -X heapsize does (`Invalid command line arguments`, status 1)
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *sys.implementation*) exec %s \"$@\";; esac\n"
+                    "echo 'Invalid command line arguments. Use -h option for help.'\nexit 1\n" % real)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--micropython", str(fake),
+            timeout=120)
+    line = one_line(r, "cannot start", "--heap", "Invalid command line arguments")
+    assert r.stdout.count("] boot ") == MAX_FAST_EXITS, r.stdout
+    assert str(fake) in line
