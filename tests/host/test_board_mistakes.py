@@ -82,3 +82,72 @@ def test_a_virtual_board_that_cannot_start_stops_with_a_line_instead_of_rebootin
     line = one_line(r, "cannot start", "--heap", "Invalid command line arguments")
     assert r.stdout.count("] boot ") == MAX_FAST_EXITS, r.stdout
     assert str(fake) in line
+
+
+# ------------------------------------------------------------------------------ repl / logs --port
+def in_terminal(*args, timeout=30):
+    """`alabama ARGS` on a pseudo-terminal, as a person types it: (exit status, everything it printed)."""
+    import pty
+    import select
+    import time
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.environ["PYTHONPATH"] = os.path.join(ROOT, "host")
+            os.execv(sys.executable, ALABAMA + list(args))
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if r:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not data:
+                    break
+                out += data
+        _, status = os.waitpid(pid, 0)
+        pid = None
+    finally:
+        if pid:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def terminal_line(status, out, *words):
+    assert status != 0, out
+    lines = [ln for ln in out.replace("\r", "").splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("alabama: error: "), out
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("cmd", [["repl"], ["logs", "--duration", "1"]])
+def test_a_port_that_is_dev_null_is_named_for_what_it_is_not_busy(cmd):
+    terminal_line(*in_terminal(*cmd, "--port", "/dev/null"), "/dev/null", "no terminal, not a serial port")
+
+
+@pytest.mark.parametrize("cmd", [["repl"], ["logs", "--duration", "1"]])
+def test_a_port_that_is_a_regular_file_or_a_directory_is_named_for_what_it_is(tmp_path, cmd):
+    f = tmp_path / "notes.txt"
+    f.write_text("not a board\n")
+    terminal_line(*in_terminal(*cmd, "--port", str(f)), str(f), "regular file, not a serial port", "--port")
+    terminal_line(*in_terminal(*cmd, "--port", str(tmp_path)), "a directory, not a serial port")
+
+
+def test_repl_without_a_terminal_is_one_line_not_a_termios_error():
+    # a real serial device (a pseudo-terminal standing in for /dev/ttyS0), the command run from a script
+    master, slave = os.openpty()
+    try:
+        r = run("repl", "--port", os.ttyname(slave), timeout=30)
+    finally:
+        os.close(slave)
+        os.close(master)
+    one_line(r, "needs a terminal", "alabama logs --port")
+    assert "termios" not in r.stderr
