@@ -151,3 +151,27 @@ def test_repl_without_a_terminal_is_one_line_not_a_termios_error():
         os.close(master)
     one_line(r, "needs a terminal", "alabama logs --port")
     assert "termios" not in r.stderr
+
+
+# ------------------------------------------------------------------------------ hil, checked once up front
+def test_hil_checks_a_real_boards_port_once_before_pytest_starts(tmp_path):
+    report = tmp_path / "hil"
+    r = run("hil", "--board", "/dev/nonexistent", "--board-type", "devkitc1-inmp441", "--bind", "127.0.0.1",
+            "--report", str(report), timeout=120)
+    one_line(r, "/dev/nonexistent", "does not exist", "--board")
+    assert r.stdout == "" and not report.exists()           # no pytest session, no report of 35 errors
+
+
+def test_hil_asks_for_the_wifi_variables_once_before_pytest_starts(tmp_path):
+    master, slave = os.openpty()                            # a serial device that exists
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALABAMA_WIFI_")}
+    env["PYTHONPATH"] = os.path.join(ROOT, "host")
+    try:
+        r = subprocess.run(ALABAMA + ["hil", "--board", os.ttyname(slave), "--board-type", "devkitc1-inmp441",
+                                      "--bind", "127.0.0.1", "--report", str(tmp_path / "hil")],
+                           capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        os.close(slave)
+        os.close(master)
+    line = one_line(r, "ALABAMA_WIFI_SSID", "ALABAMA_WIFI_PASSPHRASE")
+    assert line.count("ALABAMA_WIFI_SSID") <= 2 and r.stdout == ""

@@ -57,17 +57,17 @@ def detect_port(list_ports=None):
                         % (len(esp), ", ".join(p.device for p in esp)))
 
 
-def resolve_port(port=None, list_ports=None):
-    """The port to use: as given (checked to exist and to be a device, not a file), or the one Espressif USB
-    device (detect_port)."""
+def resolve_port(port=None, list_ports=None, option="--port", probe=False):
+    """The port to use: as given (checked to exist and to be a device, not a file; ``probe``: see not_a_port),
+    or the one Espressif USB device (detect_port). ``option`` names the flag the lines tell the user to fix."""
     if port is None:
         return detect_port(list_ports)
     port = str(port)
     if "://" in port or port.upper().startswith("COM"):
         return port
     if not os.path.exists(port):
-        raise MpremoteError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
-    why = not_a_port(port)
+        raise MpremoteError("serial port %s does not exist: plug the board in, or pass the right %s" % (port, option))
+    why = not_a_port(port, probe, option)
     if why:
         raise MpremoteError(why)
     return port
@@ -78,7 +78,7 @@ _KINDS = (("S_ISREG", "a regular file"), ("S_ISDIR", "a directory"), ("S_ISFIFO"
           ("S_ISSOCK", "a socket"), ("S_ISBLK", "a block device (a disk)"))
 
 
-def not_a_port(port, probe=False):
+def not_a_port(port, probe=False, option="--port"):
     """Why the path PORT cannot be a serial port (one line saying what to pass instead), or None.
 
     Without ``probe`` only its kind is looked at (nothing is opened: opening a board's port can reset it);
@@ -102,8 +102,10 @@ def not_a_port(port, probe=False):
             os.close(fd)
     if kind is None:
         return None
-    return ("%s is %s, not a serial port: pass the board's port with --port (/dev/ttyACM0 or /dev/ttyUSB0 on "
-            "Linux, /dev/cu.usbmodem* on macOS, COM3 on Windows), or leave --port out to find it" % (port, kind))
+    return ("%s is %s, not a serial port: pass the board's port with %s (/dev/ttyACM0 or /dev/ttyUSB0 on Linux, "
+            "/dev/cu.usbmodem* on macOS, COM3 on Windows)%s" % (port, kind, option,
+                                                               ", or leave --port out to find it" if option == "--port"
+                                                               else ""))
 
 
 def last_line(text):
