@@ -46,6 +46,17 @@ def test_board_sim_core_key_without_core_is_one_line(tmp_path):
     one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core-key", "ab" * 32), "--core HOST:PORT")
 
 
+def failing_micropython(tmp_path):
+    """A stand-in interpreter: answers the supervisor's probes like the real port, then fails at every boot the
+    way a refused -X heapsize does (`Invalid command line arguments`, status 1)."""
+    from alabama.board.sim import find_micropython
+    fake = tmp_path / "micropython"
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *sys.implementation*) exec %s \"$@\";; esac\n"
+                    "echo 'Invalid command line arguments. Use -h option for help.'\nexit 1\n" % find_micropython())
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return fake
+
+
 @pytest.mark.parametrize("argv", [["--token", "-Abc_123"], ["--token=-Abc_123"], ["--token", "--Abc_123"]])
 def test_a_token_that_starts_with_a_dash_is_taken_as_typed(argv):
     # secrets.token_urlsafe mints one in 64 that starts with '-': argparse alone calls it a missing value
@@ -61,6 +72,17 @@ def test_a_token_that_starts_with_a_dash_reaches_the_command_as_typed(tmp_path):
     one_line(r, "--core-key")
 
 
+@pytest.mark.needs_micropython
+def test_a_token_that_starts_with_a_dash_is_provisioned_as_typed(tmp_path):
+    from alabama.provision import record
+    vb = tmp_path / "vb"
+    r = run("board", "sim", "--dir", str(vb), "--core", "127.0.0.1:7355", "--token", "-Abc_123", "--micropython",
+            str(failing_micropython(tmp_path)), timeout=120)
+    one_line(r, "cannot start")                   # the stand-in interpreter; the record was written before it ran
+    rec = record.decode((vb / record.DATA_DIR / record.RECORD).read_bytes())
+    assert (rec.core_host, rec.core_port, rec.pairing_token) == ("127.0.0.1", 7355, "-Abc_123")
+
+
 def test_a_wifi_passphrase_that_starts_with_a_dash_is_taken_as_typed():
     args = alabama_cli.build_parser().parse_args(alabama_cli.join_free_values(
         ["core", "token", "--wifi-ssid", "-net", "--wifi-passphrase", "-secret pass"]))
@@ -69,14 +91,8 @@ def test_a_wifi_passphrase_that_starts_with_a_dash_is_taken_as_typed():
 
 @pytest.mark.needs_micropython
 def test_a_virtual_board_that_cannot_start_stops_with_a_line_instead_of_rebooting_forever(tmp_path):
-    from alabama.board.sim import MAX_FAST_EXITS, find_micropython
-    real = find_micropython()
-    fake = tmp_path / "micropython"
-    # answers the supervisor's probes like the real port, then fails at every boot the way a refused
-    # -X heapsize does (`Invalid command line arguments`, status 1)
-    fake.write_text("#!/bin/sh\ncase \"$*\" in *sys.implementation*) exec %s \"$@\";; esac\n"
-                    "echo 'Invalid command line arguments. Use -h option for help.'\nexit 1\n" % real)
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    from alabama.board.sim import MAX_FAST_EXITS
+    fake = failing_micropython(tmp_path)
     r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--micropython", str(fake),
             timeout=120)
     line = one_line(r, "cannot start", "--heap", "Invalid command line arguments")

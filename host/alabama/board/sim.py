@@ -764,9 +764,9 @@ def cmd_sim(args):
         if key is not None and len(key) != 32:
             raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), not %r"
                            % args.core_key)
+        provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
     elif args.core_key or args.token:
         raise SimError("--core-key and --token provision a core: give its address too, --core HOST:PORT")
-        provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
     elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     vb = VirtualBoard(args.dir, board=args.board, mic=args.mic, speaker=args.speaker, ctl_port=args.ctl_port,
