@@ -191,3 +191,18 @@ def test_hil_asks_for_the_wifi_variables_once_before_pytest_starts(tmp_path):
         os.close(master)
     line = one_line(r, "ALABAMA_WIFI_SSID", "ALABAMA_WIFI_PASSPHRASE")
     assert line.count("ALABAMA_WIFI_SSID") <= 2 and r.stdout == ""
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_board_sim_ctl_port_in_use_or_out_of_range_is_one_line(tmp_path, busy):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        port = s.getsockname()[1] if busy else 99999
+        r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port", str(port))
+    finally:
+        s.close()
+    one_line(r, "--ctl-port", "in use" if busy else "not a TCP port")
+    assert not (tmp_path / "vb").exists()

@@ -49,7 +49,7 @@ import time
 
 from .. import CORE_PORT, REPO, local
 from . import rawrepl
-from ..errors import AlabamaError
+from ..errors import AlabamaError, listen_error
 from ..provision import record as rc
 from ..provision.record import DATA_DIR
 
@@ -750,9 +750,25 @@ def register(sub):
     p.set_defaults(func=cmd_sim)
 
 
+def _check_ctl_port(port):
+    """--ctl-port: a port the board's control channel can listen on (the firmware binds it; a port in use would
+    only show as a traceback in the board's log and a board no command reaches)."""
+    if not 0 <= port < 65536:
+        raise SimError("--ctl-port %d is not a TCP port: give 1024..65535, or leave it out for a free one" % port)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError as e:
+        raise listen_error(e, "127.0.0.1", port, "--ctl-port") from None
+    finally:
+        s.close()
+
+
 def cmd_sim(args):
     if args.heap:
         heap_bytes(args.heap)                 # before anything is written or run
+    if args.ctl_port:
+        _check_ctl_port(args.ctl_port)
     if args.core:
         host, _, port = args.core.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
