@@ -206,3 +206,19 @@ def test_board_sim_ctl_port_in_use_or_out_of_range_is_one_line(tmp_path, busy):
         s.close()
     one_line(r, "--ctl-port", "in use" if busy else "not a TCP port")
     assert not (tmp_path / "vb").exists()
+
+
+def test_ota_server_on_a_port_in_use_or_a_foreign_address_is_one_line():
+    import socket
+    from alabama.board.ota import SetServer
+    from alabama.errors import UsageError
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        with pytest.raises(UsageError, match=r"in use.*--port"):
+            SetServer(None, bind="127.0.0.1", port=s.getsockname()[1])
+    finally:
+        s.close()
+    with pytest.raises(UsageError, match=r"192\.0\.2\.1 is not an address of this machine.*--bind"):
+        SetServer(None, bind="192.0.2.1", port=0)           # TEST-NET-1: never this machine's

@@ -20,7 +20,7 @@ import threading
 import time
 
 from .. import REPO
-from ..errors import AlabamaError, UsageError
+from ..errors import AlabamaError, UsageError, listen_error
 from . import fwset
 from .fwset import ARCHS, FIRMWARE
 
@@ -76,7 +76,10 @@ class SetServer:
             def log_message(self, fmt, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer((bind, port), Handler)
+        try:
+            self.httpd = http.server.ThreadingHTTPServer((bind, port), Handler)
+        except OSError as e:            # in use, not this machine's address (one line naming the flag)
+            raise listen_error(e, bind, port, "--bind ADDR / --port") from None
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = None
