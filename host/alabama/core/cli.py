@@ -182,6 +182,9 @@ def cmd_key(args):
 
 def cmd_token(args):
     from ..provision import record
+    if not 0 < args.port < 65536:         # before a token is minted for a record that cannot carry it
+        raise UsageError("--port %d is not a TCP port: give the port the core listens on (1..65535, default %d)"
+                         % (args.port, CORE_PORT))
     args.data = datadir.resolve(args.data, create=True)
     r = reg.Registry(args.data)
     token, expires = r.mint_token(args.ttl)
@@ -279,9 +282,11 @@ def _control(args, req):
 
 def cmd_invoke(args):
     try:
-        json.loads(args.arguments)
+        ok = isinstance(json.loads(args.arguments), dict)
     except ValueError:
-        raise UsageError("arguments must be a JSON object, e.g. '{\"level\": 3}'")
+        ok = False
+    if not ok:
+        raise UsageError("arguments must be a JSON object, e.g. '{\"level\": 3}' (got %s)" % args.arguments)
     res = _control(args, {"op": "invoke", "device": args.device, "name": args.tool, "arguments": args.arguments,
                           "timeout": args.timeout})
     print(json.dumps(res, indent=1))

@@ -180,3 +180,17 @@ def test_core_setting_takes_the_value_as_typed_and_the_core_logs_no_traceback(cl
         proc.stderr.close()
     assert rc == 0
     assert "Traceback" not in err and "control request failed" not in err, err
+
+
+# ------------------------------------------------------------------------------ more of the same kind
+def test_core_token_for_a_port_that_is_not_tcp_is_one_line_and_mints_nothing(cli, tmp_path):
+    d = tmp_path / "d"
+    one_line(cli("core", "token", "--data", str(d), "--port", "99999"), "--port 99999", "1..65535")
+    assert not (d / "registry.sqlite3").exists()
+
+
+@pytest.mark.parametrize("arguments", ["[1]", "3", "{nope"])
+def test_core_invoke_arguments_that_are_not_a_json_object_are_one_line(cli, tmp_path, arguments):
+    d = tmp_path / "d"
+    d.mkdir()
+    one_line(cli("core", "invoke", "--data", str(d), "abcd", "device.blink", arguments), "JSON object")
