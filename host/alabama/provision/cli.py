@@ -89,7 +89,8 @@ def build_record(args, out=print, now=time.time):
             raise UsageError("--record is hex, as `alabama core token` prints it after 'record '") from None
         rec = record.decode(raw)
     else:
-        from ..core import registry as reg
+        from ..core import datadir, registry as reg
+        args.data = datadir.resolve(args.data)   # a typo must not mint a token under a brand-new core key
         ttl = DEFAULT_TTL_S if args.ttl is None else args.ttl
         token, expires = reg.Registry(args.data).mint_token(ttl)
         rec = record.build(lan_address(), CORE_PORT, reg.server_public_key(args.data), token, expires)

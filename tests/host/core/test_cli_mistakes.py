@@ -194,3 +194,11 @@ def test_core_invoke_arguments_that_are_not_a_json_object_are_one_line(cli, tmp_
     d = tmp_path / "d"
     d.mkdir()
     one_line(cli("core", "invoke", "--data", str(d), "abcd", "device.blink", arguments), "JSON object")
+
+
+@pytest.mark.parametrize("how", ["qr", "sound"])
+def test_provision_from_a_data_dir_that_does_not_exist_is_refused_not_a_new_core_identity(cli, tmp_path, how):
+    typo = tmp_path / "alabama-cor"
+    extra = ["--png", str(tmp_path / "p.png")] if how == "qr" else ["--wav", str(tmp_path / "p.wav")]
+    one_line(cli("provision", how, "--data", str(typo), *extra), str(typo))
+    assert not typo.exists()
