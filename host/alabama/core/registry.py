@@ -56,6 +56,14 @@ def fingerprint(pubkey):
 def load_or_create_key(data_dir):
     """The core's static X25519 private key from DIR/core.key (hex), created with mode 0600 if absent."""
     path = pathlib.Path(data_dir) / KEY_NAME
+    try:
+        return _load_or_create_key(path)
+    except OSError as e:                 # a directory where the file should be, no permission, a full disk
+        raise CoreError("cannot read or create the core's key %s (%s): check that --data is the core's state "
+                        "directory and that it is yours" % (path, e.strerror or e), "KEY_ACCESS") from None
+
+
+def _load_or_create_key(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

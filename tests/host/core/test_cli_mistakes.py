@@ -202,3 +202,17 @@ def test_provision_from_a_data_dir_that_does_not_exist_is_refused_not_a_new_core
     extra = ["--png", str(tmp_path / "p.png")] if how == "qr" else ["--wav", str(tmp_path / "p.wav")]
     one_line(cli("provision", how, "--data", str(typo), *extra), str(typo))
     assert not typo.exists()
+
+
+def test_a_core_key_that_cannot_be_read_is_one_line(cli, tmp_path):
+    d = tmp_path / "d"
+    (d / "core.key").mkdir(parents=True, mode=0o700)   # a directory where the key file belongs
+    one_line(cli("core", "key", "--data", str(d)), "core.key", "--data")
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(d)), "core.key")
+
+
+def test_a_data_path_that_is_a_file_is_one_line(cli, tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(f)), "is a file")
+    one_line(cli("core", "devices", "--data", str(f)), "is a file")
