@@ -90,11 +90,12 @@ def test_a_wifi_passphrase_that_starts_with_a_dash_is_taken_as_typed():
 
 
 @pytest.mark.needs_micropython
-def test_a_virtual_board_that_cannot_start_stops_with_a_line_instead_of_rebooting_forever(tmp_path):
+@pytest.mark.parametrize("web", [[], ["--web"]])
+def test_a_virtual_board_that_cannot_start_stops_with_a_line_instead_of_rebooting_forever(tmp_path, web):
     from alabama.board.sim import MAX_FAST_EXITS
     fake = failing_micropython(tmp_path)
     r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--micropython", str(fake),
-            timeout=120)
+            *web, timeout=120)
     line = one_line(r, "cannot start", "--heap", "Invalid command line arguments")
     assert r.stdout.count("] boot ") == MAX_FAST_EXITS, r.stdout
     assert str(fake) in line
