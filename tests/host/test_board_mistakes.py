@@ -223,3 +223,10 @@ def test_ota_server_on_a_port_in_use_or_a_foreign_address_is_one_line():
         s.close()
     with pytest.raises(UsageError, match=r"192\.0\.2\.1 is not an address of this machine.*--bind"):
         SetServer(None, bind="192.0.2.1", port=0)           # TEST-NET-1: never this machine's
+
+
+def test_board_sim_dir_that_is_a_file_or_under_one_is_one_line(tmp_path):
+    f = tmp_path / "flash.bin"
+    f.write_bytes(b"x")
+    one_line(run("board", "sim", "--dir", str(f), "--core", "127.0.0.1:7355"), "is a file", "--dir")
+    one_line(run("board", "sim", "--dir", str(f / "sub"), "--core", "127.0.0.1:7355"), "--dir")

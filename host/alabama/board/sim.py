@@ -769,6 +769,9 @@ def cmd_sim(args):
         heap_bytes(args.heap)                 # before anything is written or run
     if args.ctl_port:
         _check_ctl_port(args.ctl_port)
+    flash = pathlib.Path(args.dir)
+    if flash.exists() and not flash.is_dir():
+        raise SimError("--dir %s is a file: give the board's flash directory (created if missing)" % args.dir)
     if args.core:
         host, _, port = args.core.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -780,6 +783,10 @@ def cmd_sim(args):
         if key is not None and len(key) != 32:
             raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), not %r"
                            % args.core_key)
+        try:
+            flash.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SimError("cannot make the flash directory %s (%s): give another --dir" % (args.dir, e.strerror or e))
         provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
     elif args.core_key or args.token:
         raise SimError("--core-key and --token provision a core: give its address too, --core HOST:PORT")
