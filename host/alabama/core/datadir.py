@@ -25,10 +25,16 @@ def data_help(action="state directory (key, registry, reports)"):
 def resolve(given, create=False):
     """The core's state directory from ``--data`` (None: the default). ``create``: a command that writes
     state (serve, token, approve --pubkey) makes it, mode 0700 (it holds the core's private key); any other
-    command refuses a directory that does not exist instead of starting an empty registry there."""
+    command refuses a directory that does not exist, or one with neither core.key nor registry.sqlite3 in it
+    (a typo such as `--data ~`), instead of starting an empty registry there."""
     path = pathlib.Path(given).expanduser() if given else default_data_dir()
     if path.is_dir():
-        return path
+        from .registry import DB_NAME, KEY_NAME       # here: building the CLI parser must not load the registry
+        if create or any((path / n).exists() for n in (KEY_NAME, DB_NAME)):
+            return path
+        raise UsageError("%s holds no core state (no %s, no %s): give --data the directory `alabama core serve` "
+                         "uses%s" % (path, KEY_NAME, DB_NAME, "" if given else ", or start the core once with "
+                                     "`alabama core serve`"))
     if path.exists():
         raise UsageError("--data %s is a file, not the core's state directory: give the directory `alabama core "
                          "serve` uses" % path)

@@ -217,3 +217,12 @@ def test_a_data_path_that_is_a_file_is_one_line(cli, tmp_path):
     f.write_text("x")
     one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(f)), "is a file")
     one_line(cli("core", "devices", "--data", str(f)), "is a file")
+
+
+@pytest.mark.parametrize("argv", [("core", "devices"), ("core", "approve", "abcd"), ("core", "invoke", "abcd", "t")])
+def test_an_existing_directory_without_core_state_is_refused_by_read_only_commands(cli, tmp_path, argv):
+    d = tmp_path / "home"                     # `--data ~` or any directory that is not the core's
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    one_line(cli(*argv, "--data", str(d)), "holds no core state", "core.key")
+    assert sorted(os.listdir(d)) == ["notes.txt"]
