@@ -9,7 +9,8 @@ PORT ?=
 FIRMWARE ?=
 RELEASE ?=
 DEVICE ?=
-DATA ?= ./alabama-core
+# the core's state directory; empty: the platform's user data dir (`alabama core serve --help`)
+DATA ?=
 
 .PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient clean
 
@@ -123,7 +124,7 @@ image: install
 	$(ALABAMA) image --board $(BOARD) $(if $(MICROPY_DIR),--micropy-dir $(MICROPY_DIR))
 
 ota: install
-	$(ALABAMA) ota --device $(DEVICE) --data $(DATA) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(if $(RELEASE),--release $(RELEASE))
+	$(ALABAMA) ota --device $(DEVICE) $(if $(DATA),--data $(DATA)) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(if $(RELEASE),--release $(RELEASE))
 
 repl: install
 	$(ALABAMA) repl $(if $(PORT),--port $(PORT))

@@ -25,6 +25,23 @@ COMMANDS = [
 ]
 
 
+#: Options whose value is free text that may begin with '-' (a pairing token: secrets.token_urlsafe mints one in 64
+#: that way; a Wi-Fi name or passphrase). argparse would read `--token -abc` as a missing value and an unknown option,
+#: so the value after one of these is joined to it (`--token=-abc`) before parsing: it is always the option's value.
+FREE_VALUE_OPTIONS = ("--token", "--wifi-ssid", "--wifi-passphrase")
+
+
+def join_free_values(argv):
+    out = []
+    it = iter(argv)
+    for a in it:
+        if a in FREE_VALUE_OPTIONS:
+            nxt = next(it, None)
+            a = a if nxt is None else "%s=%s" % (a, nxt)
+        out.append(a)
+    return out
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="alabama", description="Alabama satellite toolchain")
     p.add_argument("--version", action="version", version="alabama " + __version__)
@@ -43,7 +60,7 @@ def main(argv=None):
         except (OSError, ValueError, AttributeError):     # stderr without a file descriptor (captured in tests)
             pass
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_free_values(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not getattr(args, "func", None):

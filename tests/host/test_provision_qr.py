@@ -189,6 +189,7 @@ def _args(argv):
 
 def test_data_mints_a_live_token_in_the_cores_registry(tmp_path):
     from alabama.core import registry as reg
+    reg.load_or_create_key(tmp_path / "core")     # a core that ran there (a --data that does not exist is refused)
     lines = []
     data, rec = build_record(_args(["qr", "--data", str(tmp_path / "core"), "--ttl", "120", "--host", "10.1.2.3"]),
                              out=lines.append)

@@ -75,16 +75,55 @@ def detect_port(list_ports=None):
                         % (len(esp), ", ".join(p.device for p in esp)))
 
 
-def resolve_port(port=None, list_ports=None):
-    """The port to use: as given (checked to exist), or the one Espressif USB device (detect_port)."""
+def resolve_port(port=None, list_ports=None, option="--port", probe=False):
+    """The port to use: as given (checked to exist and to be a device, not a file; ``probe``: see not_a_port),
+    or the one Espressif USB device (detect_port). ``option`` names the flag the lines tell the user to fix."""
     if port is None:
         return detect_port(list_ports)
     port = str(port)
     if "://" in port or port.upper().startswith("COM"):
         return port
     if not os.path.exists(port):
-        raise MpremoteError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
+        raise MpremoteError("serial port %s does not exist: plug the board in, or pass the right %s" % (port, option))
+    why = not_a_port(port, probe, option)
+    if why:
+        raise MpremoteError(why)
     return port
+
+
+#: What a path that is no serial port is, by its stat kind (checked without opening it).
+_KINDS = (("S_ISREG", "a regular file"), ("S_ISDIR", "a directory"), ("S_ISFIFO", "a named pipe"),
+          ("S_ISSOCK", "a socket"), ("S_ISBLK", "a block device (a disk)"))
+
+
+def not_a_port(port, probe=False, option="--port"):
+    """Why the path PORT cannot be a serial port (one line saying what to pass instead), or None.
+
+    Without ``probe`` only its kind is looked at (nothing is opened: opening a board's port can reset it);
+    ``probe=True`` (after opening it failed) also opens a character device to ask whether it is a terminal,
+    which /dev/null, /dev/zero and the like are not."""
+    import stat
+    try:
+        mode = os.stat(port).st_mode
+    except OSError:
+        return None
+    kind = next((name for test, name in _KINDS if getattr(stat, test)(mode)), None)
+    if kind is None and probe and stat.S_ISCHR(mode):
+        try:
+            fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not os.isatty(fd):
+                kind = "a character device that is no terminal"
+        finally:
+            os.close(fd)
+    if kind is None:
+        return None
+    return ("%s is %s, not a serial port: pass the board's port with %s (/dev/ttyACM0 or /dev/ttyUSB0 on Linux, "
+            "/dev/cu.usbmodem* on macOS, COM3 on Windows)%s" % (port, kind, option,
+                                                               ", or leave --port out to find it" if option == "--port"
+                                                               else ""))
 
 
 def last_line(text):
@@ -95,6 +134,13 @@ def last_line(text):
 def explain(port, rc, output):
     """One line for a failed mpremote run."""
     low = output.lower()
+    why = not_a_port(port, probe=True) if "://" not in port else None
+    if why:
+        return why
+    if "termios.error" in low and "inappropriate ioctl" in low:
+        return ("the REPL is interactive and needs a terminal (stdin or stdout is redirected): run it in a terminal; "
+                "from a script read the board with `alabama logs --port %s` or run code with `mpremote connect %s "
+                "exec ...`" % (port, port))
     if _HOST_FRAME.search(output):
         return ("the board on %s went away (%s): check the USB cable and power, press RESET, and run again"
                 % (port, last_line(output)[:80]))

@@ -20,7 +20,7 @@ import threading
 import time
 
 from .. import BUILD as _BUILD
-from ..errors import AlabamaError, UsageError
+from ..errors import AlabamaError, UsageError, listen_error
 from . import fwset
 from .fwset import ARCHS, FIRMWARE
 
@@ -76,7 +76,10 @@ class SetServer:
             def log_message(self, fmt, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer((bind, port), Handler)
+        try:
+            self.httpd = http.server.ThreadingHTTPServer((bind, port), Handler)
+        except OSError as e:            # in use, not this machine's address (one line naming the flag)
+            raise listen_error(e, bind, port, "--bind ADDR / --port") from None
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = None
@@ -310,7 +313,8 @@ def register(sub):
                                    "slot ota_N) the whole app image of build/image/<board>/ (--image) is sent "
                                    "instead and the bootloader rolls it back if it is not confirmed.")
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
-    p.add_argument("--data", default="./alabama-core", help="the running core's state directory (default %(default)s)")
+    from ..core import datadir
+    p.add_argument("--data", metavar="DIR", help=datadir.data_help("the running core's state directory"))
     p.add_argument("--firmware", metavar="DIR", default=str(FIRMWARE), help="firmware tree (default: the repository's)")
     p.add_argument("--march", metavar="ARCH", help="mpy-cross -march (default: what the device reports)")
     p.add_argument("--host", metavar="ADDR", help="address the device fetches from (default: this machine's LAN address)")
@@ -329,6 +333,8 @@ def register(sub):
 
 
 def cmd_ota(args):
+    from ..core import datadir
+    args.data = datadir.resolve(args.data)
     if args.march and args.march not in ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
     if args.release and args.image:

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ..errors import AlabamaError
-from .mpremote import close_serial, explain, resolve_port
+from .mpremote import close_serial, explain, not_a_port, resolve_port
 
 IDLE_FLUSH = 0.3            # seconds: a partial line (a prompt) is written after this much silence
 REOPEN_EVERY = 0.5          # seconds between attempts to reopen a port that went away (USB re-enumeration)
@@ -123,6 +123,9 @@ def _open(port, baud):
         if "lock" in low or "busy" in low or "errno 11" in low or "errno 16" in low:
             raise ReplError("serial port %s is busy: close the program holding it (a REPL, mpremote, a serial "
                             "monitor) and run again" % port) from None
+        why = not_a_port(port, probe=True)
+        if why:
+            raise ReplError(why) from None
         if "errno 2" in low or "no such file" in low:
             raise ReplError("serial port %s does not exist: plug the board in, or pass the right --port" % port) from None
         if "errno 13" in low or "permission" in low:
@@ -154,10 +157,15 @@ def logs(port=None, output=None, duration=None, reset=False, baud=115200, list_p
             s.write(text + "\n")
             s.flush()
 
+    try:
+        ser = _open(port, baud)              # before the header: a port that cannot open is the one line printed
+    except ReplError:
+        if fh is not None:
+            fh.close()
+        raise
     start = clock()
     offset = datetime.datetime.now().astimezone().strftime("%z")
     emit("# alabama logs: %s from %s (host clock, UTC%s); Ctrl-C stops" % (port, stamp(start), offset))
-    ser = _open(port, baud)
     if reset:
         ser.write(b"\r\x03\x03\x02\x04")       # stop main.py, leave raw REPL, soft reboot
     stamper = LineStamper()

@@ -49,7 +49,7 @@ import time
 
 from .. import BUILD, CORE_PORT, REPO, local
 from . import rawrepl
-from ..errors import AlabamaError
+from ..errors import AlabamaError, listen_error
 from ..provision import record as rc
 from ..provision.record import DATA_DIR
 
@@ -91,6 +91,15 @@ _PROBED = {}
 #: headers; tools/bench/bench_memory.py, docs/memory.md), so a 64-bit virtual board gets the board heap
 #: times this, rounded up: a fallback for hosts without the 32-bit build, not the measure of fit.
 HEAP_ALLOWANCE_64 = 1.5
+#: A heap the interpreter can start in at all, and one a 32-bit port can address (2**31 wraps): --heap outside
+#: these is refused before anything runs.
+MIN_HEAP = 32 * 1024
+MAX_HEAP = 1024 * 1024 * 1024
+#: An interpreter that exits with an error status this soon after it started, this many boots in a row, cannot
+#: start at all (a heap it refuses, a broken interpreter): the board stops with a line instead of rebooting forever.
+#: A reset the firmware asks for (otaboot: kill -9) or a soft reset (status 0) never counts.
+FAST_EXIT_S = 3.0
+MAX_FAST_EXITS = 3
 
 
 def interpreter(micropython):
@@ -104,6 +113,18 @@ def interpreter(micropython):
             raise SimError("%s does not run as a micropython unix port (is it built? `make mp32`)"
                            % micropython) from None
     return _PROBED[micropython]
+
+
+def heap_bytes(text, what="--heap"):
+    """The bytes of a heap size written as micropython -X heapsize takes it (256k, 8m, 300000), or SimError."""
+    m = re.fullmatch(r"(\d+)([kKmM]?)", str(text).strip())
+    if not m:
+        raise SimError("%s %r is not a size: give bytes with an optional k or m, e.g. 256k or 8m" % (what, text))
+    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+    if not MIN_HEAP <= n <= MAX_HEAP:
+        raise SimError("%s %s is outside %dk..%dm: give a heap the interpreter can start in, e.g. 256k or 8m"
+                       % (what, text, MIN_HEAP // 1024, MAX_HEAP // (1024 * 1024)))
+    return n
 
 
 def heap_for(heap, micropython):
@@ -199,6 +220,8 @@ class VirtualBoard:
         # The board file's heap is a 32-bit board's: as-is on the 32-bit build, with the measured 64-bit
         # allowance on the venv's port (heap_for). An explicit heap= is taken literally.
         self.heap_limit = heap or os.environ.get("ALABAMA_SIM_HEAP") or heap_for(self.board.heap, self.micropython)
+        heap_bytes(self.heap_limit, "--heap" if heap else "ALABAMA_SIM_HEAP" if os.environ.get("ALABAMA_SIM_HEAP")
+                   else "board heap")
         self.extra_env = dict(env or {})
         self.echo = echo                  # callable(line) for every serial log line, or None
         self.use_pty = pty
@@ -216,6 +239,9 @@ class VirtualBoard:
             self.heap_limit = "4m"
         self.proc = None
         self.boots = 0
+        self.failed = None                # why the board stopped rebooting (it cannot start at all), or None
+        self._spawned_at = 0.0
+        self._fast_exits = 0              # consecutive boots that exited with an error status within FAST_EXIT_S
         self.wdt_resets = 0               # resets by the simulated watchdog (the interpreter stopped feeding it)
         self._cause = "PWRON_RESET"       # why the next boot happens (ALABAMA_SIM_RESET_CAUSE)
         self._wdt_path = None             # the heartbeat file (start() makes it, stop() removes it)
@@ -355,6 +381,7 @@ class VirtualBoard:
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=str(self.flash),
                                      env=self._env(), preexec_fn=pre, close_fds=True)
         self.boots += 1
+        self._spawned_at = time.monotonic()
         if raw:
             self._swallow = b""
         self._note("[virtual board] boot %d: %s: %s -X heapsize=%s (pid %d)%s" % (
@@ -530,6 +557,11 @@ class VirtualBoard:
                 raw = self._raw_mode
                 self._cause = "WDT_RESET" if self._wdt_fired else "SOFT_RESET" if raw else "HARD_RESET"
                 self._wdt_fired = False
+                fast = p.returncode > 0 and time.monotonic() - self._spawned_at < FAST_EXIT_S
+                self._fast_exits = self._fast_exits + 1 if fast else 0
+                if self._fast_exits >= MAX_FAST_EXITS:
+                    self._give_up(p.returncode)
+                    return
                 self._note("[virtual board] interpreter exited (status %d): rebooting" % p.returncode)
                 if self._b_master is not None:
                     try:
@@ -542,6 +574,14 @@ class VirtualBoard:
                         self._ctl = None
                 time.sleep(0.05)
                 self._spawn(raw=raw)
+
+    def _give_up(self, status):
+        said = [ln.strip() for ln in self.lines() if ln.strip() and not ln.startswith("[virtual board]")]
+        self.failed = ("the interpreter cannot start: it exited (status %d) within %.0f s, %d boots in a row%s; "
+                       "check --heap (now %s) and --micropython (%s)" % (
+                           status, FAST_EXIT_S, self._fast_exits, (", saying: %s" % said[-1]) if said else "",
+                           self.heap_limit, self.micropython))
+        self._note("[virtual board] " + self.failed)
 
     def _watchdog(self):
         """The simulated watchdog (module docstring): called by the pump every 50 ms."""
@@ -595,6 +635,8 @@ class VirtualBoard:
                     if m:
                         return m
                 left = deadline - time.monotonic()
+                if self.failed:
+                    raise SimError("virtual board: " + self.failed)
                 if left <= 0:
                     tail = "\n".join(self._lines[-25:])
                     raise SimError("virtual board: no log line matching %r within %.1fs; last lines:\n%s"
@@ -709,15 +751,46 @@ def register(sub):
     p.set_defaults(func=cmd_sim)
 
 
+def _check_ctl_port(port):
+    """--ctl-port: a port the board's control channel can listen on (the firmware binds it; a port in use would
+    only show as a traceback in the board's log and a board no command reaches)."""
+    if not 0 <= port < 65536:
+        raise SimError("--ctl-port %d is not a TCP port: give 1024..65535, or leave it out for a free one" % port)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError as e:
+        raise listen_error(e, "127.0.0.1", port, "--ctl-port") from None
+    finally:
+        s.close()
+
+
 def cmd_sim(args):
+    if args.heap:
+        heap_bytes(args.heap)                 # before anything is written or run
+    if args.ctl_port:
+        _check_ctl_port(args.ctl_port)
+    flash = pathlib.Path(args.dir)
+    if flash.exists() and not flash.is_dir():
+        raise SimError("--dir %s is a file: give the board's flash directory (created if missing)" % args.dir)
     if args.core:
         host, _, port = args.core.rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
-        key = bytes.fromhex(args.core_key) if args.core_key else None
+        try:
+            key = bytes.fromhex(args.core_key) if args.core_key else None
+        except ValueError:
+            key = b""
         if key is not None and len(key) != 32:
-            raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`)")
+            raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), not %r"
+                           % args.core_key)
+        try:
+            flash.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SimError("cannot make the flash directory %s (%s): give another --dir" % (args.dir, e.strerror or e))
         provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
+    elif args.core_key or args.token:
+        raise SimError("--core-key and --token provision a core: give its address too, --core HOST:PORT")
     elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     mic = mic_dir = None
@@ -748,8 +821,9 @@ def cmd_sim(args):
         if wb is not None:
             import asyncio
             asyncio.run(web.serve(wb))
-        while True:
-            time.sleep(0.5)
+        while not vb.failed:
+            time.sleep(0.2)
+        raise SimError("virtual board %s: %s" % (vb.board.id, vb.failed))
     except KeyboardInterrupt:
         print("stopping the virtual board", flush=True)
     finally:

@@ -584,7 +584,7 @@ async def serve(wb, echo=print):
     await wb.start()
     echo("web board on %s (loopback only; Ctrl-C stops)" % wb.url)
     try:
-        while True:
-            await asyncio.sleep(3600)
+        while not getattr(wb.vb, "failed", None):      # a board that cannot start at all ends the page too
+            await asyncio.sleep(0.2)
     finally:
         await wb.stop()

@@ -15,10 +15,9 @@ from .. import CORE_PORT
 from ..errors import UsageError
 from ..local import lan_address
 from . import BRAINS
+from . import datadir
 from . import registry as reg
 from ..speech.spotter import DEFAULT_PHRASE as DEFAULT_WAKE_PHRASE
-
-DEFAULT_DATA = "./alabama-core"
 
 
 def register(sub):
@@ -26,7 +25,7 @@ def register(sub):
     csub = p.add_subparsers(dest="core_command", metavar="ACTION")
 
     def data(q):
-        q.add_argument("--data", default=DEFAULT_DATA, help="state directory (key, registry, reports); default %(default)s")
+        q.add_argument("--data", metavar="DIR", help=datadir.data_help())
 
     s = csub.add_parser("serve", help="run the core (Ctrl-C stops it)")
     s.add_argument("--listen", default="0.0.0.0:%d" % CORE_PORT, help="HOST:PORT to listen on (default %(default)s)")
@@ -96,7 +95,8 @@ def register(sub):
     data(w)
     w.add_argument("device")
     w.add_argument("key")
-    w.add_argument("value", help='JSON SettingValue, e.g. \'{"intValue": "3"}\'')
+    w.add_argument("value", help="the new value as you would say it: 80, true/false, or the text of a string or "
+                   "enum setting (a SettingValue's JSON object such as '{\"intValue\": \"80\"}' also works)")
     w.set_defaults(func=cmd_setting)
 
     r = csub.add_parser("request-capture", help="RequestCapture on a connected satellite")
@@ -134,7 +134,7 @@ def _engine_flag(value):
 
 def _listen(spec):
     host, sep, port = spec.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdigit() or int(port) > 65535:
         raise UsageError("--listen wants HOST:PORT, e.g. 0.0.0.0:%d (got %r)" % (CORE_PORT, spec))
     return host or "0.0.0.0", int(port)
 
@@ -149,6 +149,7 @@ def cmd_serve(args):
     host, port = _listen(args.listen)
     if args.workers < 1:
         raise UsageError("--workers wants 1 or more worker processes")
+    args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
     if args.wake_word:               # a missing or damaged model: one line now, before any worker starts
         from ..speech import wakeword
@@ -190,12 +191,18 @@ def cmd_serve(args):
 
 
 def cmd_key(args):
+    # the default directory is made on first use; a --data that does not exist is a typo, not a new identity
+    args.data = datadir.resolve(args.data, create=args.data is None)
     print(reg.server_public_key(args.data).hex())
     return 0
 
 
 def cmd_token(args):
     from ..provision import record
+    if not 0 < args.port < 65536:         # before a token is minted for a record that cannot carry it
+        raise UsageError("--port %d is not a TCP port: give the port the core listens on (1..65535, default %d)"
+                         % (args.port, CORE_PORT))
+    args.data = datadir.resolve(args.data, create=True)
     r = reg.Registry(args.data)
     token, expires = r.mint_token(args.ttl)
     rec = record.build(args.host or lan_address(), args.port, None if args.no_key else reg.server_public_key(args.data),
@@ -211,6 +218,7 @@ def cmd_token(args):
 
 
 def cmd_devices(args):
+    args.data = datadir.resolve(args.data)
     devs = reg.Registry(args.data).devices()
     health = _health(args) if args.health else {}
     if args.json:
@@ -264,6 +272,7 @@ def _health(args):
 
 
 def cmd_approve(args):
+    args.data = datadir.resolve(args.data, create=bool(args.pubkey))   # pre-registering a key may come first
     r = reg.Registry(args.data)
     if args.pubkey:
         try:
@@ -284,14 +293,17 @@ def cmd_approve(args):
 
 def _control(args, req):
     from .server import control_call
+    args.data = datadir.resolve(args.data)
     return asyncio.run(control_call(args.data, req, timeout=getattr(args, "timeout", 10.0) + 5))
 
 
 def cmd_invoke(args):
     try:
-        json.loads(args.arguments)
+        ok = isinstance(json.loads(args.arguments), dict)
     except ValueError:
-        raise UsageError("arguments must be a JSON object, e.g. '{\"level\": 3}'")
+        ok = False
+    if not ok:
+        raise UsageError("arguments must be a JSON object, e.g. '{\"level\": 3}' (got %s)" % args.arguments)
     res = _control(args, {"op": "invoke", "device": args.device, "name": args.tool, "arguments": args.arguments,
                           "timeout": args.timeout})
     print(json.dumps(res, indent=1))
@@ -299,7 +311,14 @@ def cmd_invoke(args):
 
 
 def cmd_setting(args):
-    res = _control(args, {"op": "setting", "device": args.device, "key": args.key, "value": json.loads(args.value)})
+    value = args.value
+    if value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise UsageError("%s is not a JSON object (%s): give the value itself, e.g. `alabama core setting %s %s 80`"
+                             % (args.value, e, args.device, args.key)) from None
+    res = _control(args, {"op": "setting", "device": args.device, "key": args.key, "value": value})
     print(json.dumps(res, indent=1))
     return 0
 

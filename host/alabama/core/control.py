@@ -12,8 +12,6 @@ import os
 import pathlib
 import secrets
 
-from alabama.v1 import surface_pb2
-
 from .errors import CoreError, NotConnected
 
 #: These log lines keep the name they had when this was part of server.py (log readers match it).
@@ -76,10 +74,8 @@ class ControlEndpoint:
             did = srv.registry.find(did).device_id
         if op == "invoke":
             msg = await srv.invoke(did, req["name"], req.get("arguments") or "{}", req.get("timeout", 10.0))
-        elif op == "setting":
-            v = surface_pb2.SettingValue()
-            json_format.ParseDict(req["value"], v)
-            msg = await srv.write_setting(did, req["key"], v)
+        elif op == "setting":        # the value as typed (or a SettingValue's JSON): the session reads it by type
+            msg = await srv.write_setting(did, req["key"], req["value"])
         elif op == "request_capture":
             msg = await srv.request_capture(did, req["ref"], req.get("image_source", 0))
         elif op == "render_text":

@@ -58,6 +58,14 @@ def fingerprint(pubkey):
 def load_or_create_key(data_dir):
     """The core's static X25519 private key from DIR/core.key (hex), created with mode 0600 if absent."""
     path = pathlib.Path(data_dir) / KEY_NAME
+    try:
+        return _load_or_create_key(path)
+    except OSError as e:                 # a directory where the file should be, no permission, a full disk
+        raise CoreError("cannot read or create the core's key %s (%s): check that --data is the core's state "
+                        "directory and that it is yours" % (path, e.strerror or e), "KEY_ACCESS") from None
+
+
+def _load_or_create_key(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -93,6 +101,20 @@ def server_public_key(data_dir):
     return public_key(load_or_create_key(data_dir))
 
 
+def registry_error(path, exc):
+    """The one line for an SQLite error on the registry file: which file, what happened, what to do."""
+    what = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in what:
+        return CoreError("%s is locked by another program (%s): wait for it or stop it, then try again"
+                         % (path, what), "REGISTRY_LOCKED")
+    if isinstance(exc, sqlite3.OperationalError) and ("unable to open" in what or "readonly" in what):
+        return CoreError("cannot open %s (%s): check that the --data directory is yours and writable"
+                         % (path, what), "REGISTRY_ACCESS")
+    return CoreError("%s is damaged (%s): move it aside (`mv %s %s.bad`) and the core starts an empty registry -- "
+                     "every satellite must then pair again -- or restore it from a backup"
+                     % (path, what, path, path), "BAD_REGISTRY")
+
+
 class Device:
     __slots__ = ("device_id", "pubkey", "display_name", "trust", "software", "first_seen", "last_seen")
 
@@ -111,10 +133,17 @@ class Registry:
         self.path = pathlib.Path(data_dir) / DB_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.clock = clock
-        self.db = sqlite3.connect(str(self.path), timeout=5.0, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL: durable across crashes of this process
-        self.db.executescript(_SCHEMA)
+        self.db = None
+        try:
+            self.db = sqlite3.connect(str(self.path), timeout=5.0, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL: durable across crashes of this process
+            self.db.executescript(_SCHEMA)
+            self.db.execute("SELECT count(*) FROM devices").fetchone()
+        except sqlite3.DatabaseError as e:             # not a database, damaged, unreadable, locked
+            if self.db is not None:
+                self.db.close()
+            raise registry_error(self.path, e) from None
 
     def close(self):
         self.db.close()

@@ -32,6 +32,7 @@ import weakref
 from alabama.v1 import surface_pb2
 
 from .. import CORE_PORT
+from ..errors import listen_error
 from ..noise import aio as noise_aio
 from ..noise.state import NoiseError, public_key
 from . import admission
@@ -118,8 +119,12 @@ class CoreServer:
         self.public_key = public_key(self.static_private)
         self.public_key_hex = self.public_key.hex()
         self.registry = reg.Registry(self.data_dir)
-        self._server = await asyncio.get_running_loop().create_server(self._new_wire, self.host, self.port,
-                                                                      reuse_port=self.worker is not None)
+        try:
+            self._server = await asyncio.get_running_loop().create_server(self._new_wire, self.host, self.port,
+                                                                          reuse_port=self.worker is not None)
+        except OSError as e:          # in use, not this machine's address, a privileged port, a name that won't resolve
+            self.registry.close()
+            raise listen_error(e, self.host, self.port) from None
         self.port = self._server.sockets[0].getsockname()[1]
         if self.worker is not None:
             asyncio.get_running_loop().add_reader(self.worker.inbox.fileno(), self._on_inbox)

@@ -877,7 +877,13 @@ class CoreSession:
     def settings_write(self, key, value):
         self.require_open()
         if key not in self.surface.settings:
-            raise LocalProtocolError("the device declared no setting %r" % key, "CAPABILITY_MISSING")
+            raise LocalProtocolError("the device declared no setting %r (it declares: %s)"
+                                     % (key, ", ".join(self.surface.settings) or "none"), "CAPABILITY_MISSING")
+        if not isinstance(value, surface_pb2.SettingValue):     # what a person typed (the CLI, the control port)
+            try:
+                value = self.surface.setting_value(key, value)
+            except ValueError as e:
+                raise LocalProtocolError(str(e), "INVALID_REQUEST") from None
         bad = self.surface.check_setting_value(key, value)
         if bad:
             raise LocalProtocolError("value out of the descriptor: %s" % bad, "INVALID_REQUEST")

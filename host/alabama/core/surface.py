@@ -23,6 +23,9 @@ MAX_TOOLS = 16
 MAX_EVENTS = 16
 MAX_SETTINGS = 16
 
+#: What a person may type for a bool setting (``alabama core setting DEV KEY on``).
+_BOOL_WORDS = {"true": True, "false": False, "on": True, "off": False, "1": True, "0": False, "yes": True,
+               "no": False}
 #: Which params arm a capability kind must carry (R8.2-a); None = parameterless.
 PARAMS_FOR_KIND = {
     C.CAPABILITY_MIC: "mic",
@@ -206,6 +209,37 @@ class Surface:
         if probs:
             return ("INVALID_REQUEST", "event %r metadata does not match its schema: %s" % (ev.id, "; ".join(probs[:3])))
         return None
+
+    def setting_value(self, key, raw):
+        """A SettingValue for the declared setting ``key`` from what a person typed: ``80`` or ``"80"`` for an
+        int, ``true``/``off``/... for a bool, text for a string or an enum, or a SettingValue's JSON object
+        (``{"intValue": "80"}``). Raises ValueError with the line to show when it does not fit the type."""
+        s = self.settings[key]
+        if isinstance(raw, dict):
+            from google.protobuf import json_format
+            v = C.SettingValue()
+            try:
+                json_format.ParseDict(raw, v)
+            except (json_format.ParseError, TypeError, ValueError) as e:
+                raise ValueError("%r: %s is not a SettingValue (%s): give the value itself, e.g. 80" % (key, raw, e))
+            return v
+        if s.type == C.SETTING_BOOL:
+            word = str(raw).strip().lower()
+            if word not in _BOOL_WORDS:
+                raise ValueError("%r is a bool setting: give true or false, not %r" % (key, raw))
+            return C.SettingValue(bool_value=_BOOL_WORDS[word])
+        if s.type == C.SETTING_INT:
+            try:
+                if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
+                    raise ValueError
+                n = int(raw)
+            except (TypeError, ValueError):
+                raise ValueError("%r is a whole number from %d to %d, not %r" % (key, s.min, s.max, raw)) from None
+            return C.SettingValue(int_value=n)
+        if isinstance(raw, (dict, list)) or raw is None:
+            raise ValueError("%r is a text setting: give its text, not %r" % (key, raw))
+        text = raw if isinstance(raw, str) else json.dumps(raw)
+        return C.SettingValue(string_value=text)
 
     def check_setting_value(self, key, value):
         """Why a SettingsWrite value is outside the descriptor, or None when it fits."""

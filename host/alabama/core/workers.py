@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 
+from ..errors import listen_error
 from . import registry as reg
 
 #: Largest hand-over message: the JSON header with the Noise state and unread bytes (hex) of one
@@ -103,7 +104,10 @@ def serve(data_dir, workers, host="127.0.0.1", port=0, ready=None, on_start=None
     data_dir = pathlib.Path(data_dir)
     reg.load_or_create_key(data_dir)                # once, before the workers (no race creating it)
     reg.Registry(data_dir).close()                  # the schema, once
-    hold = _reserve(host, port)
+    try:
+        hold = _reserve(host, port)
+    except OSError as e:
+        raise listen_error(e, host, port) from None
     port = hold.getsockname()[1]
     ls = links(workers)
     rfd, wfd = os.pipe()

@@ -168,6 +168,27 @@ def missing_runners(fleet):
     return [dist for mod, dist in need if importlib.util.find_spec(mod) is None]
 
 
+def check_boards(args, environ=os.environ):
+    """Once, before pytest starts: the real board's port exists and is a device, its board file loads, and the
+    Wi-Fi it joins is set (otherwise every scenario would fail on it in turn). One line for the first problem.
+    A fleet's board whose port is gone costs only its column (fleet.py says so in one line), so the ports are
+    checked here for a single board only; the board files and the Wi-Fi variables for every run."""
+    real = [b for b in args.board if b != "sim"]
+    if not real or args.list:
+        return
+    from ..board import boards, mpremote
+    for b in real if len(args.board) == 1 else ():
+        try:          # opened to ask whether it is a terminal: the deploy that follows resets the board anyway
+            mpremote.resolve_port(b, option="--board", probe=True)
+        except mpremote.MpremoteError as e:
+            raise UsageError(str(e)) from None
+    for t in args.board_type or []:
+        boards.load(t)
+    if not environ.get("ALABAMA_WIFI_SSID"):
+        raise UsageError("a real board reaches the core over Wi-Fi: set ALABAMA_WIFI_SSID and ALABAMA_WIFI_PASSPHRASE "
+                         "(e.g. `ALABAMA_WIFI_SSID=home ALABAMA_WIFI_PASSPHRASE=... alabama hil ...`)")
+
+
 def cmd_hil(args):
     argv = pytest_argv(args)           # the options checked before a board is touched
     fleet_run = len(args.board) > 1 and not args.list
@@ -178,6 +199,7 @@ def cmd_hil(args):
                            % ("pytest, pytest-timeout and pytest-xdist (a worker per board)" if fleet_run else
                               "pytest and pytest-timeout", " and ".join(missing),
                               "is" if len(missing) == 1 else "are"))
+    check_boards(args)
     if args.probe and not args.list:
         probe_boards(args)
         argv = pytest_argv(args)

@@ -103,7 +103,8 @@ def build_record(args, out=print, now=time.time, ask=None):
             raise UsageError("--record is hex, as `alabama core token` prints it after 'record '") from None
         rec = record.decode(raw)
     else:
-        from ..core import registry as reg
+        from ..core import datadir, registry as reg
+        args.data = datadir.resolve(args.data)   # a typo must not mint a token under a brand-new core key
         mint_ttl = DEFAULT_TTL_S if args.ttl is None else args.ttl
         if not 0 < mint_ttl <= reg.MAX_TTL_S:
             raise UsageError("--ttl is 1..%d seconds, got %d" % (reg.MAX_TTL_S, mint_ttl))

@@ -70,6 +70,8 @@ def test_r7_3_cli_serve_token_invoke_approve_and_clean_sigterm(tmp_path, run):
 
 
 def test_cli_invoke_without_server_says_what_to_do(tmp_path):
+    from alabama.core.registry import load_or_create_key
+    load_or_create_key(tmp_path)                 # a core's directory, its core not running
     r = cli("core", "invoke", "--data", str(tmp_path), "abcd", "t")
     assert r.returncode == 1 and "alabama core serve" in r.stderr
 

@@ -403,6 +403,30 @@ def test_r8_2_f_settings_write_declared_key_answered_on_same_id():
     assert type(evs[0]).__name__ == "SettingReported"
 
 
+def test_r8_2_f_settings_write_takes_the_value_as_typed_by_the_declared_type():
+    bool_s = surface_pb2.SettingDescriptor(key="mute", label="mute", type=surface_pb2.SETTING_BOOL)
+    enum_s = surface_pb2.SettingDescriptor(key="mode", label="mode", type=surface_pb2.SETTING_ENUM,
+                                           options=["push", "ambient"])
+    text_s = surface_pb2.SettingDescriptor(key="name", label="name", type=surface_pb2.SETTING_STRING)
+    s = opened(settings=[setting_int("volume"), bool_s, enum_s, text_s])
+    sent = []
+    for key, raw in (("volume", "80"), ("volume", 80), ("mute", "on"), ("mute", False), ("mode", "ambient"),
+                     ("name", "kitchen"), ("volume", {"intValue": "7"})):
+        s.settings_write(key, raw)
+        sent.append(out(s)[0][0].settings_write.value)
+    assert [v.int_value for v in sent[:2]] == [80, 80] and sent[6].int_value == 7
+    assert (sent[2].bool_value, sent[3].bool_value) == (True, False)
+    assert (sent[4].string_value, sent[5].string_value) == ("ambient", "kitchen")
+    for key, raw, words in (("volume", "loud", "whole number from 0 to 100"), ("volume", True, "whole number"),
+                            ("volume", 2.5, "whole number"), ("volume", "101", "outside 0..100"),
+                            ("mute", "maybe", "true or false"), ("mode", "party", "not one of"),
+                            ("volume", {"intValue": [1]}, "not a SettingValue"), ("name", None, "text setting")):
+        with pytest.raises(LocalProtocolError, match=words) as e:
+            s.settings_write(key, raw)
+        assert e.value.code == "INVALID_REQUEST"
+    assert out(s) == []                                    # nothing went out for a refused value
+
+
 def test_r10_2_a_ping_response_stamps_and_offset():
     s = opened()
     feed(s, env(5, "ping", t1=42))

@@ -1,0 +1,228 @@
+"""`alabama core ...` given the mistakes a person makes (issue 36): each is ONE line on stderr saying what to do,
+a non-zero exit status, no traceback; and the core's state lives in the user data dir, never the cwd."""
+import asyncio
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from alabama.core.testsat import TestSatellite, env, hello, setting_int
+
+ALABAMA = [sys.executable, "-m", "alabama.cli"]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _env(xdg):
+    # COLUMNS: argparse wraps --help at the terminal width (a long default path must come out whole)
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"), XDG_DATA_HOME=str(xdg), COLUMNS="1000")
+    return e
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run `alabama ARGS` in tmp_path/cwd with the user data dir at tmp_path/xdg."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+
+    def _cli(*args, timeout=60):
+        return subprocess.run(ALABAMA + list(args), capture_output=True, text=True, env=_env(tmp_path / "xdg"),
+                              cwd=cwd, timeout=timeout)
+    _cli.cwd = cwd
+    _cli.default = tmp_path / "xdg" / "alabama" / "core"
+    return _cli
+
+
+def one_line(r, *words):
+    """The failure is one line on stderr, starting `alabama: error:`, no traceback, exit status non-zero."""
+    assert r.returncode != 0, r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("alabama: error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------ state where it belongs
+def test_core_key_default_data_is_the_user_data_dir_never_the_cwd(cli):
+    r = cli("core", "key")
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"[0-9a-f]{64}", r.stdout.strip())
+    assert (cli.default / "core.key").is_file()
+    assert os.listdir(cli.cwd) == []                      # nothing in the directory the user stands in
+    assert oct(os.stat(cli.default).st_mode & 0o777) == oct(0o700)
+    assert "default %s (the platform's user data dir)" % cli.default in cli("core", "serve", "--help").stdout
+
+
+def test_default_data_dir_follows_platformdirs(monkeypatch, tmp_path):
+    from alabama.core import datadir
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    if sys.platform.startswith("linux"):
+        assert datadir.default_data_dir() == tmp_path / "alabama" / "core"
+    assert datadir.default_data_dir().is_absolute()
+
+
+@pytest.mark.parametrize("argv", [("core", "devices"), ("core", "devices", "--json"), ("core", "key"),
+                                  ("core", "approve", "abcd"), ("core", "setting", "abcd", "volume", "80"),
+                                  ("core", "say", "abcd", "hi")])
+def test_a_data_dir_that_does_not_exist_is_refused_by_read_only_commands(cli, tmp_path, argv):
+    typo = tmp_path / "alabama-cor"
+    r = cli(*argv, "--data", str(typo))
+    one_line(r, str(typo), "--data")
+    assert not typo.exists()                              # no empty registry (nor a new identity) made there
+
+
+def test_core_devices_before_any_core_ran_says_start_one(cli):
+    one_line(cli("core", "devices"), "alabama core serve")
+    assert not cli.default.exists()
+
+
+def test_gitignore_keeps_a_core_state_dir_out_of_commits():
+    r = subprocess.run(["git", "check-ignore", "-q", "alabama-core/core.key"], cwd=ROOT)
+    if r.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert r.returncode == 0
+
+
+def test_makefile_data_default_is_not_the_cwd():
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        text = f.read()
+    assert re.search(r"^DATA \?=\s*$", text, re.M), "Makefile's DATA must default to empty (the user data dir)"
+
+
+# ------------------------------------------------------------------------------ damaged registry
+def _damaged(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "registry.sqlite3").write_bytes(b"this is not an sqlite database, it is a damaged file" * 100)
+    return d
+
+
+def test_a_damaged_registry_is_one_line_in_core_devices(cli, tmp_path):
+    d = _damaged(tmp_path)
+    one_line(cli("core", "devices", "--data", str(d)), "registry.sqlite3", "damaged", "mv ")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_damaged_registry_is_one_line_in_core_serve(cli, tmp_path, workers):
+    d = _damaged(tmp_path)
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(d), "--workers", workers),
+             "registry.sqlite3", "damaged")
+
+
+# ------------------------------------------------------------------------------ --listen
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_core_serve_on_a_port_in_use_is_one_line(cli, tmp_path, workers):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        port = s.getsockname()[1]
+        r = cli("core", "serve", "--listen", "127.0.0.1:%d" % port, "--data", str(tmp_path / "d"),
+                "--workers", workers)
+    finally:
+        s.close()
+    one_line(r, "127.0.0.1:%d" % port, "in use", "--listen")
+
+
+def test_core_serve_on_an_address_not_on_this_machine_is_one_line(cli, tmp_path):
+    # 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine
+    one_line(cli("core", "serve", "--listen", "192.0.2.1:7355", "--data", str(tmp_path / "d")),
+             "192.0.2.1", "not an address of this machine", "0.0.0.0")
+
+
+@pytest.mark.parametrize("spec", ["127.0.0.1:99999", "127.0.0.1", "127.0.0.1:http"])
+def test_core_serve_listen_that_is_not_host_port_is_one_line(cli, tmp_path, spec):
+    one_line(cli("core", "serve", "--listen", spec, "--data", str(tmp_path / "d")), "HOST:PORT")
+
+
+# ------------------------------------------------------------------------------ core setting, as typed
+def test_core_setting_takes_the_value_as_typed_and_the_core_logs_no_traceback(cli, tmp_path, run):
+    data = str(tmp_path / "d")
+    proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", data,
+                                       "--ping-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env(tmp_path / "xdg"))
+    try:
+        key = re.search(r"key ([0-9a-f]{64})$", proc.stdout.readline().strip()).group(1)
+        port = int(re.search(r"127\.0\.0\.1:(\d+)", proc.stdout.readline()).group(1))
+
+        async def body():
+            sat = TestSatellite("127.0.0.1", port, server_key=bytes.fromhex(key))
+            await sat.connect()
+            await sat.send(hello(settings=[setting_int("volume", 0, 100, 50)]))
+            await asyncio.sleep(0.3)
+
+            async def answer():
+                w = await sat.expect("settings_write", timeout=20)
+                assert w.env.settings_write.value.int_value == 80
+                await sat.send(env(w.id, "setting_state", key="volume", value={"int_value": 80}))
+            res, _ = await asyncio.gather(asyncio.to_thread(cli, "core", "setting", "--data", data,
+                                                            sat.device_id[:8], "volume", "80"), answer())
+            assert res.returncode == 0, res.stderr
+            assert '"intValue": "80"' in res.stdout
+            # the wrong type, out of range, an undeclared key, a broken JSON object: one line each, nothing sent
+            bad = [(("volume", "loud"), "whole number from 0 to 100"), (("volume", "101"), "outside 0..100"),
+                   (("volum", "80"), "declares: volume"), (("volume", "{\"intValue\": "), "JSON"),
+                   (("volume", "{\"intValue\": [1]}"), "SettingValue")]
+            for argv, words in bad:
+                r = await asyncio.to_thread(cli, "core", "setting", "--data", data, sat.device_id[:8], *argv)
+                one_line(r, words)
+            await sat.close()
+        run(body())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(10)
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert rc == 0
+    assert "Traceback" not in err and "control request failed" not in err, err
+
+
+# ------------------------------------------------------------------------------ more of the same kind
+def test_core_token_for_a_port_that_is_not_tcp_is_one_line_and_mints_nothing(cli, tmp_path):
+    d = tmp_path / "d"
+    one_line(cli("core", "token", "--data", str(d), "--port", "99999"), "--port 99999", "1..65535")
+    assert not (d / "registry.sqlite3").exists()
+
+
+@pytest.mark.parametrize("arguments", ["[1]", "3", "{nope"])
+def test_core_invoke_arguments_that_are_not_a_json_object_are_one_line(cli, tmp_path, arguments):
+    d = tmp_path / "d"
+    d.mkdir()
+    one_line(cli("core", "invoke", "--data", str(d), "abcd", "device.blink", arguments), "JSON object")
+
+
+@pytest.mark.parametrize("how", ["qr", "sound"])
+def test_provision_from_a_data_dir_that_does_not_exist_is_refused_not_a_new_core_identity(cli, tmp_path, how):
+    typo = tmp_path / "alabama-cor"
+    extra = ["--png", str(tmp_path / "p.png")] if how == "qr" else ["--wav", str(tmp_path / "p.wav")]
+    one_line(cli("provision", how, "--data", str(typo), *extra), str(typo))
+    assert not typo.exists()
+
+
+def test_a_core_key_that_cannot_be_read_is_one_line(cli, tmp_path):
+    d = tmp_path / "d"
+    (d / "core.key").mkdir(parents=True, mode=0o700)   # a directory where the key file belongs
+    one_line(cli("core", "key", "--data", str(d)), "core.key", "--data")
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(d)), "core.key")
+
+
+def test_a_data_path_that_is_a_file_is_one_line(cli, tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(f)), "is a file")
+    one_line(cli("core", "devices", "--data", str(f)), "is a file")
+
+
+@pytest.mark.parametrize("argv", [("core", "devices"), ("core", "approve", "abcd"), ("core", "invoke", "abcd", "t")])
+def test_an_existing_directory_without_core_state_is_refused_by_read_only_commands(cli, tmp_path, argv):
+    d = tmp_path / "home"                     # `--data ~` or any directory that is not the core's
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    one_line(cli(*argv, "--data", str(d)), "holds no core state", "core.key")
+    assert sorted(os.listdir(d)) == ["notes.txt"]

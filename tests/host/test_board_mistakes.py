@@ -1,0 +1,232 @@
+"""`alabama board sim`, `repl` and `hil` given the mistakes a person makes (issue 36): each is ONE line on stderr
+saying what to do, a non-zero exit status, no traceback, and nothing left running or half-written."""
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from alabama import cli as alabama_cli
+
+ALABAMA = [sys.executable, "-m", "alabama.cli"]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args, timeout=60, env=None):
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"), **(env or {}))
+    return subprocess.run(ALABAMA + list(args), capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def one_line(r, *words):
+    assert r.returncode != 0, r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("alabama: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------ board sim
+@pytest.mark.parametrize("key", ["abc", "zz" * 32, "ab" * 31])
+def test_board_sim_core_key_not_hex_is_one_line(tmp_path, key):
+    one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--core-key", key),
+             "--core-key", "64 hex", "alabama core key")
+
+
+@pytest.mark.parametrize("heap,words", [("lots", "not a size"), ("1k", "outside"), ("4096m", "outside"),
+                                        ("12x", "not a size")])
+def test_board_sim_heap_that_cannot_run_is_refused_before_anything_runs(tmp_path, heap, words):
+    one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--heap", heap),
+             "--heap", words)
+    assert not (tmp_path / "vb").exists()
+
+
+def test_board_sim_core_key_without_core_is_one_line(tmp_path):
+    one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core-key", "ab" * 32), "--core HOST:PORT")
+
+
+def failing_micropython(tmp_path):
+    """A stand-in interpreter: answers the supervisor's probes like the real port, then fails at every boot the
+    way a refused -X heapsize does (`Invalid command line arguments`, status 1)."""
+    from alabama.board.sim import find_micropython
+    fake = tmp_path / "micropython"
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *sys.implementation*) exec %s \"$@\";; esac\n"
+                    "echo 'Invalid command line arguments. Use -h option for help.'\nexit 1\n" % find_micropython())
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return fake
+
+
+@pytest.mark.parametrize("argv", [["--token", "-Abc_123"], ["--token=-Abc_123"], ["--token", "--Abc_123"]])
+def test_a_token_that_starts_with_a_dash_is_taken_as_typed(argv):
+    # secrets.token_urlsafe mints one in 64 that starts with '-': argparse alone calls it a missing value
+    args = alabama_cli.build_parser().parse_args(alabama_cli.join_free_values(
+        ["board", "sim", "--dir", "d", "--core", "127.0.0.1:7355"] + argv))
+    assert args.token == argv[-1].split("=", 1)[-1]
+
+
+def test_a_token_that_starts_with_a_dash_reaches_the_command_as_typed(tmp_path):
+    # as typed at a shell: the parser takes it; the (deliberately) bad --core-key is what stops the command
+    r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--token", "-Abc_123",
+            "--core-key", "abc")
+    one_line(r, "--core-key")
+
+
+@pytest.mark.needs_micropython
+def test_a_token_that_starts_with_a_dash_is_provisioned_as_typed(tmp_path):
+    from alabama.provision import record
+    vb = tmp_path / "vb"
+    r = run("board", "sim", "--dir", str(vb), "--core", "127.0.0.1:7355", "--token", "-Abc_123", "--micropython",
+            str(failing_micropython(tmp_path)), timeout=120)
+    one_line(r, "cannot start")                   # the stand-in interpreter; the record was written before it ran
+    rec = record.decode((vb / record.DATA_DIR / record.RECORD).read_bytes())
+    assert (rec.core_host, rec.core_port, rec.pairing_token) == ("127.0.0.1", 7355, "-Abc_123")
+
+
+def test_a_wifi_passphrase_that_starts_with_a_dash_is_taken_as_typed():
+    args = alabama_cli.build_parser().parse_args(alabama_cli.join_free_values(
+        ["core", "token", "--wifi-ssid", "-net", "--wifi-passphrase", "-secret pass"]))
+    assert (args.wifi_ssid, args.wifi_passphrase) == ("-net", "-secret pass")
+
+
+@pytest.mark.needs_micropython
+@pytest.mark.parametrize("web", [[], ["--web"]])
+def test_a_virtual_board_that_cannot_start_stops_with_a_line_instead_of_rebooting_forever(tmp_path, web):
+    from alabama.board.sim import MAX_FAST_EXITS
+    fake = failing_micropython(tmp_path)
+    r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--micropython", str(fake),
+            *web, timeout=120)
+    line = one_line(r, "cannot start", "--heap", "Invalid command line arguments")
+    assert r.stdout.count("] boot ") == MAX_FAST_EXITS, r.stdout
+    assert str(fake) in line
+
+
+# ------------------------------------------------------------------------------ repl / logs --port
+def in_terminal(*args, timeout=30):
+    """`alabama ARGS` on a pseudo-terminal, as a person types it: (exit status, everything it printed)."""
+    import pty
+    import select
+    import time
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.environ["PYTHONPATH"] = os.path.join(ROOT, "host")
+            os.execv(sys.executable, ALABAMA + list(args))
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if r:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not data:
+                    break
+                out += data
+        _, status = os.waitpid(pid, 0)
+        pid = None
+    finally:
+        if pid:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def terminal_line(status, out, *words):
+    assert status != 0, out
+    lines = [ln for ln in out.replace("\r", "").splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("alabama: error: "), out
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("cmd", [["repl"], ["logs", "--duration", "1"]])
+def test_a_port_that_is_dev_null_is_named_for_what_it_is_not_busy(cmd):
+    terminal_line(*in_terminal(*cmd, "--port", "/dev/null"), "/dev/null", "no terminal, not a serial port")
+
+
+@pytest.mark.parametrize("cmd", [["repl"], ["logs", "--duration", "1"]])
+def test_a_port_that_is_a_regular_file_or_a_directory_is_named_for_what_it_is(tmp_path, cmd):
+    f = tmp_path / "notes.txt"
+    f.write_text("not a board\n")
+    terminal_line(*in_terminal(*cmd, "--port", str(f)), str(f), "regular file, not a serial port", "--port")
+    terminal_line(*in_terminal(*cmd, "--port", str(tmp_path)), "a directory, not a serial port")
+
+
+def test_repl_without_a_terminal_is_one_line_not_a_termios_error():
+    # a real serial device (a pseudo-terminal standing in for /dev/ttyS0), the command run from a script
+    master, slave = os.openpty()
+    try:
+        r = run("repl", "--port", os.ttyname(slave), timeout=30)
+    finally:
+        os.close(slave)
+        os.close(master)
+    one_line(r, "needs a terminal", "alabama logs --port")
+    assert "termios" not in r.stderr
+
+
+# ------------------------------------------------------------------------------ hil, checked once up front
+def test_hil_checks_a_real_boards_port_once_before_pytest_starts(tmp_path):
+    report = tmp_path / "hil"
+    r = run("hil", "--board", "/dev/nonexistent", "--board-type", "devkitc1-inmp441", "--bind", "127.0.0.1",
+            "--report", str(report), timeout=120)
+    one_line(r, "/dev/nonexistent", "does not exist", "--board")
+    assert r.stdout == "" and not report.exists()           # no pytest session, no report of 35 errors
+
+
+def test_hil_asks_for_the_wifi_variables_once_before_pytest_starts(tmp_path):
+    master, slave = os.openpty()                            # a serial device that exists
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALABAMA_WIFI_")}
+    env["PYTHONPATH"] = os.path.join(ROOT, "host")
+    try:
+        r = subprocess.run(ALABAMA + ["hil", "--board", os.ttyname(slave), "--board-type", "devkitc1-inmp441",
+                                      "--bind", "127.0.0.1", "--report", str(tmp_path / "hil")],
+                           capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        os.close(slave)
+        os.close(master)
+    line = one_line(r, "ALABAMA_WIFI_SSID", "ALABAMA_WIFI_PASSPHRASE")
+    assert line.count("ALABAMA_WIFI_SSID") <= 2 and r.stdout == ""
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_board_sim_ctl_port_in_use_or_out_of_range_is_one_line(tmp_path, busy):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        port = s.getsockname()[1] if busy else 99999
+        r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port", str(port))
+    finally:
+        s.close()
+    one_line(r, "--ctl-port", "in use" if busy else "not a TCP port")
+    assert not (tmp_path / "vb").exists()
+
+
+def test_ota_server_on_a_port_in_use_or_a_foreign_address_is_one_line():
+    import socket
+    from alabama.board.ota import SetServer
+    from alabama.errors import UsageError
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        with pytest.raises(UsageError, match=r"in use.*--port"):
+            SetServer(None, bind="127.0.0.1", port=s.getsockname()[1])
+    finally:
+        s.close()
+    with pytest.raises(UsageError, match=r"192\.0\.2\.1 is not an address of this machine.*--bind"):
+        SetServer(None, bind="192.0.2.1", port=0)           # TEST-NET-1: never this machine's
+
+
+def test_board_sim_dir_that_is_a_file_or_under_one_is_one_line(tmp_path):
+    f = tmp_path / "flash.bin"
+    f.write_bytes(b"x")
+    one_line(run("board", "sim", "--dir", str(f), "--core", "127.0.0.1:7355"), "is a file", "--dir")
+    one_line(run("board", "sim", "--dir", str(f / "sub"), "--core", "127.0.0.1:7355"), "--dir")
