@@ -439,15 +439,17 @@ def test_mpremotes_own_errno5_is_a_lost_board_not_the_boards_exception(tmp_path)
     called busy."""
     from alabama.board import mpremote
     assert not mpremote.board_raised(HOST_LOST) and mpremote.board_raised(BOARD_RAISED)
-    port = tmp_path / "ttyACM9"
-    port.write_text("")               # the port exists while mpremote runs
-    line = mpremote.explain(str(port), 1, HOST_LOST)
+    master, slave = os.openpty()      # a terminal that exists while mpremote runs
+    port = os.ttyname(slave)
+    line = mpremote.explain(port, 1, HOST_LOST)
     assert "went away" in line and "press RESET" in line and "\n" not in line, line
-    port.unlink()                     # a kill at a stage's start: mpremote cannot open it, and it is gone
-    busy = mpremote.explain(str(port), 1, "mpremote: failed to access %s (it may be in use by another program)" % port)
+    os.close(master)
+    os.close(slave)                   # a kill at a stage's start: the port is gone when mpremote opens it
+    port = str(tmp_path / "ttyACM9")  # (a pty's number may be reused at once: a path that never comes back)
+    busy = "serial port %s is busy: close the program holding it" % port
     fb = _FakeBoard(fail_at="crypto", error=busy)
     with pytest.raises(probe.ProbeError) as e:
-        probe.probe_board(str(port), runner=fb, stages=("image", "crypto"), out=lambda s: None)
+        probe.probe_board(port, runner=fb, stages=("image", "crypto"), out=lambda s: None)
     assert "busy" not in str(e.value) and "no longer exists" in str(e.value), e.value
     fb = _FakeBoard(fail_at="crypto", error=mpremote.explain("/dev/x", 1, HOST_LOST),
                     board_raised=mpremote.board_raised(HOST_LOST))

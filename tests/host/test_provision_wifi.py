@@ -109,6 +109,7 @@ def test_issue36_no_token_is_minted_for_a_record_that_is_then_refused(tmp_path, 
 
 def test_a_good_record_mints_exactly_one_token(tmp_path, capsys):
     data_dir = tmp_path / "core"
+    reg.load_or_create_key(data_dir)       # a core that ran there (a --data that does not exist is refused)
     assert cli.main(["provision", "qr", "--data", str(data_dir), "--host", "10.0.0.2", "--no-terminal"]) == 0
     assert _tokens(data_dir) == 1
 
@@ -126,6 +127,7 @@ def test_issue36_the_passphrase_is_asked_for_without_echo_when_not_given(tmp_pat
     monkeypatch.setattr(sys, "stdin", _Tty())
     asked = []
     monkeypatch.setattr(getpass, "getpass", lambda prompt: asked.append(prompt) or "hunter2-hunter2")
+    reg.load_or_create_key(tmp_path / "core")
     assert cli.main(["provision", "qr", "--data", str(tmp_path / "core"), "--host", "10.0.0.2", "--no-terminal",
                      "--wifi-ssid", "Home Net"]) == 0
     out = capsys.readouterr().out
@@ -239,6 +241,7 @@ def test_issue36_the_terminal_qr_reads_on_light_and_dark_themes():
 def test_issue36_the_png_carries_a_caption_under_an_intact_code(tmp_path, capsys):
     from PIL import Image
     png = tmp_path / "pair.png"
+    reg.load_or_create_key(tmp_path / "core")
     assert cli.main(["provision", "qr", "--data", str(tmp_path / "core"), "--host", "192.168.1.20", "--no-terminal",
                      "--wifi-ssid", "Home Net", "--wifi-passphrase", "hunter2-hunter2", "--png", str(png)]) == 0
     out = capsys.readouterr().out
