@@ -266,10 +266,12 @@ class _Writer:
 
 class Updater:
     """One firmware.update at a time. connect(host, port) -> socket (async); free() -> free flash bytes;
-    mpy: this interpreter's sys.implementation._mpy; log(line)."""
+    mpy: this interpreter's sys.implementation._mpy; log(line); board: the board file's id (an image manifest
+    must name it, satellite.imgota)."""
 
-    def __init__(self, connect, free=None, mpy=0, log=print, image=False):
+    def __init__(self, connect, free=None, mpy=0, log=print, image=False, board=None):
         self.connect = connect
+        self.board = board
         self.image = image          # a frozen image: it takes image manifests (satellite.imgota), not sets
         self.free = free or flash_free
         self.mpy = mpy

@@ -262,14 +262,14 @@ def site_for(files, man, cut=None, spoil=None):
     return s
 
 
-def run_update(site, pin, free=10 ** 7, image=False):
+def run_update(site, pin, free=10 ** 7, image=False, board=None):
     log = []
 
     async def connect(host, port):
         assert (host, port) == ("10.0.0.2", 8080)
         return FakeSock(site, log)
 
-    up = O.Updater(connect, free=lambda: free, mpy=_mpy(), log=lambda line: None, image=image)
+    up = O.Updater(connect, free=lambda: free, mpy=_mpy(), log=lambda line: None, image=image, board=board)
 
     async def go():
         return await up.update("http://10.0.0.2:8080/fw/manifest.json", pin)

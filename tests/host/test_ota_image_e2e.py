@@ -176,7 +176,7 @@ def test_image_ota_new_image_that_never_reaches_a_session_is_rolled_back_by_the_
     assert res["staged"] == "1.5.0-crash" and res["slot"] != run["slot"]
     back = rig.wait_info(lambda i: i["ota"]["state"] == "rolled_back", timeout=60)
     assert back["slot"] == run["slot"] and back["firmware"] == run["firmware"]
-    assert back["rollback_count"] == run["rollback_count"] + 1 and "did not reach a session" in back["ota"]["error"]
+    assert back["rollback_count"] == run["rollback_count"] + 1 and "was not confirmed by a session" in back["ota"]["error"]
     assert rig.data() == data
     log = rig.vb.log_text()
     assert "trial firmware 1.5.0-crash crashed" in log and "PENDING_VERIFY): ABORTED, rolling back" in log
