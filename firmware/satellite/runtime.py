@@ -203,17 +203,23 @@ class Runtime:
         from satellite import trial
         tr = trial.open_trial(self.board, time.ticks_ms(), self.log)
         if tr is None:
-            sys.modules.pop("satellite.trial", None)
+            self._drop_trial()
         else:
-            self.log("firmware on trial: confirmed after a session healthy for %d ms%s" % (
-                tr.confirm_ms, ", rolled back if not within %d ms (%d ms spent)" % (tr.deadline_ms, tr.spent)
-                if tr.deadline_ms else ""))
+            self.log("firmware on trial: confirmed after a session healthy for %d ms, rolled back if not within "
+                     "%d ms (%d ms spent)" % (tr.confirm_ms, tr.deadline_ms, tr.spent))
         return tr
+
+    def _drop_trial(self):
+        """No trial (any more): its module and otaboot leave the heap (satellite.health imports otaboot again)."""
+        self.trial = None
+        sys.modules.pop("satellite.trial", None)
+        if self._health is None:
+            sys.modules.pop("otaboot", None)
 
     def _confirm(self, sat, now):
         """The serve loop: the trial is proven (satellite.trial.Trial.proven); otaboot makes it the firmware."""
         tr = self.trial
-        self.trial = None
+        self._drop_trial()
         import otaboot
         if otaboot.confirm():
             sat.log("firmware %s confirmed: a session healthy for %d ms, %d Ping rounds answered" % (

@@ -6,8 +6,8 @@
 # across its boots in ota/state.json). Not for: the swap, the rollback's renames, the bootloader's rule or the
 # confirmation itself (otaboot), the session's rules (session.py), the network (runtime.py calls tick() from
 # every loop that feeds the watchdog, session()/ended() around a session and proven() from the serve loop).
-# Loaded only while ota/state.json exists (a board that never took an update does not hold it); dropped at the
-# confirmation. Both windows come from the board file's `trial` (host/alabama/board/boards.py validates them).
+# Loaded only while a trial runs (runtime.py looks at ota/state.json first: a board that never took an update
+# does not even import it); dropped at the confirmation. Both windows come from the board file's `trial` (host/alabama/board/boards.py validates them).
 import time
 
 from micropython import const
@@ -21,27 +21,25 @@ SAVE_MS = const(10000)        # the trial's running time is written to ota/state
 
 
 def open_trial(board, now, log, reset=None):
-    """A Trial when the running firmware must still prove itself, else None: a trial set or image (with its
-    deadline), or an image with OTA slots after an update (only its proof: mark_app_valid_cancel_rollback)."""
+    """A Trial when the running firmware is on trial (a set or an image), else None. (An image in any other state
+    was confirmed before, or is the one flashed over USB: otadata holds it VALID, or holds nothing for it.)"""
     st = B.state()
     kind = st.get("state")
-    on_trial = kind == "trial" or kind == "image_trial"
-    if not on_trial and B.running_slot() not in ("ota_0", "ota_1"):
+    if kind != "trial" and kind != "image_trial":
         return None
     t = board.get("trial") or {}
-    return Trial(st if on_trial else None, t.get("confirm_ms", CONFIRM_MS), t.get("deadline_ms", DEADLINE_MS),
-                 now, log, reset or B.reset)
+    return Trial(st, t.get("confirm_ms", CONFIRM_MS), t.get("deadline_ms", DEADLINE_MS), now, log, reset or B.reset)
 
 
 class Trial:
-    """st: the trial's state record (otaboot), None for an image that only has to prove this boot. now: ticks_ms.
-    reset(note): otaboot.reset on the board (a parameter: tests pass their own)."""
+    """st: the trial's state record (otaboot). now: ticks_ms. reset(note): otaboot.reset on the board (a
+    parameter: tests pass their own)."""
 
     def __init__(self, st, confirm_ms, deadline_ms, now, log, reset):
         self.st = st
         self.confirm_ms = confirm_ms
-        self.deadline_ms = deadline_ms if st is not None else 0
-        self.spent = st.get("trial_ms", 0) if st is not None else 0     # running time of its earlier boots
+        self.deadline_ms = deadline_ms
+        self.spent = st.get("trial_ms", 0)        # running time of its earlier boots
         self.t0 = now
         self.saved = now
         self.t_session = None
@@ -55,8 +53,6 @@ class Trial:
         """From every loop that feeds the watchdog (Runtime._feed): True once the deadline has passed (the caller
         then calls expire()). Writes the running time now and then, so the deadline survives a reset. Allocates
         only when it writes (every SAVE_MS while a trial runs, never after it)."""
-        if not self.deadline_ms:
-            return False
         e = self.elapsed(now)
         if e >= self.deadline_ms:
             return True

@@ -36,6 +36,8 @@ def test_no_trial_without_an_update_or_after_one_was_confirmed():
     assert T.open_trial(BOARD, 0, print) is None                   # files board, nothing on trial
     B.set_state({"state": "rolled_back", "version": "2.0"})
     assert T.open_trial(BOARD, 0, print) is None
+    B.set_state({"state": "image_trial", "version": "2.0", "from": "ota_0", "to": "ota_1"})
+    assert T.open_trial(BOARD, 0, print).deadline_ms == 20000
 
 
 def test_window_and_deadline_come_from_the_board_file_with_defaults():
@@ -98,11 +100,6 @@ def test_an_expired_image_trial_is_marked_for_the_report_and_reset():
     st = B.state()
     assert r.notes == ["trial"] and st["state"] == "image_trial" and st["expired"] is True
     assert "deadline" in st["error"]
-
-
-def test_a_confirmed_trial_has_no_deadline_and_an_image_only_proves_itself():
-    t = T.Trial(None, 3000, 20000, 0, print, Resets())           # an image already confirmed: no deadline
-    assert t.deadline_ms == 0 and not t.tick(10 ** 6)
 
 
 def test_tick_allocates_nothing_between_saves():

@@ -88,7 +88,8 @@ def test_ota_updates_the_virtual_board_and_the_new_version_answers_device_info(c
         with ota.SetServer(fw, bind="127.0.0.1") as srv:
             res = json.loads(offer(core, dev, srv, fw).content[0].text)
             assert res["staged"] == "0.2.0-ota" and res["digest"] == fw.digest and res["files"] == len(fw.files)
-            after = wait_info(core, dev, lambda i: i["firmware"] == "0.2.0-ota")
+            # on trial first: confirmed once its session proved it (boards/sim.json trial.confirm_ms)
+            after = wait_info(core, dev, lambda i: i["firmware"] == "0.2.0-ota" and i["ota"]["state"] != "trial")
         assert after["firmware_digest"] == fw.digest
         assert after["ota"]["state"] == "ok" and after["reset_reason"] == "ota"
         assert after["boots"] == before["boots"] + 1

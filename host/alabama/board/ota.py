@@ -274,10 +274,12 @@ def update_image(data_dir, device, before, rel, host=None, bind="0.0.0.0", port=
 
 
 def wait_running(data_dir, device, digest, old_boots, timeout, out=print):
-    """Poll device.info until the device runs `digest`, or reports a rollback / refusal after a reboot."""
+    """Poll device.info until the device runs `digest` and has confirmed it (a firmware on trial is confirmed only
+    once a session proved it, docs/ota.md "The trial"), or reports a rollback / refusal after a reboot."""
     from ..core.errors import CoreError
     deadline = time.monotonic() + timeout
     last = None
+    on_trial = False
     while time.monotonic() < deadline:
         try:
             info = _device_info(data_dir, device, 5.0)
@@ -287,6 +289,14 @@ def wait_running(data_dir, device, digest, old_boots, timeout, out=print):
             continue
         ota = info.get("ota") or {}
         if info.get("firmware_digest") == digest:
+            if ota.get("state") in ("trial", "image_trial"):
+                if not on_trial:
+                    out("ota: %s runs firmware %s on trial; waiting until its session proves it" % (
+                        device, info.get("firmware")))
+                on_trial = True
+                last = "firmware %s still on trial" % info.get("firmware")
+                time.sleep(0.5)
+                continue
             out("ota: %s runs firmware %s (digest %s), confirmed by its session" % (device, info.get("firmware"), digest))
             return info
         if info.get("boots") != old_boots and ota.get("state") in ("rolled_back", "refused"):
