@@ -150,6 +150,39 @@ def test_an_image_that_hangs_right_after_the_handshake_is_never_confirmed_and_ro
     assert rig.states()[res["slot"]] == chip.ABORTED
 
 
+def other_board(out, board="esp32-s3-box-3"):
+    """The image release in `out` as if `make image` had built it for another board (its manifest names it)."""
+    d = out.parent / (out.name + "-" + board)
+    if not d.is_dir():
+        shutil.copytree(out, d)
+        m = json.loads((d / image.OTA_MANIFEST).read_bytes())
+        m["board"] = board
+        (d / image.OTA_MANIFEST).write_bytes((json.dumps(m, separators=(",", ":"), sort_keys=True) + "\n").encode())
+    return d, ota.ImageRelease((d / "firmware.bin").read_bytes(), (d / image.OTA_MANIFEST).read_bytes())
+
+
+def test_an_image_for_another_board_is_refused_by_the_board_and_the_host_unless_forced(rig):
+    from alabama.core.errors import RequestFailed
+    run = rig.wait_info(lambda i: i["ota"]["state"] in ("ok", "rolled_back"))
+    d, rel = other_board(release(rig.tmp, "1.5.0-box")[0])
+    with ota.SetServer(rel, bind="127.0.0.1") as srv:         # the board: refused before firmware.bin is fetched
+        with pytest.raises(RequestFailed) as e:
+            rig.offer(srv, rel.digest)
+    assert e.value.code == "INVALID_REQUEST" and "for board esp32-s3-box-3, this board is sim" in e.value.error_message
+    assert srv.requests == ["manifest.json"]
+    i = rig.info()
+    assert "WRONG_BOARD" in i["last_update"] and i["slot"] == run["slot"]
+    # the host says so in one line before serving anything, and --force-board re-stamps the manifest for this board
+    with pytest.raises(ota.OtaError, match=r"is an image for board esp32-s3-box-3, and this device is a sim board.*"
+                                           r"--force-board"):
+        ota.update(rig.core.data_dir, rig.dev, image_dir=d, host="127.0.0.1", bind="127.0.0.1", out=lambda *a: None)
+    said = []
+    after = ota.update(rig.core.data_dir, rig.dev, image_dir=d, host="127.0.0.1", bind="127.0.0.1", timeout=60,
+                       out=said.append, force_board=True)
+    assert after["firmware"] == "1.5.0-box" and after["ota"]["state"] == "ok" and after["slot"] != run["slot"]
+    assert any("--force-board: sending an image built for esp32-s3-box-3 to a sim board" in s for s in said)
+
+
 def test_a_link_drop_right_after_the_answer_does_not_cancel_the_reboot(rig):
     run = rig.wait_info(lambda i: i["ota"]["state"] in ("ok", "rolled_back"))
     out, rel = release(rig.tmp, "1.4.0-drop")
