@@ -4,8 +4,8 @@
 # module checks it, checks the size against the next OTA slot BEFORE writing anything, streams the app into
 # that slot one 4 KB flash sector at a time (erase, then write: one preallocated sector buffer, nothing
 # image-sized in RAM) while hashing it, hashes the slot again from flash, and only then calls set_boot();
-# otaboot notes the trial at the next boot and confirms it (mark_app_valid_cancel_rollback) at the first
-# session. It never touches the running slot or the filesystem (/data), only the other slot and otadata.
+# otaboot notes the trial at the next boot and confirms it (mark_app_valid_cancel_rollback) once a session has
+# proven it (satellite.trial). It never touches the running slot or the filesystem (/data), only the other slot and otadata.
 #
 # esp32.Partition calls (MicroPython v1.27.0 docs/library/esp32.rst, ports/esp32/esp32_partition.c):
 #   Partition(Partition.RUNNING).get_next_update()  the slot to write (ESP-IDF esp_ota_get_next_update_partition)
@@ -140,5 +140,5 @@ async def apply(up, m, pin, base, esp32=None):
         B.set_state({"state": "ok"})
         raise OtaError(INVALID_REQUEST, "BAD_IMAGE", "the bootloader refuses the image in %s: %s" % (ninfo[4], e))
     up.log("ota: image %s written to %s and verified (sha256 from flash); it boots at the next reset, on trial "
-           "until its first session" % (m["version"], ninfo[4]))
+           "until a session proves it" % (m["version"], ninfo[4]))
     return {"staged": m["version"], "digest": pin, "slot": ninfo[4], "bytes": m["size"]}
