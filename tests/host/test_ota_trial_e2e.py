@@ -191,3 +191,34 @@ def test_a_link_drop_right_after_the_answer_does_not_cancel_the_reboot(rig):
         rig.core.run(lambda: rig.core.core.connections[rig.dev]._close_now("test: the link drops"))
         i = rig.wait_info(lambda i: i["firmware"] == "1.4.0-drop" and i["ota"]["state"] == "ok", timeout=60)
     assert i["slot"] == res["slot"] != run["slot"] and i["reset_reason"] == "ota"
+
+
+def test_a_module_set_whose_core_is_unreachable_is_rolled_back_at_its_deadline(core, tmp_path):
+    """The same for a module set on a files board: no crash, no hang, so neither the boot budget nor the watchdog
+    would ever act; the trial's deadline, counted by the firmware, rolls it back (otaboot at the next boot)."""
+    from test_ota_e2e import RUNNING, info, march, new_firmware, offer
+    from vb_support import board
+    token, _ = core.run(core.core.mint_token, 600)
+    vb = board(tmp_path, core, token=token, board_name=trial_board())
+    vb.start()
+    try:
+        vb.wait_log(lw.PAIRED, 30)
+        dev = device_id(vb)
+        old = info(core, dev)
+        root = new_firmware(tmp_path, "0.9.2-unreachable")
+        shutil.copyfile(root / "satellite" / "app.py", root / "satellite" / "app_real.py")
+        shutil.copyfile(DATA / MUTANTS["unreachable"], root / "satellite" / "app.py")
+        fw = ota.build_set(march(vb), root, out=lambda *a: None)
+        m = vb.mark()
+        with ota.SetServer(fw, bind="127.0.0.1") as srv:
+            offer(core, dev, srv, fw)
+        vb.wait_log(r"mutant: the core is unreachable", 30, m)
+        back = wait_info(core, dev, lambda i: i["ota"]["state"] == "rolled_back", timeout=60)
+        assert back["firmware"] == RUNNING and back["firmware_digest"] == old["firmware_digest"]
+        assert "was not confirmed within its 15 s deadline" in back["ota"]["error"] and back["reset_reason"] == "trial"
+        assert vb.wdt_resets == 0 and back["crash_count"] == old["crash_count"]
+        assert (vb.flash / "ota" / "bad" / "satellite" / "app_real.mpy").exists()
+        log = "\n".join(vb.lines()[m:])
+        assert "trial boot 2 of" not in log                  # one trial boot: the deadline acted, not the budget
+    finally:
+        vb.stop()
