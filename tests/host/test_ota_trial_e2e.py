@@ -15,18 +15,17 @@ import shutil
 
 import pytest
 
-from alabama.board import appimage as image, boards, fwset, ota, sim
+from alabama.board import appimage as image, boards, ota
 from alabama.board import logwords as lw
 from alabama.board.simchip import esp32 as chip
 
 from test_ota_e2e import wait_info
-from vb_support import CoreThread, device_id
+from test_ota_image_e2e import Rig as ImageRig, release as image_release
+from vb_support import device_id
 
 pytestmark = pytest.mark.needs_micropython
 
-FIRMWARE = pathlib.Path(__file__).resolve().parents[2] / "firmware"
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "trial"
-SLOT = 0x100000
 WDT_MS = 4000
 TRIAL = {"confirm_ms": 3000, "deadline_ms": 15000}
 MUTANTS = {"unreachable": "app_core_unreachable.py", "clocksync": "app_clocksync_hangs.py"}
@@ -42,52 +41,18 @@ def trial_board():
 
 
 def release(tmp, version, mutant=None):
-    """An image release of the firmware stamped `version`; with a mutant, its app module is that mutant (the real
-    app kept beside it as app_real)."""
-    root, out = tmp / ("fw-" + version), tmp / ("img-" + version)
-    if not out.is_dir():
-        shutil.copytree(FIRMWARE, root, ignore=shutil.ignore_patterns("__pycache__"))
-        fwset.set_version(root, version)
-        if mutant:
-            pkg = root / "satellite"
-            shutil.copyfile(pkg / "app.py", pkg / "app_real.py")
-            shutil.copyfile(DATA / MUTANTS[mutant], pkg / "app.py")
-        image.sim_image(root, sim.native_march(sim.find_micropython()), out=out)
-    return out, ota.ImageRelease((out / "firmware.bin").read_bytes(), (out / image.OTA_MANIFEST).read_bytes())
+    return image_release(tmp, version, mutant=DATA / MUTANTS[mutant] if mutant else None)
 
 
-class Rig:
+class Rig(ImageRig):
     def __init__(self, tmp):
-        self.tmp = tmp
-        self.core = CoreThread(tmp / "core").start()
-        token, _ = self.core.run(self.core.core.mint_token, 600)
-        first, _ = release(tmp, "1.0.0-good")
-        flash = tmp / "flash"
-        sim.provision(flash, "127.0.0.1", self.core.port, None, token, 0)
-        self.vb = sim.VirtualBoard(flash, board=trial_board(), image=first / "firmware.bin", slot_size=SLOT,
-                                   speaker=tmp / "speaker.wav",
-                                   env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
-        self.vb.start()
-        self.vb.wait_log(lw.PAIRED, 30)
-        self.dev = device_id(self.vb)
-
-    def info(self):
-        return json.loads(self.core.call(self.core.core.invoke(self.dev, "device.info", "{}")).content[0].text)
-
-    def wait_info(self, pred, timeout=60):
-        return wait_info(self.core, self.dev, pred, timeout)
+        super().__init__(tmp, board=trial_board())
 
     def offer(self, srv, pin, timeout=60):
-        args = json.dumps({"url": srv.url("127.0.0.1"), "sha256": pin})
-        return json.loads(self.core.call(self.core.core.invoke(self.dev, "firmware.update", args, timeout),
-                                         timeout + 5).content[0].text)
+        return json.loads(super().offer(srv, pin, timeout).content[0].text)
 
     def states(self):
         return {chip.slot_of(e[0]): e[1] for e in chip.entries(str(self.vb.chip)) if e[2]}
-
-    def close(self):
-        self.vb.stop()
-        self.core.close()
 
 
 @pytest.fixture(scope="module")
