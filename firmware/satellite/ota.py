@@ -289,7 +289,10 @@ class Updater:
             raise OtaError(INVALID_REQUEST, "BAD_ARGUMENTS", "sha256 must be 64 lower-case hex digits")
         parse_url(url)
         st = B.state()
-        if st.get("state") in ("pending", "swap", "trial", "rollback", "image_pending", "image_trial"):
+        if st.get("state") in ("trial", "image_trial"):
+            raise OtaError(UNAVAILABLE, "BUSY", "firmware %s is on trial until a session proves it (or it is rolled "
+                           "back): try again then" % st.get("version"))
+        if st.get("state") in ("pending", "swap", "rollback", "image_pending"):
             raise OtaError(UNAVAILABLE, "BUSY", "an update is %s: reboot the board first" % st.get("state"))
         self.busy = True
         try:
