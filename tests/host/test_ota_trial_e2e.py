@@ -187,3 +187,24 @@ def test_a_module_set_whose_core_is_unreachable_is_rolled_back_at_its_deadline(c
         assert "trial boot 2 of" not in log                  # one trial boot: the deadline acted, not the budget
     finally:
         vb.stop()
+
+
+def test_a_first_boot_cut_before_otaboot_ran_is_reported_as_the_bootloader_saw_it(rig):
+    """The new image is set to boot; its first boot is cut before boot.py ran otaboot (the bootloader had already
+    marked it PENDING_VERIFY: done here by running the bootloader once, as that boot did); the next boot's bootloader
+    ABORTS it and boots the old slot. otaboot reads otadata and says so: a rollback, counted, not "never booted"."""
+    run = rig.wait_info(lambda i: i["ota"]["state"] in ("ok", "rolled_back"))
+    out, rel = release(rig.tmp, "1.6.0-cut")
+    with ota.SetServer(rel, bind="127.0.0.1") as srv:
+        args = json.dumps({"url": srv.url("127.0.0.1"), "sha256": rel.digest, "reboot": False})
+        res = json.loads(rig.core.call(rig.core.core.invoke(rig.dev, "firmware.update", args, 60), 65).content[0].text)
+    assert res["reboot"] is False and rig.info()["ota"]["state"] == "image_pending"
+    assert chip.select_boot(str(rig.vb.chip)) == res["slot"]          # the cut first boot: NEW -> PENDING_VERIFY
+    m = rig.vb.mark()
+    rig.vb.reset()
+    rig.vb.wait_log(lw.ACCEPTED, 30, m)
+    i = rig.wait_info(lambda i: i["boots"] > run["boots"])
+    assert i["slot"] == run["slot"] and i["ota"]["state"] == "rolled_back", i["ota"]
+    assert "PENDING_VERIFY" in i["ota"]["error"] and "ABORTED" in i["ota"]["error"]
+    assert "never booted" not in i["ota"]["error"] and i["rollback_count"] == run["rollback_count"] + 1
+    assert rig.states()[res["slot"]] == chip.ABORTED
