@@ -313,7 +313,8 @@ def _on_image_trial(st):
     if st.pop("expired", False):       # satellite.trial reset it at its deadline
         st["error"] = "the new image %s; the bootloader booted %s again" % (st.get("error"), run)
     else:
-        st["error"] = "the new image was not confirmed by a session before a reset: the bootloader booted %s again" % run
+        st["error"] = ("the new image was not confirmed by a session before a reset: the bootloader booted %s again"
+                       % run)
     set_state(st)
     note("rolled back %s: %s" % (st.get("version"), st["error"]))
     log("ROLLED BACK: image %s %s" % (st.get("version"), st["error"]))

@@ -5,7 +5,8 @@
 # that slot one 4 KB flash sector at a time (erase, then write: one preallocated sector buffer, nothing
 # image-sized in RAM) while hashing it, hashes the slot again from flash, and only then calls set_boot();
 # otaboot notes the trial at the next boot and confirms it (mark_app_valid_cancel_rollback) once a session has
-# proven it (satellite.trial). It never touches the running slot or the filesystem (/data), only the other slot and otadata.
+# proven it (satellite.trial). It never touches the running slot or /data: only the other slot, otadata, and on
+# the filesystem otaboot's ota/state.json (image_pending) and ota/boot.json (the outcome).
 #
 # esp32.Partition calls (MicroPython v1.27.0 docs/library/esp32.rst, ports/esp32/esp32_partition.c):
 #   Partition(Partition.RUNNING).get_next_update()  the slot to write (ESP-IDF esp_ota_get_next_update_partition)

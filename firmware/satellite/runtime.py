@@ -23,8 +23,9 @@
 # serve path, or a stuck receiver stops the feeding and the board resets (WDT_RESET); a trial firmware set
 # that does so on every boot is rolled back by otaboot after its BOOT_BUDGET boots (an image by the bootloader
 # at the first such reset). A firmware on trial (satellite.trial) ticks its deadline in _feed and is confirmed
-# only from the serve loop, after a session stayed healthy for its confirmation window (docs/ota.md). The longest unfed stretch
-# by design is network_up (Wi-Fi: up to 20 s on esp32), hence the 25 s minimum on chips (boards.py).
+# only from the serve loop, after a session stayed healthy for its confirmation window (docs/ota.md). The
+# longest unfed stretch by design is network_up (Wi-Fi: up to 20 s on esp32), hence the 25 s minimum on chips
+# (boards.py).
 import gc
 import os
 import sys

@@ -7,7 +7,8 @@
 # confirmation itself (otaboot), the session's rules (session.py), the network (runtime.py calls tick() from
 # every loop that feeds the watchdog, session()/ended() around a session and proven() from the serve loop).
 # Loaded only while a trial runs (runtime.py looks at ota/state.json first: a board that never took an update
-# does not even import it); dropped at the confirmation. Both windows come from the board file's `trial` (host/alabama/board/boards.py validates them).
+# does not even import it); dropped at the confirmation. Both windows come from the board file's `trial`
+# (host/alabama/board/boards.py validates them).
 import time
 
 from micropython import const

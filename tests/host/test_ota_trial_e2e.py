@@ -75,7 +75,8 @@ def test_a_good_image_is_confirmed_only_after_its_session_proved_it(rig):
     assert rig.states()[res["slot"]] == chip.PENDING_VERIFY
     i = rig.wait_info(lambda i: i["ota"]["state"] == "ok", timeout=30)
     assert i["slot"] == res["slot"] and rig.states()[res["slot"]] == chip.VALID
-    conf = rig.vb.wait_log(r"sat: firmware 1.1.0-good confirmed: a session healthy for (\d+) ms, (\d+) Ping rounds", 5, m)
+    conf = rig.vb.wait_log(r"sat: firmware 1.1.0-good confirmed: a session healthy for (\d+) ms, (\d+) Ping rounds",
+                           5, m)
     assert int(conf.group(1)) >= TRIAL["confirm_ms"] and int(conf.group(2)) >= 2
     assert rig.vb.lines().index(conf.string) > rig.vb.lines().index(acc.string)
 
