@@ -342,7 +342,8 @@ def register(sub):
                                    "sha256-pinned manifest, tell the device (tool firmware.update) through the "
                                    "running core, and wait until it runs the new set. The device verifies every "
                                    "file, swaps at the next boot and rolls back by itself if the new set does not "
-                                   "reach a session. On a frozen image with OTA slots (device.info: image frozen, "
+                                   "prove itself in a session within its trial (docs/ota.md); the command returns "
+                                   "once it is confirmed. On a frozen image with OTA slots (device.info: image frozen, "
                                    "slot ota_N) the whole app image of build/image/<board>/ (--image) is sent "
                                    "instead and the bootloader rolls it back if it is not confirmed.")
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
