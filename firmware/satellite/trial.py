@@ -29,7 +29,11 @@ def open_trial(board, now, log, reset=None):
     if kind != "trial" and kind != "image_trial":
         return None
     t = board.get("trial") or {}
-    return Trial(st, t.get("confirm_ms", CONFIRM_MS), t.get("deadline_ms", DEADLINE_MS), now, log, reset or B.reset)
+    c, d = t.get("confirm_ms", CONFIRM_MS), t.get("deadline_ms", DEADLINE_MS)
+    if type(c) is not int or type(d) is not int or c < 1000 or d <= c:   # deployed without `alabama board validate`
+        log("board.json trial %r: not confirm_ms >= 1000 < deadline_ms; using %d and %d" % (t, CONFIRM_MS, DEADLINE_MS))
+        c, d = CONFIRM_MS, DEADLINE_MS
+    return Trial(st, c, d, now, log, reset or B.reset)
 
 
 class Trial:

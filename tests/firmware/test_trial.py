@@ -46,6 +46,11 @@ def test_window_and_deadline_come_from_the_board_file_with_defaults():
     assert (t.confirm_ms, t.deadline_ms) == (3000, 20000)
     t = T.open_trial({"id": "x"}, 0, print)
     assert (t.confirm_ms, t.deadline_ms) == (T.CONFIRM_MS, T.DEADLINE_MS)
+    said = []
+    for bad in ({"confirm_ms": 5000, "deadline_ms": 5000}, {"confirm_ms": "3s"}, {"deadline_ms": 10}):
+        t = T.open_trial({"id": "x", "trial": bad}, 0, said.append)   # a board.json nobody validated
+        assert (t.confirm_ms, t.deadline_ms) == (T.CONFIRM_MS, T.DEADLINE_MS), bad
+    assert len(said) == 3 and "using 60000 and 300000" in said[0]
     assert T.CONFIRM_MS < T.DEADLINE_MS
 
 
