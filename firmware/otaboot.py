@@ -303,8 +303,32 @@ def _on_image_pending(st):
     log(st["error"] + "; %s runs" % run)
 
 
+def _boot_previous(st):
+    """An image whose trial expired booted again: the bootloader did not roll it back (one built without app
+    rollback). Boot the previous slot explicitly (set_boot, then a reset); if even that fails, end the trial
+    (state ok, said) rather than expire it again at every boot."""
+    try:
+        import esp32
+        esp32.Partition(st.get("from")).set_boot()
+    except (ImportError, OSError, ValueError, TypeError, AttributeError) as e:
+        st.pop("expired", None)
+        st["state"] = "ok"
+        st["error"] = "its trial expired, but the bootloader boots it again and %s cannot be set to boot (%s): kept" % (
+            st.get("from"), e)
+        set_state(st)
+        note("kept image %s: %s" % (st.get("version"), st["error"]))
+        log("image %s %s" % (st.get("version"), st["error"]))
+        return
+    log("image %s: its trial expired and the bootloader booted it again: booting %s explicitly" % (
+        st.get("version"), st.get("from")))
+    reset("trial")
+
+
 def _on_image_trial(st):
     run = running_slot()
+    if run is not None and run == st.get("to") and st.get("expired"):
+        _boot_previous(st)
+        return
     if run is None or run == st.get("to"):
         st["boots"] = st.get("boots", 0) + 1
         set_state(st)

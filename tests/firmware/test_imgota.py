@@ -237,5 +237,27 @@ def test_otaboot_reports_a_first_boot_cut_before_it_ran_as_the_bootloader_saw_it
     assert st["state"] == "refused" and "INVALID" in st["error"] and B.boot_record()["rollbacks"] == 1
 
 
+def test_an_expired_image_the_bootloader_boots_again_is_sent_back_to_the_previous_slot():
+    """A bootloader without app rollback boots the expired image again: otaboot sets the previous slot to boot and
+    resets, and the boot after that reports the rollback with the deadline's reason."""
+    d = chip()
+    flash(d, "ota_0", app(b"old"))
+    flash(d, "ota_1", app(b"new"))
+    resets = []
+    real, B.reset = B.reset, resets.append
+    try:
+        B.set_state({"state": "image_trial", "version": "2.0", "from": "ota_0", "to": "ota_1", "boots": 1,
+                     "expired": True, "error": "was not confirmed within its 20 s deadline (...)"})
+        setenv("ALABAMA_SIM_RUNNING", "ota_1")
+        B.boot()
+        assert resets == ["trial"] and E.select_boot(d) == "ota_0"     # the previous slot is set to boot
+        setenv("ALABAMA_SIM_RUNNING", "ota_0")
+        B.boot()
+        st = B.state()
+        assert st["state"] == "rolled_back" and "20 s deadline" in st["error"] and "expired" not in st
+    finally:
+        B.reset = real
+
+
 def test_zz_back_home():
     os.chdir(__import__("test_ota")._HOME)
