@@ -161,11 +161,16 @@ def check_image(d, label):
         return "app image in %s longer than the slot" % label
     h = hashlib.sha256()
     off, left = 0, HEAD + n
-    while left:
-        b = _read(p, off, min(SECTOR, left))
-        h.update(b)
-        off += len(b)
-        left -= len(b)
+    buf = bytearray(SECTOR)                      # one block for the whole image (set_boot runs on the board's heap)
+    mv = memoryview(buf)
+    with open(p, "rb") as f:
+        while left:
+            k = f.readinto(mv[:min(SECTOR, left)])
+            if not k:
+                break
+            h.update(mv[:k])
+            off += k
+            left -= k
     if h.digest() != _read(p, off, TAIL):
         return "app image in %s fails its sha256" % label
     return None
