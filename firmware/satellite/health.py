@@ -1,9 +1,15 @@
-# Device health: the `device.info` and `firmware.update` tools and the `device.health` event. It gathers what
+# Device health: the `device.info` and `firmware.update` tools and the `device.health` event (and a HAL lamp's
+# `light.set`, the one tool that acts on a HAL output: the virtual board's simulated lamp). It gathers what
 # the runtime counts (reconnects, frames dropped), what otaboot records across boots (boots, crashes, the
 # reset it asked for, the update state) and what only the hardware knows, through the HAL (hal.rssi(),
-# hal.reset_cause(), hal.flash_free(); absent on a HAL -> null). Protocol rules stay in session.py; the
-# download itself is satellite.ota. Nothing here runs on a hot path: it is sampled every POLL_MS and when a
-# tool is called.
+# hal.reset_cause(), hal.flash_free(), hal.heap_largest_free(); absent on a HAL -> null). Protocol rules stay
+# in session.py; the download itself is satellite.ota. Nothing here runs on a hot path: it is sampled every
+# POLL_MS and when a tool is called.
+# The heap figures are read after gc.collect(): gc.mem_free() alone counts garbage not yet collected as used
+# (an idle board reads 12-14 KB between collections, 170 KB after one), so heap_low would mean "the collector
+# has not run lately". A collection walks the whole heap (tens of ms on a PSRAM board), so the sampler collects
+# only while no stream is open, or when the cheap reading already looks low (the allocator is about to
+# collect anyway); device.info collects every time (a tool call is rare).
 import gc
 import json
 import sys
@@ -24,10 +30,14 @@ INFO_SCHEMA = '{"type":"object","properties":{},"additionalProperties":false}'
 UPDATE_SCHEMA = ('{"type":"object","properties":{"url":{"type":"string","maxLength":256},'
                  '"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"},"reboot":{"type":"boolean"}},'
                  '"required":["url","sha256"],"additionalProperties":false}')
+LIGHT = "light.set"
+LIGHT_SCHEMA = ('{"type":"object","properties":{"on":{"type":"boolean"}},"required":["on"],'
+                '"additionalProperties":false}')
 EVENT_SCHEMA = ('{"type":"object","properties":{"reason":{"type":"string","enum":["boot","rssi","heap_low"]},'
                 '"firmware":{"type":"string"},"digest":{"type":"string"},"ota":{"type":"string"},'
                 '"reset_reason":{"type":"string"},"crash_count":{"type":"integer"},'
-                '"rssi":{"type":["integer","null"]},"heap_min":{"type":"integer"}},'
+                '"rssi":{"type":["integer","null"]},"heap_min":{"type":"integer"},'
+                '"heap_largest_free":{"type":["integer","null"]}},'
                 '"required":["reason","firmware","ota","crash_count","rssi","heap_min"],"additionalProperties":false}')
 
 
@@ -56,10 +66,15 @@ def updatable(frozen):
     return not frozen or image_slot() is not None
 
 
-def tools(frozen=False):
+def has_lamp(hal):
+    return getattr(hal, "lamp_set", None) is not None
+
+
+def tools(frozen=False, hal=None):
     """Every tool the device declares; `frozen` (image_digest() is not "") without an OTA slot: no
     firmware.update, so an Invoke of it draws CAPABILITY_MISSING from the session ("no tool") instead of an
-    update that changes nothing (a set in /lib is shadowed by the frozen package).
+    update that changes nothing (a set in /lib is shadowed by the frozen package). A HAL with a lamp
+    (`lamp_set`, hal/__init__.py) adds light.set.
     device.set_volume's bounds are the settings table's (satellite.device.SETTINGS)."""
     from satellite.device import row
     r = row("volume")
@@ -77,6 +92,9 @@ def tools(frozen=False):
     t.append(pb.ToolDescriptor(name="device.set_volume", description="Set the speaker volume (%d-%d)" % (lo, hi),
                                input_schema='{"type":"object","properties":{"volume":{"type":"integer",'
                                             '"minimum":%d,"maximum":%d}},"required":["volume"]}' % (lo, hi)))
+    if has_lamp(hal):
+        t.append(pb.ToolDescriptor(name=LIGHT, input_schema=LIGHT_SCHEMA,
+                                   description="Switch the room light on or off"))
     return t
 
 
@@ -97,6 +115,7 @@ class Health:
         cause = self._hal("reset_cause")
         self.reset_reason = note or cause or "unknown"
         self.mem_free = getattr(gc, "mem_free", None)     # None on CPython (tests): no heap figures
+        self.collect = gc.collect
         self.heap_min = self.heap_free()
         self.reported_boot = False
         self.rssi_reported = None
@@ -114,10 +133,22 @@ class Health:
             return None
 
     def heap_free(self):
-        f = self.mem_free() if self.mem_free is not None else 0
+        """Free heap after a collection (what an allocation can really get); heap_min is the lowest such
+        reading since boot."""
+        if self.mem_free is None:
+            return 0
+        self.collect()
+        f = self.mem_free()
         if f < getattr(self, "heap_min", f + 1):
             self.heap_min = f
         return f
+
+    def sample(self, idle):
+        """The sampler's heap reading: collected when idle or when the uncollected one is already low."""
+        if self.mem_free is None:
+            return 0
+        f = self.mem_free()
+        return self.heap_free() if idle or f < HEAP_LOW else f
 
     def info(self):
         rt = self.rt
@@ -130,6 +161,7 @@ class Health:
         d.update({
             "firmware_digest": digest, "image": "frozen" if frozen else "files",
             "heap_free": self.heap_free(), "heap_min": self.heap_min,
+            "heap_largest_free": self._hal("heap_largest_free"),
             "rssi": self._hal("rssi"), "reset_reason": self.reset_reason, "boots": self.boots,
             "crash_count": self.crashes, "last_crash": self.last_crash,
             "reconnect_count": max(0, rt.connections - 1), "connect_failures": rt.attempts,
@@ -143,6 +175,8 @@ class Health:
         d["last_update"] = rec.get("last_update", "")
         if frozen:
             d["slot"] = image_slot()
+        if has_lamp(self.hal):
+            d["light"] = bool(getattr(self.hal, "lamp", False))
         if mversion and mversion != d["firmware"]:
             d["manifest_version"] = mversion
         return d
@@ -151,7 +185,8 @@ class Health:
         i = self.info()
         return json.dumps({"reason": reason, "firmware": i["firmware"], "digest": i["firmware_digest"],
                            "ota": i["ota"]["state"], "reset_reason": i["reset_reason"],
-                           "crash_count": i["crash_count"], "rssi": i["rssi"], "heap_min": i["heap_min"]})
+                           "crash_count": i["crash_count"], "rssi": i["rssi"], "heap_min": i["heap_min"],
+                           "heap_largest_free": i["heap_largest_free"]})
 
     # -- session hooks ----------------------------------------------------------------------------------
     def on_session(self, sat):
@@ -174,7 +209,7 @@ class Health:
             await asyncio.sleep_ms(self.poll_ms)
             if sat.closed:
                 return
-            free = self.heap_free()
+            free = self.sample(not (getattr(sat, "capture_id", 0) or getattr(sat, "render_id", 0)))
             rssi = self._hal("rssi")
             if rssi is not None and (self.rssi_reported is None or abs(rssi - self.rssi_reported) >= RSSI_STEP):
                 first = self.rssi_reported is None
@@ -197,10 +232,25 @@ class Health:
             info["offset_us"] = sat.offset_us
             sat.send(sat.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps(info))]))
             return True
+        if ev.name == LIGHT and has_lamp(self.hal):
+            self._light(sat, ev)
+            return True
         if ev.name == "firmware.update" and updatable(self.rt.frozen_digest()):   # declared where it can work
             self._update(sat, ev)
             return True
         return False
+
+    def _light(self, sat, ev):
+        try:
+            args = json.loads(ev.arguments or "{}")
+            on = args["on"]
+            if not isinstance(on, bool):
+                raise ValueError("on must be true or false")
+        except (ValueError, KeyError, TypeError) as e:
+            sat.send(sat.s.error(ev.id, pb.ErrorCode.INVALID_REQUEST, "bad arguments: %s" % e))
+            return
+        self.hal.lamp_set(on)
+        sat.send(sat.s.tool_result(ev.id, [pb.ContentBlock(text=json.dumps({"on": on}))]))
 
     def _error(self, sat, id, code, reason, message):
         env = sat.s.error(id, code, message[:256])

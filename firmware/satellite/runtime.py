@@ -265,7 +265,7 @@ class Runtime:
         if self.display is not None:
             caps += self.display.capabilities()
         from satellite import health
-        tools = health.tools(bool(self.frozen_digest()))
+        tools = health.tools(bool(self.frozen_digest()), self.hal)
         events = [
             pb.EventDescriptor(id="button.press", description="Short press of the button while the assistant is busy, or in ambient mode"),
             pb.EventDescriptor(id="button.long_press", description="Long press of the button (also stops the turn)"),

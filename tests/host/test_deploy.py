@@ -321,5 +321,5 @@ def test_flash_hands_over_to_deploy(board, tmp_path):
     with pytest.raises(deploy.DeployError, match=r"arch %s\), not the xtensawin of board devkitc1-inmp441" % arch):
         flash.flash(boards.load("devkitc1-inmp441"), port=board.pty_path, firmware=str(image),
                     runner=lambda args: (ran.append(args[-1]) or (0, "")), out=lambda s: None)
-    assert ran == ["erase_flash", str(image)]
+    assert ran == ["erase-flash", str(image)]
     assert not (board.flash / "lib").exists()

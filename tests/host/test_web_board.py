@@ -58,7 +58,7 @@ def chromium_exe():
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        _need("playwright is not installed (make install: it is in the test extra)", "the test extra has it")
+        _need("playwright is not installed (make test-deps: it is in the test extra)", "the test extra has it")
     return exe
 
 
@@ -69,8 +69,8 @@ class Browser:
         self.browser = self._pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS + list(extra))
         self.console = []
 
-    def page(self, url):
-        pg = self.browser.new_page(viewport={"width": 1280, "height": 900})
+    def page(self, url, width=1280, height=900):
+        pg = self.browser.new_page(viewport={"width": width, "height": height})
         pg.on("console", lambda m: self.console.append(m.text))
         pg.goto(url)
         pg.wait_for_selector("#link[data-state=online]", state="attached", timeout=15000)
@@ -156,6 +156,7 @@ class ScriptedBoard:
         self.echo = None
         self.running = True
         self.commands = []
+        self.settings = {}
 
     def command(self, line, timeout=5.0):
         self.commands.append(line)
@@ -171,7 +172,9 @@ class ScriptedBoard:
         self.command("long")
 
     def state(self):
-        return {"state": "connected", "pattern": "IK", "heap_free": 12345, "panel": None}
+        return {"state": "connected", "pattern": "IK", "heap_free": 174080, "heap_min": 150528, "panel": None,
+                "settings": self.settings,
+                "light": True}
 
 
 def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_exe):
@@ -208,6 +211,9 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
         assert rows.index("frames on id 3") < rows.index("StreamEnd\t{id 3}"), rows
         assert "sat: led SPEAKING" in pg.inner_text("#log")
         _one_screen(pg)
+        # the simulated lamp (hal/sim.py light.set), from the board's state
+        wait_js(pg, "document.getElementById('lamp').textContent === 'light on'", what="the lamp shown on")
+        assert pg.get_attribute("#lamp", "data-state") == "on"
 
         # the panel: a picture the HAL exported, shown pixel for pixel (RGB565 widened like panel.py does)
         w, h = 64, 48
@@ -270,6 +276,60 @@ def test_page_shows_panel_speaker_log_and_drives_the_board(tmp_path, chromium_ex
             assert (wv.getnchannels(), wv.getsampwidth(), wv.getframerate()) == (1, 2, 16000)
             assert abs(wv.getnframes() - 16000) <= 1
         assert not br.console or all("favicon" not in c for c in br.console)
+        assert pg.evaluate("window.alabama.errors") == []
+    finally:
+        br.close()
+        lt.call(wb.stop())
+        lt.close()
+
+
+def test_page_at_390px_wide_shows_ambient_mode_the_heap_and_a_clean_title(tmp_path, chromium_exe):
+    """Issue 36 item 6: at a phone's 390 px nothing is cut off or scrolls the page sideways (one column, the
+    header wraps, the button and the panel fit); the heap is device.info's figure (after a collection) with
+    its low-water mark; ambient mode is shown with what "Hold to talk" does then; the title nests no brackets."""
+    lt = LoopThread()
+    vb = ScriptedBoard(tmp_path, display=(320, 240))
+    vb.board.data["name"] = "Virtual board (MicroPython unix port, simulated HAL)"
+    wb = web.WebBoard(vb)
+    lt.call(wb.start())
+    br = Browser(chromium_exe)
+    try:
+        pg = br.page(wb.url, width=390, height=844)
+        wait_js(pg, "document.getElementById('heap').textContent !== ''", what="the heap figure")
+        assert pg.inner_text("#heap") == "heap 170.0 KB free (lowest 147.0 KB)"
+        title = pg.title()
+        assert title == "scripted – Alabama virtual board", title
+        name = pg.inner_text("#board-name")
+        assert "((" not in name and "))" not in name and name.count("(") == 1, name
+        assert pg.is_hidden("#mode-note") and pg.is_hidden("#mode")
+        fit = pg.evaluate("""() => {
+            const out = {scroll: document.documentElement.scrollWidth, cut: []};
+            for (const el of document.querySelectorAll('header > *, main > section, #ptt, #long, #mic, #speaker,'
+                                                       + ' #panel-box, #ring')) {
+              if (el.hidden || el.offsetParent === null) continue;
+              const r = el.getBoundingClientRect();
+              if (r.left < 0 || r.right > 390) out.cut.push(el.id || el.tagName + ' ' + r.left + '..' + r.right);
+            }
+            return out; }""")
+        assert fit["scroll"] <= 390 and fit["cut"] == [], fit
+        # long timeline rows scroll inside their box, not the page
+        for i in range(30):
+            vb.echo("sat: tx capture_open id %d" % (2 * i + 1))
+        wait_js(pg, "document.querySelectorAll('#timeline tr').length >= 30", what="30 timeline rows")
+        assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+        ptt = pg.locator("#ptt").bounding_box()
+        assert ptt["width"] >= 180 and ptt["x"] >= 0 and ptt["x"] + ptt["width"] <= 390, ptt
+
+        vb.settings = {"capture_mode": "ambient"}          # the board's stored setting, as `state` reports it
+        wait_js(pg, "!document.getElementById('mode-note').hidden", what="the ambient note")
+        note = pg.inner_text("#mode-note")
+        assert "Ambient mode" in note and "Hold to talk" in note and "button.press" in note, note
+        assert pg.is_visible("#mode") and pg.get_attribute("#ptt", "data-mode") == "ambient"
+        assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / "board-390.png"), full_page=True)
+        vb.settings = {"capture_mode": "ptt"}
+        wait_js(pg, "document.getElementById('mode-note').hidden", what="the ambient note gone")
         assert pg.evaluate("window.alabama.errors") == []
     finally:
         br.close()

@@ -174,7 +174,7 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio", stamp="head", wake
             delays.append(mono() - int.from_bytes(d[:TS_BYTES], "little"))
     pipeline.VoicePipeline.on_chunk = observed
     # a tone that never stops: keep the endpointer from ending the turn inside the run
-    pipeline.EnergyEndpointer.__init__.__defaults__ = (1, 400.0, 3.0, 600, 10 ** 9, 10 ** 9)
+    pipeline.EnergyEndpointer.__init__.__defaults__ = (1, 400.0, 3.0, 600, 10 ** 9, 10 ** 9, 0)
 
     kw = dict(ping_interval=0, control=False, save_reports=False, max_concurrent_streams=8, hello_timeout=120,
               handshake_timeout=120, wake_phrase=wake_phrase or None)

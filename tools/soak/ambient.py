@@ -89,9 +89,9 @@ async def feed(pool, unit, seconds, inflight_s, counters, index, gate):
 
 async def run(args):
     from alabama.core.spotting import SpotterPool, rss_kb
-    from alabama.speech import spotter
+    from alabama.speech import spotter, wakeword
     unit = ambient_unit()
-    pool = SpotterPool(spotter.DEFAULT_PHRASE, spotter.DEFAULT_THRESHOLD, processes=args.processes)
+    pool = SpotterPool(wakeword.choose(), processes=args.processes)      # the keyphrase spotter, its defaults
     counters = {"hits": [0] * args.streams, "fed": [0] * args.streams, "reopened": 0, "skipped": 0, "idle": set()}
     gate = asyncio.Event()
     gate.set()

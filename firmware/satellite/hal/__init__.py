@@ -129,6 +129,9 @@ LONG = const(3)
 #                              watchdog to a feeder of the HAL's own until the next wdt_start or reset (esp32: a
 #                              machine.Timer, timer PARK_TIMER, which boot.py uses after a soft reset too; sim:
 #                              tells the supervisor). Harmless before wdt_start. Absent (all three): no watchdog.
+# lamp_set(on)                 A lamp the device switches (bool): health declares the light.set tool and reports
+# lamp                         `lamp` (bool attribute, the current state) as device.info "light". sim: a simulated
+#                              room light (logs `sim: light on|off`). Absent (every real board today): no tool.
 # provision_led(state, pct)    listen.run's LED when present (listen.LED_* state, progress 0..100); absent:
 #                              listen maps the state to led(phase, level).
 # Implementation-only members (not part of the contract, read by their own tests or tools): board, duplex,

@@ -87,12 +87,13 @@ def mic_problem(board):
 
 
 class Esp32Hal:
-    def __init__(self, board, machine=None, neopixel=None, clock=None):
+    def __init__(self, board, machine=None, neopixel=None, clock=None, esp32=None):
         if machine is None:
             import machine
         if clock is None:
             import time as clock
         self._machine = machine
+        self._esp32 = esp32               # the esp32 module (heap_largest_free); imported when first asked
         self._neopixel = neopixel
         self._ticks_ms = clock.ticks_ms
         self._ticks_us = clock.ticks_us
@@ -288,6 +289,17 @@ class Esp32Hal:
         def feed(t):
             w.feed()
         self._machine.Timer(PARK_TIMER).init(period=max(self._wdt_ms // 4, 1), callback=feed)
+
+    def heap_largest_free(self):
+        """The largest free block of the IDF data heap, in bytes: max of the "largest free block" column of
+        esp32.idf_heap_info(esp32.HEAP_DATA) (docs/library/esp32.rst: per region total, free, largest free block,
+        minimum free). It is the room the MicroPython heap grows into in one piece and what Wi-Fi and TLS buffers
+        come from: a fragmented IDF heap shows here while gc.mem_free() still looks ample."""
+        e = self._esp32
+        if e is None:
+            import esp32 as e
+            self._esp32 = e
+        return max([r[2] for r in e.idf_heap_info(e.HEAP_DATA)] or [0])
 
     def flash_free(self):
         """Free bytes of the filesystem (os.statvfs: f_bsize * f_bavail)."""

@@ -3,14 +3,16 @@
 # played), the button and device knobs over a loopback TCP line protocol, LED as a log line. It must not
 # hold protocol logic: the runtime asks it for audio frames and gestures and tells it the LED phase.
 #
-# Control channel (one client at a time, 127.0.0.1:<ALABAMA_SIM_CTL_PORT>), one command per line, one
-# reply line per command ("ok ..." or "err ..."):
+# Control channel (127.0.0.1:<ALABAMA_SIM_CTL_PORT>; several clients at once, each served as it writes: the
+# supervisor or web page keeps one open while `alabama board press` connects for one command), one command per
+# line, one reply line per command ("ok ..." or "err ..."):
 #   press | release | long            the button (long = held past the long-press time, then released)
 #   mic PATH | mic silence            what the microphone hears next (a WAV restarts at its beginning)
 #   mic live PATH                     a WAV another process is still writing (the web board's browser mic):
 #                                     its end is not the end, the mic hears silence until more arrives
 #   heap                              "ok free=<gc.mem_free()> alloc=<gc.mem_alloc()>"
-#   state                             "ok {json}": connection, pattern, capture/render ids, settings, ...
+#   state                             "ok {json}": connection, pattern, capture/render ids, settings, the
+#                                     heap as device.info reports it (after gc.collect(): heap_free, heap_min)
 #   knob KEY VALUE                    a setting changed on the device (spontaneous SettingState)
 #   mute on|off                       the speaker's hardware mute (renders and set_volume: UNAVAILABLE)
 #   rssi N                            the Wi-Fi signal device.info reports (dBm)
@@ -123,6 +125,7 @@ class SimHal:
         self.brightness = 50
         self._gest = []
         self.muted = False           # the speaker's hardware mute
+        self.lamp = False            # the simulated room light (light.set; device.info "light")
         self.rt = None
         # mic
         self._mic = None
@@ -169,6 +172,11 @@ class SimHal:
 
     def led(self, phase, brightness):
         self.led_phase = phase
+
+    def lamp_set(self, on):
+        """The simulated room light: the light.set tool switches it; the serial log and `state` show it."""
+        self.lamp = bool(on)
+        self.log("sim: light %s" % ("on" if on else "off"))
 
     def panel(self):
         """The board's panel (satellite.hal.simpanel, imported only for a board file with a "display"
@@ -341,7 +349,7 @@ class SimHal:
         srv = socket.socket()
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind(socket.getaddrinfo("127.0.0.1", self.ctl_port)[0][-1])
-        srv.listen(1)
+        srv.listen(2)
         srv.setblocking(False)
         while True:
             try:
@@ -350,7 +358,7 @@ class SimHal:
                 await asyncio.sleep_ms(20)
                 continue
             c.setblocking(False)
-            await self._ctl_client(c)
+            asyncio.create_task(self._ctl_client(c))
 
     async def _ctl_client(self, c):
         buf = b""
@@ -431,12 +439,20 @@ class SimHal:
     def state(self):
         rt = self.rt
         sat = rt.sat if rt else None
+        h = rt._health if rt else None              # device.info's figures once a session made them
+        if h is not None:
+            free, low = h.heap_free(), h.heap_min
+        else:
+            gc.collect()
+            free = low = gc.mem_free()
         return {
             "state": rt.state if rt else "booting", "pattern": rt.pattern if rt else None,
             "connections": rt.connections if rt else 0,
             "capture": sat.capture_id if sat else 0, "pending": list(sat.pending) if sat else [],
             "render": sat.render_id if sat else 0, "phase": sat.phase if sat else 0,
             "settings": rt.settings if rt else {}, "duplex": self.duplex,
-            "mic_open": sat.mic_open if sat else False, "heap_free": gc.mem_free(), "led": self.led_phase,
+            "mic_open": sat.mic_open if sat else False, "heap_free": free, "heap_min": low,
+            "led": self.led_phase,
             "panel": self._panel.info() if self._panel else None,
+            "light": self.lamp,
         }

@@ -8,11 +8,11 @@ import hashlib
 import json
 import pathlib
 
-from .. import REPO
+from .. import BUILD
 from ..errors import AlabamaError
 from .fwset import FIRMWARE, firmware_digest, firmware_version
 
-OUT = REPO / "build" / "image"
+OUT = BUILD / "image"
 #: A top-level frozen module naming the digest of the firmware frozen with it; `alabama deploy` reads it on
 #: the board (it is never imported by the firmware).
 STAMP_MODULE = "alabama_image"

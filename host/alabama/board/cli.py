@@ -1,5 +1,5 @@
-"""Sub-commands `alabama flash` and `alabama board list|show|validate|sim` (`board probe`: board/probe.py);
-argument parsing only."""
+"""Sub-commands `alabama flash` and `alabama board list|show|validate|sim` (`board probe`: board/probe.py;
+`board press|release|long|mic`: board/simctl.py); argument parsing only."""
 import argparse
 import json
 
@@ -11,8 +11,11 @@ def register(sub):
     p = sub.add_parser("flash", help="erase a board, write MicroPython (the pinned image or a release's), then "
                                      "deploy",
                        description="Erase the board, write the official MicroPython image its board file "
-                                   "names (downloaded once to ~/.cache/alabama/images and checked against "
-                                   "the pinned sha256), then deploy the firmware. --release TAG writes the image "
+                                   "names, then deploy the firmware. The image is downloaded once into the user "
+                                   "cache (ALABAMA_IMAGE_CACHE overrides) and checked against the sha256 pinned in "
+                                   "the repository, --image-sha256, or the one recorded on its first download "
+                                   "(images.lock.json beside it: a later download that differs is refused). "
+                                   "--release TAG writes the image "
                                    "with the firmware frozen in from the project's release TAG instead (no ESP-IDF "
                                    "needed; docs/image.md).")
     p.add_argument("--board", required=True, metavar="NAME", help="board id (boards/NAME.json) or a board file path")
@@ -23,6 +26,10 @@ def register(sub):
                      help="flash the image with the firmware frozen in that the project's release TAG carries for "
                           "--board (downloaded into build/releases/, its sha256 checked; ALABAMA_RELEASES_URL "
                           "overrides GitHub's API)")
+    p.add_argument("--image-sha256", metavar="HEX", help="the official image's sha256 (64 hex digits): refuse any "
+                   "other file (it replaces the first-use record)")
+    p.add_argument("--image-url", metavar="URL", help="a mirror of the official images: a directory URL serving "
+                   "their file names, or the .bin's own URL (default: $ALABAMA_IMAGE_URL, else micropython.org)")
     p.add_argument("--no-deploy", action="store_true", help="stop after writing MicroPython")
     p.add_argument("--dry-run", action="store_true", help="print the esptool commands, touch nothing")
     p.add_argument("--allow-mpy", action="store_true",
@@ -33,8 +40,9 @@ def register(sub):
                                      "board (probe)",
                        description="`alabama board list` prints one line per board file, `show NAME` one board "
                                    "with its derived facts, `validate [FILE...]` checks board files (all of "
-                                   "boards/ by default), `sim` runs the firmware on the virtual board, `probe` "
-                                   "measures a board beside the estimates we publish (docs/probe.md).")
+                                   "boards/ by default), `sim` runs the firmware on the virtual board (`press`, "
+                                   "`release`, `long` and `mic FILE` drive a running one), `probe` measures a "
+                                   "board beside the estimates we publish (docs/probe.md).")
     bsub = b.add_subparsers(dest="board_command", metavar="ACTION")
     bl = bsub.add_parser("list", help="one line per board")
     bl.set_defaults(func=cmd_list)
@@ -48,6 +56,8 @@ def register(sub):
     sim.register(bsub)
     from . import probe               # `alabama board probe`: measure a board beside our estimates
     probe.register(bsub)
+    from . import simctl              # `alabama board press|release|long|mic`: a running virtual board's controls
+    simctl.register(bsub)
     b.set_defaults(func=cmd_list)
 
     # The old spelling: not listed in --help, one line naming the new command.
@@ -67,7 +77,7 @@ def cmd_flash(args):
     from . import flash
     board = boards.load(args.board)
     flash.flash(board, port=args.port, firmware=args.firmware, deploy=not args.no_deploy, dry_run=args.dry_run,
-                allow_mpy=args.allow_mpy, release=args.release)
+                allow_mpy=args.allow_mpy, release=args.release, image_sha256=args.image_sha256, mirror=args.image_url)
     return 0
 
 
@@ -91,9 +101,20 @@ def cmd_show(args):
     print(json.dumps(bd.data, indent=2))
     if bd.image:
         img = images.image_for(bd.image)
-        print("image: %s  %s  sha256 %s" % (img.file, img.url, img.sha256 or "(not pinned)"))
+        print("image: %s  %s  sha256 %s" % (img.file, img.url, img.sha256 or _first_use(img.file)))
     print("pins: " + ", ".join("GPIO%d=%s" % (p, "+".join(f)) for p, f in sorted(bd.pins().items())))
     return 0
+
+
+def _first_use(file):
+    from . import imagelock
+    try:
+        rec = imagelock.entry(file)
+    except imagelock.LockError as e:
+        return "(not pinned; %s)" % e
+    if rec is None:
+        return "(not pinned: recorded on its first download)"
+    return "%s (recorded on first use %s, %s)" % (rec["sha256"], rec.get("recorded", "?"), imagelock.lock_path())
 
 
 def cmd_validate(args):

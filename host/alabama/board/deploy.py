@@ -157,8 +157,9 @@ def image_hint(board):
 def refuse_mpy(board):
     """The one line for a board file whose heap cannot hold the .mpy set."""
     return ("board %s's heap (%s) cannot hold the firmware as .mpy files (~%d KB at rest, docs/memory.md): "
-            "build and flash the image with it frozen in (%s), or pass --allow-mpy to deploy the .mpy files "
-            "anyway" % (board.id, board.heap, MPY_SET_AT_REST // 1000, image_hint(board)))
+            "build and flash the image with it frozen in (%s), or flash a release's (`make flash BOARD=%s "
+            "RELEASE=TAG`), or pass --allow-mpy to deploy the .mpy files anyway"
+            % (board.id, board.heap, MPY_SET_AT_REST // 1000, image_hint(board), board.id))
 
 
 def choose_mode(board, info, port, root=FIRMWARE, allow_mpy=False, stale_image=False):

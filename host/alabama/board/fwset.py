@@ -17,11 +17,11 @@ import pathlib
 import re
 import subprocess
 
-from .. import REPO
+from .. import BUILD as _BUILD, REPO
 from ..errors import AlabamaError
 
 FIRMWARE = REPO / "firmware"
-BUILD = REPO / "build" / "deploy"           # the default compiler cache (one directory per -march)
+BUILD = _BUILD / "deploy"           # the default compiler cache (one directory per -march)
 PACKAGE = "satellite"                       # the firmware package (firmware/satellite -> lib/satellite)
 SOURCE_KEPT = ("boot.py", "main.py")        # run by MicroPython from the filesystem root as source
 #: Compiled into lib/ beside the package, never inside it: otaboot swaps and rolls back lib/satellite/, so it

@@ -22,7 +22,8 @@ class Image:
     version: str
     file: str
     url: str
-    #: Lower-case hex sha256 of the file, or None when not pinned yet (then only --firmware works).
+    #: Lower-case hex sha256 of the file, or None when not pinned yet (then `alabama flash` trusts the first
+    #: download and records it: board/imagelock.py).
     sha256: str | None
     size: int | None
     #: Where the pin came from, so the next person can re-check it.

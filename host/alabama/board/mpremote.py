@@ -10,6 +10,7 @@ mpremote's Python API is declared unstable: every round trip is its command line
 """
 import json
 import os
+import re
 import pathlib
 import subprocess
 import sys
@@ -27,7 +28,24 @@ RESET_WAIT = 5.0                # seconds to wait for "soft reboot" after Ctrl-D
 
 
 class MpremoteError(AlabamaError):
-    """The board cannot be reached or did not do what was asked; the message is one line saying what to do."""
+    """The board cannot be reached or did not do what was asked; the message is one line saying what to do.
+    ``board_raised``: the board itself raised (its traceback came back), as opposed to the host losing the port."""
+
+    def __init__(self, message, board_raised=False):
+        super().__init__(message)
+        self.board_raised = board_raised
+
+
+#: mpremote's own (host-side) traceback: frames in mpremote's or pyserial's files. The port went away under it
+#: (OSError: [Errno 5], SerialException), whatever the last line's exception looks like.
+_HOST_FRAME = re.compile(r'File "[^"]*[/\\](?:mpremote|serial)[/\\][^"]*", line \d+')
+#: A board-side exception as mpremote relays it: "Traceback ..." with the board's frames, then "Name: ...".
+_BOARD_RAISED = re.compile(r"^[A-Z]\w*(?:Error|Exception|Interrupt)\b.*$", re.M)
+
+
+def board_raised(output):
+    """True when mpremote's output ends with an exception the board raised, not one mpremote hit on the host."""
+    return bool(_BOARD_RAISED.search(output)) and "Traceback" in output and not _HOST_FRAME.search(output)
 
 
 def script(name, *args):
@@ -77,6 +95,10 @@ def last_line(text):
 def explain(port, rc, output):
     """One line for a failed mpremote run."""
     low = output.lower()
+    gone = "://" not in port and not port.upper().startswith("COM") and not os.path.exists(port)
+    if gone or _HOST_FRAME.search(output):
+        return ("the board on %s went away (%s): check the USB cable and power, press RESET, and run again"
+                % (port, "the port no longer exists" if gone else last_line(output)[:80]))
     if "failed to access" in low or "could not exclusively lock" in low or "resource busy" in low:
         return ("serial port %s is busy: close the program holding it (a REPL, `alabama logs`, a serial "
                 "monitor, another mpremote) and run again" % port)
@@ -130,7 +152,7 @@ def run_mpremote(port, args, on_line=None, timeout=MPREMOTE_TIMEOUT):
         proc.stdout.close()
     text = "\n".join(lines)
     if rc != 0:
-        raise MpremoteError(explain(port, rc, text))
+        raise MpremoteError(explain(port, rc, text), board_raised=board_raised(text))
     return text
 
 

@@ -19,12 +19,12 @@ import secrets
 import threading
 import time
 
-from .. import REPO
+from .. import BUILD as _BUILD
 from ..errors import AlabamaError, UsageError
 from . import fwset
 from .fwset import ARCHS, FIRMWARE
 
-BUILD = REPO / "build" / "ota"
+BUILD = _BUILD / "ota"
 
 
 class OtaError(AlabamaError):

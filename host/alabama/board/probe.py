@@ -242,11 +242,14 @@ def measured(raw, sim=False):
         put("mic_%s_stuck_frames_frac" % phase, p["stuck_frames"] / n, "fraction",
             "frames of one repeated non-zero sample")
     q, t = au.get("quiet"), au.get("tone")
-    if q and t:
-        gain = (_db(t["tone_amp"]) or -200) - (_db(q["tone_amp"]) or -200) if t["tone_amp"] else None
+    if q and t and t["tone_amp"]:
+        gain = (_db(t["tone_amp"]) or -200) - (_db(q["tone_amp"]) or -200)
         put("loopback_tone_gain_db", gain, "dB",
             "the 1 kHz component with the tone played over the quiet room's (>= %.0f dB: speaker, amp enable and "
             "mic all work)" % TONE_HEARD_DB)
+    elif q and t:
+        put("loopback_tone_gain_db", None, "dB", "no gain: the mic heard no 1 kHz component at all while the tone "
+            "played (a silent or stuck mic, or no speaker output: see the mic figures above)")
     else:
         put("loopback_tone_gain_db", None, "dB", "not measured: %s"
             % ((au.get("tone_note") if au else None) or raw.get("audio_note") or "stage not run"))
@@ -395,10 +398,6 @@ def _call(code, stage=None):
     return "import alabama_probe as _P\n_P.guarded(%r, %s, %s\n" % (_STAGE_KEY[stage], fn, args)
 
 
-#: An exception the board raised, as mpremote's last line shows it (MemoryError: ..., OSError: [Errno 5] ...).
-_RAISED = re.compile(r"\b[A-Z]\w*(?:Error|Exception): ")
-
-
 class _Board:
     def __init__(self, port, runner, restart):
         self.port, self.runner, self.stage, self.restart = port, runner, "connect", restart
@@ -408,7 +407,7 @@ class _Board:
         try:
             return self.runner(self.port, args)
         except mpremote.MpremoteError as e:
-            if _RAISED.search(str(e)):
+            if e.board_raised:            # the board's traceback came back (not mpremote's own, host-side one)
                 raise ProbeError("the probe's %s stage failed on the board on %s (%s): please report it with this "
                                  "line and `alabama board probe --json --port %s` of the stages before it"
                                  % (stage, self.port, e, self.port)) from None
@@ -417,9 +416,20 @@ class _Board:
                 from None
 
 
+#: sys.platform of MicroPython's unix port (the virtual board), whichever way it is reached.
+UNIX_PORT_PLATFORMS = ("linux", "darwin", "freebsd")
+#: s of no raw-REPL banner after Ctrl-C Ctrl-A from a peer that prints something else: not MicroPython.
+IDENTIFY_SECONDS = 3
+
+
 def _connect(port, runner, timeout):
-    """mpremote.probe (a soft reset into a clean interpreter) with a non-MicroPython peer said plainly: within
-    `timeout` s (mpremote waits forever for a raw REPL that never opens)."""
+    """mpremote.probe (a soft reset into a clean interpreter) with a non-MicroPython peer said plainly: a peer that
+    answers Ctrl-C Ctrl-A with anything but MicroPython's raw-REPL banner within IDENTIFY_SECONDS is named at
+    once; a silent one gets `timeout` s (mpremote waits forever for a raw REPL that never opens)."""
+    said = _identify(port) if runner is mpremote.run_mpremote else None
+    if said:
+        raise _not_micropython(port, "no MicroPython raw REPL within %d s; it prints %r" % (IDENTIFY_SECONDS,
+                                                                                              said[:60]))
     if runner is mpremote.run_mpremote:
         def runner(p, args, on_line=None):
             return mpremote.run_mpremote(p, args, on_line=on_line, timeout=timeout)
@@ -429,9 +439,39 @@ def _connect(port, runner, timeout):
         said = _peek(port) if runner is not None else ""
         found = ("no MicroPython raw REPL within %d s; it prints %r" % (timeout, said[:60]) if said
                  else str(e).rstrip("."))
-        raise ProbeError("the device on %s does not answer as a MicroPython board (%s): if it runs other firmware, "
-                         "flash MicroPython and the satellite with `alabama flash --board NAME --port %s`"
-                         % (port, found, port)) from None
+        raise _not_micropython(port, found) from None
+
+
+def _not_micropython(port, found):
+    return ProbeError("the device on %s does not answer as a MicroPython board (%s): if it runs other firmware, "
+                      "flash MicroPython and the satellite with `alabama flash --board NAME --port %s`"
+                      % (port, found, port))
+
+
+def _identify(port, seconds=IDENTIFY_SECONDS):
+    """What a peer that is not MicroPython prints when asked for a raw REPL (its last line), or None: it is
+    MicroPython (the banner came; it is sent back to the friendly REPL), silent, or the port cannot be opened
+    here (mpremote then says why)."""
+    try:
+        import serial
+        ser = serial.Serial(port, 115200, timeout=0.1)
+    except Exception:  # noqa: BLE001 - anything pyserial raises: leave the diagnosis to mpremote
+        return None
+    got = b""
+    try:
+        ser.write(b"\r\x03\x03\x01")          # interrupt whatever runs, then ask for the raw REPL
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            got += ser.read(256)
+            if b"raw REPL; CTRL-B to exit" in got:
+                ser.write(b"\x02")               # back to the friendly REPL: mpremote opens its own session
+                return None
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        mpremote.close_serial(ser)
+    text = mpremote.last_line(got.decode("utf-8", "replace"))
+    return text or None
 
 
 def _peek(port, seconds=1.5):
@@ -636,8 +676,16 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
             own_vb.stop()
         if own_dir:
             shutil.rmtree(own_dir, ignore_errors=True)
+    if not sim and (raw.get("image") or {}).get("platform") in UNIX_PORT_PLATFORMS:
+        sim = True                    # a virtual board reached through its REPL terminal (--port /dev/pts/N)
     bd, notes = _board_for(board, raw)
     bid = bd.id if bd is not None else None
+    if sim:
+        unread = [k for k in ("reset_cause", "flash_bytes", "psram_bytes") if (raw.get("image") or {}).get(k) is None]
+        if unread:
+            notes.append("sim: the image's %s %s null: the unix port has no machine.reset_cause, esp.flash_size or "
+                         "esp32.idf_heap_info (a chip reports them)" % (", ".join(unread),
+                                                                       "is" if len(unread) == 1 else "are"))
     patch, more = propose_patch(raw, bd, sim) if bd is not None else ({}, [])
     notes += more
     if raw.get("cleanup") not in (None, "ok"):

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from .. import GITHUB_REPOSITORY, REPO
+from .. import BUILD, GITHUB_REPOSITORY
 from ..errors import AlabamaError, UsageError
 from .appimage import RELEASE_FILES
 from .fwset import shown
@@ -36,7 +36,7 @@ FIRMWARE, DIGEST, OTA_MANIFEST = IMAGE_FILES
 #: The API root of the project's repository; ALABAMA_RELEASES_URL overrides it (a mirror, the tests' server).
 API = "https://api.github.com/repos/" + GITHUB_REPOSITORY
 PAGE = "https://github.com/%s/releases" % GITHUB_REPOSITORY
-CACHE = REPO / "build" / "releases"
+CACHE = BUILD / "releases"
 #: Limits on what a server sends, checked before reading it: the release JSON (GitHub caps a release body at
 #: 125,000 characters; the asset list of every board stays far below this), a sha256 line.
 MAX_RELEASE_JSON = 1 << 20

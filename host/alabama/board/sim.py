@@ -47,7 +47,7 @@ import termios
 import threading
 import time
 
-from .. import CORE_PORT, REPO, local
+from .. import BUILD, CORE_PORT, REPO, local
 from . import rawrepl
 from ..errors import AlabamaError
 from ..provision import record as rc
@@ -266,7 +266,7 @@ class VirtualBoard:
         from . import deploy
         march = native_march(self.micropython)
         key = hashlib.sha256(str(self.firmware).encode()).hexdigest()[:12]
-        files, _ = deploy.stage(self.board, march, root=self.firmware, build_dir=REPO / "build" / "sim" / key,
+        files, _ = deploy.stage(self.board, march, root=self.firmware, build_dir=BUILD / "sim" / key,
                                 out=lambda *a: None)
         for dest, src in files.items():
             d = self.flash / dest
@@ -692,7 +692,8 @@ def register(sub):
     p.add_argument("--core-key", metavar="HEX", help="the core's static public key: connect with Noise IK")
     p.add_argument("--token", metavar="TOKEN", help="a pairing token from `alabama core token`")
     p.add_argument("--board", default="sim", metavar="NAME", help="board file (default: sim)")
-    p.add_argument("--mic", metavar="WAV", help="what the microphone hears (16 kHz mono 16-bit WAV)")
+    p.add_argument("--mic", metavar="WAV", help="what the microphone hears while the button is held (any PCM WAV: "
+                   "converted to 16 kHz mono; `alabama board mic FILE` changes it while the board runs)")
     p.add_argument("--speaker", metavar="WAV", help="where the speaker's output goes (default DIR/speaker.wav)")
     p.add_argument("--ctl-port", type=int, default=0, metavar="N", help="control channel port (default: a free one)")
     p.add_argument("--duplex", choices=("full", "half"), help="override the board file's duplex mode")
@@ -735,7 +736,7 @@ def sim_image_args(args):
     if args.image == "":
         from . import appimage
         mp = args.micropython or find_micropython()
-        path = appimage.sim_image(default_firmware(), native_march(mp), out=REPO / "build" / "image-sim")
+        path = appimage.sim_image(default_firmware(), native_march(mp), out=BUILD / "image-sim")
         print("sim app image of %s built: %s" % (default_firmware(), path), flush=True)
     else:
         path = pathlib.Path(args.image)
@@ -776,9 +777,19 @@ def cmd_sim(args):
     elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     image, slot_size = sim_image_args(args)          # before anything is written into DIR
+    mic = mic_dir = None
+    if args.mic:                          # any rate/channels, as the web page takes it; a missing file said now
+        import tempfile
+        from . import simctl
+        mic_dir = tempfile.mkdtemp(prefix="alabama-sim-mic-")
+        try:
+            mic, _ = simctl.mic_file(args.mic, pathlib.Path(mic_dir) / "mic.wav")
+        except simctl.SimCtlError:
+            shutil.rmtree(mic_dir, ignore_errors=True)
+            raise
     if args.core:
         provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
-    vb = VirtualBoard(args.dir, board=args.board, mic=args.mic, speaker=args.speaker, ctl_port=args.ctl_port,
+    vb = VirtualBoard(args.dir, board=args.board, mic=mic, speaker=args.speaker, ctl_port=args.ctl_port,
                       duplex=args.duplex, echo=lambda line: print(line, flush=True), heap=args.heap,
                       micropython=args.micropython, image=image, slot_size=slot_size)
     def _term(signum, frame):
@@ -802,4 +813,6 @@ def cmd_sim(args):
         print("stopping the virtual board", flush=True)
     finally:
         vb.stop()
+        if mic_dir:
+            shutil.rmtree(mic_dir, ignore_errors=True)
     return 0

@@ -54,7 +54,7 @@ log = logging.getLogger("alabama.board.web")
 STATIC = pathlib.Path(__file__).with_name("webpage")
 #: Only loopback: the page drives a board and plays its microphone; nothing else may reach it.
 HOST = "127.0.0.1"
-MIC_RATE = 16000
+MIC_RATE = audio.MIC_RATE
 #: Silence written ahead of the browser's first samples: the HAL starts reading at the press, the
 #: browser's audio arrives a few tens of ms later; this lead keeps the first words from being cut.
 MIC_LEAD_MS = 100
@@ -86,19 +86,13 @@ wav_header = audio.stream_header
 
 
 def to_mic_wav(data, dest):
-    """A chosen WAV (any PCM 8/16-bit, mono/stereo, any rate) written as the mic's 16 kHz mono s16 WAV.
-    Returns its duration in seconds. Raises WebError saying what is wrong."""
+    """A chosen WAV (any PCM 8/16-bit, mono/stereo, any rate) written as the mic's 16 kHz mono s16 WAV
+    (alabama.audio.to_mic_wav). Returns its duration in seconds. Raises WebError saying what is wrong."""
     try:
-        rate, ch, width, pcm = audio.read(data)
+        return audio.to_mic_wav(data, dest, MIC_RATE)
     except audio.WavError as e:
-        raise WebError("%s: choose a .wav (16-bit PCM)" % e) from None
-    if width not in (1, 2):
-        raise WebError("the WAV has %d-byte samples: the mic takes 8- or 16-bit PCM" % width)
-    if not 1 <= ch <= 2 or not 4000 <= rate <= 192000:
-        raise WebError("the WAV is %d channels at %d Hz: the mic takes mono or stereo, 4-192 kHz" % (ch, rate))
-    out = audio.resample(audio.to_s16(pcm, width), rate, ch, MIC_RATE, 1)
-    audio.write(dest, out, MIC_RATE)
-    return len(out) / (2.0 * MIC_RATE)
+        msg = str(e)
+        raise WebError(msg + ": choose a .wav (16-bit PCM)" if msg.startswith("not a") else msg) from None
 
 
 class PanelSource:

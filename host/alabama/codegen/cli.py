@@ -14,6 +14,8 @@ def register(subparsers):
 
 
 def run(args):
+    from .. import extras
+    extras.need("grpc_tools", "alabama codegen (protoc)")
     cfg = gen.Config(root=args.root) if args.root else gen.Config()
     if args.check:
         gen.check(cfg)

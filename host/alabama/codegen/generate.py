@@ -1,7 +1,7 @@
 """Tie the codegen steps together: schema dir -> {repo path: generated text}; write or compare."""
 import pathlib
 
-from .. import REPO
+from .. import CHECKOUT, REPO
 from . import CodegenError, DriftError
 from . import emit_firmware, options as options_mod, protoc, schema as schema_mod
 
@@ -16,7 +16,8 @@ class Config:
 
     def __init__(self, root=REPO, include="proto", proto_dir="proto/alabama/v1",
                  options="proto/alabama/v1/alabama.options", package="alabama.v1",
-                 pb2_dir="host/alabama/v1", firmware_out="firmware/satellite/wire/alabama_v1.py",
+                 pb2_dir="host/alabama/v1" if CHECKOUT else "../v1",    # installed: REPO is alabama/_data
+                 firmware_out="firmware/satellite/wire/alabama_v1.py",
                  root_message="Envelope", fast=None):
         self.root = pathlib.Path(root)
         self.include = include

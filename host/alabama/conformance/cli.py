@@ -69,8 +69,24 @@ def codec_echo(records, timeout=600):
 
 
 def register(subparsers):
-    p = subparsers.add_parser("conformance", help="run firmware code under micropython for differential tests")
+    p = subparsers.add_parser("conformance", help="score a core against the spec's requirements (core), or run "
+                                                  "firmware code under micropython for differential tests")
     sub = p.add_subparsers(dest="conformance_command", metavar="RUNNER")
+    c = sub.add_parser("core", help="score a core: a scripted satellite, one row per requirement ID",
+                       description="Connects to the core at HOST:PORT as a scripted satellite (Noise over TCP, "
+                                   "fresh keys) and checks every core-side requirement a peer can observe; prints one "
+                                   "row per requirement ID: pass, fail (with the frames that show it) or not "
+                                   "observable. Exit 0 when nothing failed (docs/conformance.md).")
+    c.add_argument("address", metavar="HOST:PORT", help="the core to score")
+    c.add_argument("--core-key", metavar="HEX", help="the core's static public key (64 hex digits): checked against "
+                                                     "the key it presents; without it the key learnt over XX is used "
+                                                     "for the IK session")
+    c.add_argument("--token", metavar="T", help="a pairing token the core minted (checks R7.3-b: Paired)")
+    c.add_argument("--json", action="store_true", help="the rows as JSON on stdout")
+    c.add_argument("--junit", metavar="FILE", help="also write the rows as a JUnit XML file")
+    c.add_argument("--step-timeout", type=float, default=None, metavar="S",
+                   help="seconds any one wait may take (default 5)")
+    c.set_defaults(func=_run_core)
     e = sub.add_parser(
         "codec-echo", help="filter: length-prefixed Envelopes on stdin -> re-encoded by the firmware codec on stdout",
         description="Reads records `u32 big-endian length | Envelope` from stdin and writes, per record, the "
@@ -87,3 +103,32 @@ def _run_codec_echo(args):
     if r.returncode != 0:
         raise ConformanceError("codec-echo under micropython exited %d" % r.returncode)
     return 0
+
+
+def _run_core(args):
+    from ..errors import UsageError
+    from . import corekit, rows
+    host, sep, port = args.address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError("%r: give the core as HOST:PORT, e.g. 127.0.0.1:7355" % args.address)
+    key = None
+    if args.core_key is not None:
+        try:
+            key = bytes.fromhex(args.core_key)
+        except ValueError:
+            key = b""
+        if len(key) != 32:
+            raise UsageError("--core-key %r: give the core's static public key as 64 hex digits "
+                             "(`alabama core key` prints it)" % args.core_key)
+    if args.step_timeout is not None and args.step_timeout <= 0:
+        raise UsageError("--step-timeout %g: give seconds > 0" % args.step_timeout)
+    result = corekit.run(host.strip("[]"), int(port), core_key=key, token=args.token,
+                         step_s=args.step_timeout or corekit.STEP_S)
+    target = "%s:%s" % (host, port)
+    if args.junit:
+        try:
+            pathlib.Path(args.junit).write_text(rows.junit_xml(result, target, "core"))
+        except OSError as e:
+            raise ConformanceError("cannot write --junit %s: %s" % (args.junit, e.strerror or e)) from None
+    print(rows.as_json(result, target, "core") if args.json else rows.render_text(result, target))
+    return 1 if rows.counts(result)[rows.FAIL] else 0

@@ -41,6 +41,10 @@ def register(sub):
                    help="speech brain's voice: embedded (espeak-ng) or wyoming://HOST:PORT")
     s.add_argument("--wake-phrase", default=DEFAULT_WAKE_PHRASE,
                    help="wake phrase spotted on ambient captures (\"\": off); default %(default)r")
+    s.add_argument("--wake-word", default=None, metavar="MODEL",
+                   help="wake-word model on ambient captures instead of the keyphrase: okay_nabu, hey_jarvis, "
+                        "hey_mycroft, alexa or FILE.json (microWakeWord), open:NAME or FILE.tflite (openWakeWord); "
+                        "docs/speech.md")
     s.add_argument("--wake-threshold", type=float, default=None,
                    help="pocketsphinx keyphrase threshold (lower: more hits); default 1e-28 (docs/speech.md)")
     s.add_argument("--wake-min-ms", type=int, default=None, metavar="MS",
@@ -117,6 +121,13 @@ def register(sub):
 
 
 def _engine_flag(value):
+    from .. import extras
+    if value == "embedded":
+        return value
+    if not extras.have("wyoming"):
+        import argparse
+        raise argparse.ArgumentTypeError("a wyoming:// engine needs the wyoming package: pip install "
+                                         "'alabama-satellite[speech]'")
     from ..speech import engines      # imported when the flag is given: the wyoming package loads then
     return engines.flag_type(value)
 
@@ -130,7 +141,7 @@ def _listen(spec):
 
 def _speech_kw(args):
     return {"stt": args.stt, "tts": args.tts, "wake_phrase": args.wake_phrase, "wake_threshold": args.wake_threshold,
-            "wake_min_ms": args.wake_min_ms}
+            "wake_min_ms": args.wake_min_ms, "wake_word": args.wake_word}
 
 
 def cmd_serve(args):
@@ -139,6 +150,12 @@ def cmd_serve(args):
     if args.workers < 1:
         raise UsageError("--workers wants 1 or more worker processes")
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
+    if args.wake_word:               # a missing or damaged model: one line now, before any worker starts
+        from ..speech import wakeword
+        try:
+            wakeword.choose(args.wake_word)
+        except wakeword.WakeUnavailable:
+            pass                     # the core says how to install it and falls back to the keyphrase spotter
     if args.workers > 1:
         from . import workers
 

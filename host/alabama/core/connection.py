@@ -4,8 +4,11 @@ Responsible for one connection's I/O: the Noise responder handshake, then every 
 ``NoiseConnection.decrypt_stream`` into the session and the voice pipeline (ONE read path, driven by
 the transport's ``data_received``: no StreamReader buffer, no task wake-up per read), the writer (one
 Noise message per frame, control first), Pings and liveness, and the hand-off of a connection to the
-worker that owns its device. It applies no protocol rule itself: the session does (the slow-reader
-rule too, ``CoreSession.shed_if_backlog``); admission and the registry are ``admission``'s.
+worker that owns its device. The frame rules are the session's (the slow-reader backlog too,
+``CoreSession.shed_if_backlog``); admission and the registry are ``admission``'s. It applies the three rules that
+need a clock, each a timer here: the core's Ping every interval (R10.2-a), the silence after which a satellite is
+dropped (R10.1-b, ``liveness_timeout``: one max-size frame of queueing allowed each way) and the write that waits
+too long for the peer to read (R10.1-b, ``slow_reader``).
 """
 import asyncio
 import json

@@ -2,8 +2,8 @@
 
 A ``LocalProtocolError`` means the caller of the core (the pipeline, a test, the CLI) asked for something
 the wire forbids — e.g. a render to a surface the device never declared. It is raised, never sent.
-A ``RemoteProtocolError`` means the satellite broke a rule; the session turns it into an Error frame
-and/or a report entry, never a crash.
+What the satellite does wrong is never an exception: the session turns it into an Error frame and/or a
+conformance report entry (``conformance.Report``, keyed by requirement ID), and the connection goes on.
 """
 from ..errors import AlabamaError
 
@@ -23,16 +23,6 @@ class LocalProtocolError(CoreError):
     """The core was asked to send something the protocol forbids (a bug in the caller)."""
 
     code = "LOCAL_PROTOCOL"
-
-
-class RemoteProtocolError(CoreError):
-    """The satellite broke a rule. ``rule`` is the requirement ID (e.g. ``R10.10-d``)."""
-
-    code = "REMOTE_PROTOCOL"
-
-    def __init__(self, msg, code=None, rule=None):
-        super().__init__(msg, code)
-        self.rule = rule
 
 
 class RequestFailed(CoreError):

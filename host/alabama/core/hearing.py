@@ -7,9 +7,9 @@ pooled per tool set because building one costs ~0.5 s; the intent from ``speech.
 tools the board offers; what each intent does (the time, a timer, a light tool ``Invoke``d through the
 turn, stop, free text) and the sentence said back through a TextToSpeech engine (espeak-ng by default).
 ``Feeder``: bytes pushed per frame on the loop (an append and an Event.set), fed in order and in batches to
-a blocking function in a worker thread. ``Wake``: the wake-phrase configuration and one spotter per ambient
-stream, in worker processes (core/spotting.py: pocketsphinx holds the GIL) or, with ``processes=0``, in worker
-threads through a Feeder. Must not touch the session or the wire: the pipeline hands a ``Turn`` in (with ``invoke`` and
+a blocking function in a worker thread. ``Wake``: the wake-word engine's config (speech/wakeword.py) and one
+detector per ambient stream, in worker processes (core/spotting.py: pocketsphinx holds the GIL) or, with
+``processes=0``, in worker threads through a Feeder. Must not touch the session or the wire: the pipeline hands a ``Turn`` in (with ``invoke`` and
 ``later`` to act through) and sends what the ``Reply`` says.
 """
 import asyncio
@@ -18,16 +18,15 @@ import logging
 import shutil
 import time
 
-from ..speech import FRAME_BYTES, SAMPLE_RATE, SpeechUnavailable, intents, load
+from ..speech import SAMPLE_RATE, SpeechUnavailable, intents, load
 from ..speech import engines
 from ..speech.recognizer import LOW_CONFIDENCE, Transcript
+from .turns import Reply
 
 log = logging.getLogger("alabama.core.speech")
 
 #: Idle recognisers kept per tool set (each holds two pocketsphinx decoders, a few MB).
 MAX_IDLE = 4
-#: Longest Response text block carrying the transcript (a Response must fit the board's max_frame_bytes).
-MAX_TRANSCRIPT_CHARS = 400
 NOT_CAUGHT = "I did not catch that."
 _WORDS = {v: k for k, v in intents.NUMBERS.items()}
 
@@ -112,37 +111,61 @@ class Feeder:
 
 
 class Wake:
-    """Server-side wake phrase: the phrase/threshold of ``alabama core serve --wake-phrase/--wake-threshold``
-    and a fresh pocketsphinx keyphrase ``Spotter`` per ambient stream (~0.2 s to build). ``processes``: the
-    spotters live in that many worker processes (None: one per CPU, at most 4; core/spotting.py), or with 0
-    in worker threads of the core's process (they then share its GIL: ~20 streams is its limit)."""
+    """Server-side wake word on ambient streams: one engine config (``speech.wakeword.choose``: a microWakeWord
+    or openWakeWord model, or the pocketsphinx keyphrase spotter for ``phrase``) and a fresh detector per
+    ambient stream. ``processes``: the detectors live in that many worker processes (None: one per CPU, at
+    most 4; core/spotting.py), or with 0 in worker threads of the core's process (they then share its GIL).
+    ``config`` (a choose() dict) wins over ``phrase``/``threshold``/``ds``/``min_ms``."""
 
-    def __init__(self, phrase, threshold=None, processes=None, ds=None, min_ms=None):
-        from ..speech import spotter
-        load()                                   # SpeechUnavailable: the caller says it in one line
-        self.phrase = " ".join(phrase.lower().split())
-        self.threshold = threshold if threshold is not None else spotter.DEFAULT_THRESHOLD
-        self.ds, self.min_ms = ds, min_ms
-        spotter.Spotter(self.phrase, self.threshold).close()     # a phrase word missing from the dictionary fails here
+    def __init__(self, phrase=None, threshold=None, processes=None, ds=None, min_ms=None, config=None):
+        from ..speech import wakeword
+        if config is None:       # SpeechUnavailable / a phrase word missing from the dictionary: raised here
+            config = wakeword.choose(phrase=phrase, threshold=threshold, min_ms=min_ms, ds=ds)
+        self.config = config
+        self.phrase = config["label"]
+        self._devices = {}       # a device's wake word -> its engine config (for_device)
         self.pool = None
         if processes != 0:
             from .spotting import SpotterPool
-            self.pool = SpotterPool(self.phrase, self.threshold, processes, ds=ds, min_ms=min_ms)
+            self.pool = SpotterPool(config, processes)
 
-    def spotter(self):
-        from ..speech import spotter
-        return spotter.Spotter(self.phrase, self.threshold, ds=self.ds, min_ms=self.min_ms)
+    def spotter(self, config=None):
+        from ..speech import wakeword
+        return wakeword.open_detector(config or self.config)
 
-    def feeder(self, spawn, on_result):
+    def for_device(self, word, device_id=""):
+        """The engine config for a device whose setting ``wake_word`` says ``word`` ("" or None: the core's).
+        A device names a shipped model only (never a file on the core); one it cannot have (unknown, a file,
+        its package absent) is logged once and the core's engine spots its stream."""
+        if not word:
+            return self.config
+        cfg = self._devices.get(word)
+        if cfg is None:
+            from ..speech import wakeword
+            try:
+                if wakeword.parse_word(word)[1].endswith((".json", ".tflite")):
+                    raise wakeword.WakeError("a device names a shipped model, not a file (%s)" % word)
+                cfg = wakeword.choose(word, check=False)      # a shipped model: read, not loaded, on the loop
+            except wakeword.WakeError as e:
+                log.warning("%s: device wake word %r not used (%s); spotting %r", device_id, word, e,
+                            self.config["label"])
+                cfg = self.config
+            self._devices[word] = cfg
+        return cfg
+
+    def feeder(self, spawn, on_result, config=None):
         """One ambient stream's spotting: ``push(bytes)``, ``pending``, ``backlog()``, ``drop()``;
-        ``on_result((hit, rest))`` on the loop at a hit (``rest``: the audio pushed after the hit's frame)."""
+        ``on_result((hit, rest))`` on the loop at a hit (``rest``: the audio pushed after the hit's frame);
+        ``config``: this stream's engine (``for_device``), else the core's."""
         if self.pool is not None:
-            return self.pool.stream(on_result)
+            return self.pool.stream(on_result, config)
         box = {}
 
+        from ..speech import spotter
+
         async def prepare():
-            sp = box["sp"] = await asyncio.to_thread(self.spotter)
-            return lambda data: self.frames_until_hit(sp, data)
+            sp = box["sp"] = await asyncio.to_thread(self.spotter, config)
+            return lambda data: spotter.frames_until_hit(sp, data)
 
         f = Feeder(spawn, prepare, on_result=on_result)
         f.drop = lambda: f.stop(lambda: box["sp"].close() if "sp" in box else None)
@@ -152,15 +175,6 @@ class Wake:
         """Stop the spotting processes (CoreServer.stop)."""
         if self.pool is not None:
             await self.pool.close()
-
-    @staticmethod
-    def frames_until_hit(sp, data):
-        """Feed ``data`` 20 ms at a time; at a hit return (hit, the bytes after the hit's frame), else None."""
-        for i in range(0, len(data), FRAME_BYTES):
-            hit = sp.feed(data[i:i + FRAME_BYTES])
-            if hit is not None:
-                return hit, data[i + FRAME_BYTES:]
-        return None
 
 
 class SpeechBrain:
@@ -247,7 +261,6 @@ class SpeechBrain:
     # -- the answer -----------------------------------------------------------------------------------
     async def reply(self, turn):
         from ..audio import resample
-        from .pipeline import Reply
         tools = tuple(turn.tools)
         if turn.text:
             heard = Transcript(" ".join(turn.text.split()), 1.0, (), "text")

@@ -3,11 +3,17 @@
 Responsible for making any picture the core wants to show viewable on the declared panel: keep it
 when it already fits, else scale it to the panel, convert it to a MIME type the device accepts, and
 recompress / downscale until its encoded size is within a byte budget (the inline Render capacity
-or the device's ``max_image_bytes``). It never sends anything and knows nothing of frames or sessions:
-``CoreSession.image_budget`` says what the budget is, ``CoreServer.show_image`` puts both together.
+or the device's ``max_image_bytes``), and for the budget itself: what a session can carry now, inline in a
+one-shot Render or streamed over ImageRenderOpen (``image_budget``, ``image_path``), and sending a fitted image
+by that path (``push_image``, through the session's public API). ``CoreServer.show_image`` puts both together.
+Must not decide what to show, nor touch a socket.
 """
 import io
 import math
+
+from alabama.v1 import content_pb2, envelope_pb2, surface_pb2
+from alabama.wire import frame as wire
+from alabama.wire.frame import UINT32_MAX
 
 from .errors import LocalProtocolError
 
@@ -164,3 +170,68 @@ def fit_image(data, mime, budget, accepts=(), width=0, height=0):
         if (nw, nh) == (w, h):
             nw, nh = max(1, w - 1), max(1, h - 1)
         im = im.resize((nw, nh), Image.LANCZOS)
+
+
+# ------------------------------------------------------------------------------------ the budget (R10.5-a)
+def inline_image_capacity(session, mime, to="", lane=""):
+    """Largest encoded image (bytes) a one-shot Render can carry inline in one frame under the device's
+    max_frame_bytes, for this mime/to/lane (0 when not even an empty one fits)."""
+    env = envelope_pb2.Envelope(id=UINT32_MAX)          # the longest id varint: any minted id fits
+    env.render.target = surface_pb2.CAPABILITY_IMAGE_DISPLAY
+    env.render.to, env.render.lane = to, lane
+    blk = env.render.content.add().media
+    blk.mime = mime
+    limit = session.surface.max_frame_bytes
+    n = limit - wire.frame_total_len(env.ByteSize(), 0)
+    while n > 0:                                          # the nested length prefixes grow with n
+        blk.data = bytes(n)
+        if wire.frame_total_len(env.ByteSize(), 0) <= limit:
+            return n
+        n -= 1
+    return 0
+
+
+def image_budget(session, mime=None, to="", lane=""):
+    """(inline_max, stream_max): the largest encoded image that rides inline in a Render, and the largest an
+    ImageRenderOpen may carry now (the device's ImageDisplayParams.max_image_bytes; 0 when it declared none, or
+    when all its core stream slots are taken). ``mime`` None sizes the inline capacity for the longest allowed
+    MIME string (64 bytes)."""
+    session.require_open()
+    session.require_cap(surface_pb2.CAPABILITY_IMAGE_DISPLAY, "an image")
+    inline = inline_image_capacity(session, "x" * 64 if mime is None else mime, to, lane)
+    p = session.surface.image_display_params()
+    stream = p.max_image_bytes if p is not None else 0
+    if (session.core_streams_open() >= session.surface.max_concurrent_streams
+            or session.chunk_capacity(UINT32_MAX) <= 0):
+        stream = 0
+    return inline, stream
+
+
+def image_path(session, size, mime, to="", lane=""):
+    """How an encoded image of ``size`` bytes reaches the display (spec §10.5): "inline" when it fits a one-shot
+    Render, else "stream" when it fits the device's reassembly buffer; None when neither (``fit_image`` first)."""
+    inline, stream = image_budget(session, mime, to, lane)
+    if size <= inline:
+        return "inline"
+    if size <= stream:
+        return "stream"
+    return None
+
+
+def push_image(session, data, mime, to="", lane=""):
+    """Send an encoded image as it is, by the path ``image_path`` picks: a Render with the bytes inline, or
+    ImageRenderOpen{mime, total_bytes} + chunks (each under max_frame_bytes) + StreamEnd, all queued at once (the
+    server paces the chunks instead). Returns (id, path). Raises FRAME_TOO_LARGE when it fits neither path."""
+    path = image_path(session, len(data), mime, to, lane)
+    if path == "inline":
+        block = content_pb2.ContentBlock()
+        block.media.mime, block.media.data = mime, bytes(data)
+        return session.render(surface_pb2.CAPABILITY_IMAGE_DISPLAY, [block], to, lane), path
+    if path == "stream":
+        id_ = session.open_image_render(mime, len(data), to, lane)
+        session.send_stream_data(id_, data)
+        session.end_stream(id_)
+        return id_, path
+    inline, stream = image_budget(session, mime, to, lane)
+    raise LocalProtocolError("a %d-byte image fits neither inline (%d) nor the device's image buffer (%d): fit it "
+                             "first (alabama.core.images.fit_image)" % (len(data), inline, stream), "FRAME_TOO_LARGE")

@@ -29,6 +29,8 @@ from . import session as cs
 from . import state as S
 from .deferred import DeferredStore
 from .errors import RequestFailed
+from .turns import MAX_TRANSCRIPT_CHARS, Reply, Turn  # noqa: F401 — Reply/Turn: the brains' interface, here too
+from . import waking as W
 
 log = logging.getLogger("alabama.core.pipeline")
 PS = ops.PipelineState
@@ -51,12 +53,9 @@ GAP_CHUNKS = 1.5
 CLOCK_WAIT_S = 3.0
 #: A brain's Invoke of a device tool (a light) waits this long for the ToolResult.
 INVOKE_TIMEOUT_S = 5.0
-#: Ambient audio kept after a wake-phrase hit until the requested capture opens (or the turn runs on the
-#: ambient stream itself): it is the start of the utterance. Bounded: s16le mono 16 kHz.
-AFTER_WAKE_S = 3.0
-#: ... less its first this-many seconds: the spotter fires up to ~150 ms before the phrase's last sound ends,
-#: and that tail would read as speech to the endpointer (an early END_DETECTED) and to the recogniser.
-AFTER_WAKE_SKIP_S = 0.3
+#: A device that declares this setting (a string or enum: a shipped model name, "okay_nabu", "open:alexa")
+#: has its ambient streams spotted with that model instead of the core's (docs/core.md, "Ambient wake phrase").
+WAKE_WORD_SETTING = "wake_word"
 #: After a wake turn's terminal, an ambient device streams again (a new ambient CaptureOpen, or chunks on the
 #: ambient capture it paused or kept) within this long, else R10.4-b ambient_not_resumed.
 AMBIENT_RESUME_S = 5.0
@@ -65,15 +64,19 @@ AMBIENT_RESUME_S = 5.0
 # ---------------------------------------------------------------------------------- audio helpers
 class EnergyEndpointer:
     """Ends an utterance after ``silence_ms`` of quiet following speech, or at ``max_ms``, or after
-    ``no_speech_ms`` without any speech. Speech = frame RMS above max(floor, ratio x noise estimate)."""
+    ``no_speech_ms`` without any speech. Speech = frame RMS above max(floor, ratio x noise estimate), for at
+    least ``min_speech_ms`` in a row before the quiet rule applies (0: one loud frame is speech)."""
 
-    def __init__(self, rate, channels=1, floor=400.0, ratio=3.0, silence_ms=600, max_ms=12000, no_speech_ms=5000):
+    def __init__(self, rate, channels=1, floor=400.0, ratio=3.0, silence_ms=600, max_ms=12000, no_speech_ms=5000,
+                 min_speech_ms=0):
         self.bytes_per_ms = rate * channels * 2 / 1000.0
         self.floor, self.ratio = floor, ratio
         self.silence_ms, self.max_ms, self.no_speech_ms = silence_ms, max_ms, no_speech_ms
+        self.min_speech_ms = min_speech_ms
         self.noise = None
         self.heard_ms = 0.0
         self.quiet_ms = 0.0
+        self.loud_ms = 0.0
         self.speech = False
 
     def feed(self, pcm):
@@ -85,9 +88,12 @@ class EnergyEndpointer:
             self.noise = min(e, self.floor)
         loud = e > max(self.floor, self.ratio * self.noise)
         if loud:
-            self.speech = True
+            self.loud_ms += ms
+            if self.loud_ms >= self.min_speech_ms:
+                self.speech = True
             self.quiet_ms = 0.0
         else:
+            self.loud_ms = 0.0
             self.noise = 0.9 * self.noise + 0.1 * e
             self.quiet_ms += ms
         if self.speech and self.quiet_ms >= self.silence_ms:
@@ -98,31 +104,6 @@ class EnergyEndpointer:
 
 
 # ---------------------------------------------------------------------------------- brains
-class Turn:
-    """What the brain gets: the captured audio (s16le) with its format, or a text input; ``heard``: the
-    Transcript of a recogniser the pipeline fed while the capture streamed (a hearing brain's), else None;
-    ``tools``/``tool_schemas``: the device tools offered to the assistant (none for a guest) and their
-    input_schema; ``invoke(name, arguments_json)``: an awaitable Invoke on this device (-> ToolResult, raises
-    CoreError/TimeoutError); ``later(delay_s, text)``: say ``text`` on this device after ``delay_s``."""
-
-    def __init__(self, id_, audio=b"", rate=16000, channels=1, text="", device_id=None, trigger=0, heard=None,
-                 tools=(), tool_schemas=None, invoke=None, later=None):
-        self.id, self.audio, self.rate, self.channels = id_, audio, rate, channels
-        self.text, self.device_id, self.trigger = text, device_id, trigger
-        self.heard, self.tools, self.tool_schemas = heard, tuple(tools), tool_schemas or {}
-        self.invoke, self.later = invoke, later
-
-
-class Reply:
-    """The brain's answer: audio (s16le at rate/channels) and/or text; a hearing brain adds what it
-    understood: ``transcript`` (str), ``intent`` (speech.intents.Intent, None when not understood) and its
-    ``confidence``; the pipeline logs them and puts them in the Response."""
-
-    def __init__(self, audio=b"", rate=16000, channels=1, text="", transcript=None, intent=None, confidence=None):
-        self.audio, self.rate, self.channels, self.text = audio, rate, channels, text
-        self.transcript, self.intent, self.confidence = transcript, intent, confidence
-
-
 class EchoBrain:
     """Speaks back what it heard (the default: proves the audio path end to end)."""
 
@@ -218,7 +199,7 @@ class VoicePipeline:
         self.conn = conn                   # the Port
         self.brain = brain
         self.wake = wake                   # hearing.Wake (server-side wake phrase on ambient captures) or None
-        self.wakes = {}                    # RequestCapture id -> ambient capture id it was sent for
+        self.waking = W.Waking()           # the ambient-wake path's state (core/waking.py)
         self.ambient_activity = 0          # ambient opens + chunks (the R10.4-b resume check reads it)
         # (device_id, correlation_ref) -> {"count", "last_ts", "audio"}; bounded (deferred.py)
         self.deferred = deferred_store if deferred_store is not None else DeferredStore()
@@ -249,7 +230,7 @@ class VoicePipeline:
         if co.trigger != ops.TRIGGER_UNSPECIFIED and self.render_id is not None:
             self._barge_in()
         cap = {"open": co, "audio": bytearray(), "ep": None, "deferred": co.mode == ops.DEFERRED, "key": None,
-               "held": False, "hear": None, "spot": None, "woken": False,
+               "held": False, "hear": None, "spot": None, "trim": False,
                "ambient": co.trigger == ops.TRIGGER_UNSPECIFIED}
         fmt = co.format
         rate = fmt.sample_rate or 16000
@@ -284,9 +265,9 @@ class VoicePipeline:
         self.captures[ev.id] = cap
         if not cap["ambient"]:
             self.s.pipeline_state(PS.LISTENING)
-        ambient_id = self.wakes.pop(ev.request_id, None) if ev.request_id else None
-        if ambient_id is not None:
-            self._woken_capture(ev.id, cap, ambient_id)
+        taken = self.waking.opened(ev.request_id, ev.id) if ev.request_id else None
+        if taken is not None:
+            self._woken_capture(ev.id, cap, taken)
 
     def on_chunk(self, ev):
         """A ChunkReceived (what ``on_event`` does with one): the per-frame entry, called directly."""
@@ -320,18 +301,22 @@ class VoicePipeline:
             return
         if cap["ambient"]:
             self.ambient_activity += 1
-            if cap["woken"]:
-                after = cap["after"]
-                if after is not None and len(after) < AFTER_WAKE_S * self._bytes_per_s(cap):
-                    after += ev.data          # the start of the utterance, until its own capture opens
+            if self.waking.state is not W.SPOTTING:
+                self.waking.ambient_chunk(ev.id, ev.data)   # the start of the utterance, until its capture opens
             elif cap["spot"] is not None:
                 cap["spot"].push(ev.data)     # the spotter runs in a worker process, in batches
             return
-        cap["audio"] += ev.data
+        data = ev.data
+        if cap["trim"]:                       # a wake turn's capture: what is left of the phrase's tail goes
+            data = self.waking.trim(data)
+            cap["trim"] = self.waking.tail > 0
+            if not data:
+                return
+        cap["audio"] += data
         if cap["hear"] is not None:
-            cap["hear"].push(ev.data)
+            cap["hear"].push(data)
         ep = cap["ep"]
-        if ep is not None and ep.feed(ev.data):
+        if ep is not None and ep.feed(data):
             cap["ep"] = None
             self.s.end_capture(ev.id)
             self._start_turn(ev.id)
@@ -371,42 +356,50 @@ class VoicePipeline:
         if (fmt.sample_rate or 16000) != 16000 or (fmt.channels or 1) != 1:
             log.warning("%s: ambient capture %d is not 16 kHz mono: no wake phrase on it", self.conn.device_id, cid)
             return None
-        return self.wake.feeder(self.conn.spawn, lambda r: self._on_wake(cid, r[0], r[1]))
+        cfg = self.wake.for_device(self._device_wake_word(), self.conn.device_id)
+        return self.wake.feeder(self.conn.spawn, lambda r: self._on_wake(cid, r[0], r[1]), cfg)
+
+    def _device_wake_word(self):
+        """The device's own wake word: the value of its declared setting ``wake_word`` (WAKE_WORD_SETTING) in
+        its Hello, "" when it declares none (the core's engine then spots its stream)."""
+        sf = self.s.surface
+        d = sf.settings.get(WAKE_WORD_SETTING) if sf is not None else None
+        return d.value.string_value.strip() if d is not None else ""
 
     def _on_wake(self, cid, hit, rest):
         """The wake phrase was heard on ambient capture ``cid``: ask for a capture (RequestCapture); the turn
-        runs on the capture that answers it, or on ``cid`` itself when the device declines."""
+        runs on the capture that answers it, or on ``cid`` itself when the device declines (core/waking.py)."""
         cap = self.captures.get(cid)
-        if cap is None or cap["woken"] or self.s.phase != cs.PHASE_OPEN:
+        if cap is None or self.waking.state is not W.SPOTTING or self.s.phase != cs.PHASE_OPEN:
             return
         if self.turn_id is not None or self.render_id is not None:
             log.info("%s: wake phrase on ambient %d while a turn runs: ignored", self.conn.device_id, cid)
             return
         log.info("%s: wake phrase %r heard on ambient capture %d at %d ms", self.conn.device_id, hit.phrase, cid,
                  hit.end_ms)
-        cap["woken"] = True
-        cap["after"] = bytearray(rest)
         spot = cap["spot"]
         if spot is not None:              # frames that came while the hit's batch was in the spotter follow it
-            cap["after"] += spot.pending
+            rest = bytes(rest) + bytes(spot.pending)
             spot.pending.clear()
+        self.waking.hit(cid, self._bytes_per_s(cap), rest)
         self.s.pipeline_state(PS.LISTENING)
         try:
             rid = self.s.request_capture("wake-%d-%d" % (cid, hit.end_ms))
         except cs.LocalProtocolError as e:
             log.info("%s: no RequestCapture (%s): the turn runs on ambient capture %d", self.conn.device_id, e, cid)
-            self._turn_on_ambient(cid, cap)
+            self._turn_on_ambient(self.waking.declined(None), cap)
         else:
-            self.wakes[rid] = cid
+            self.waking.asked(rid)
         self.conn.flush()
 
     def _on_terminal(self, ev):
-        cid = self.wakes.get(ev.id)
-        if cid is None or ev.error is None:
+        if ev.error is None or ev.id != self.waking.request_id:
             return                          # accepted: _on_capture_opened saw its request_id
-        del self.wakes[ev.id]
-        cap = self.captures.get(cid)
+        cid = self.waking.declined(ev.id)
+        cap = self.captures.get(cid) if cid is not None else None
         if cap is None or not cap["ambient"]:
+            if cid is not None and self.waking.turn_done(cid):
+                self._wake_done()
             self.s.pipeline_state(PS.IDLE)
             return
         # Declined (UNAVAILABLE, §10.4): the core's fallback is the ambient stream it already has.
@@ -414,33 +407,34 @@ class VoicePipeline:
                  ev.id, ops.ErrorCode.Name(ev.error.code), cid)
         self._turn_on_ambient(cid, cap)
 
+    def _wake_endpointer(self, cap):
+        """A wake turn's endpointer: it waits for the command to start (FIRST_SPEECH_MS), then the quiet rule."""
+        fmt = cap["open"].format
+        return EnergyEndpointer(fmt.sample_rate or 16000, fmt.channels or 1, no_speech_ms=W.FIRST_SPEECH_MS,
+                                min_speech_ms=W.MIN_SPEECH_MS)
+
     def _turn_on_ambient(self, cid, cap):
         """The wake turn on the ambient capture itself: from here it is a WAKEWORD capture (§4.1): endpointed,
         StreamEnd{END_DETECTED}, answered, Response; the device then opens a fresh ambient capture."""
-        fmt = cap["open"].format
-        after, cap["after"] = bytes(cap.get("after") or b""), None
-        cap["ambient"] = cap["woken"] = False
-        cap["wake"] = cid
+        cap["ambient"] = False
         f, cap["spot"] = cap["spot"], None
         if f is not None:
             f.drop()
-        cap["ep"] = EnergyEndpointer(fmt.sample_rate or 16000, fmt.channels or 1)
+        cap["ep"] = self._wake_endpointer(cap)
+        cap["trim"] = self.waking.tail > 0
         self._listen(cap)
-        self._prime(cid, cap, after)
+        self._prime(cid, cap, self.waking.kept())
 
-    def _woken_capture(self, cid, cap, ambient_id):
+    def _woken_capture(self, cid, cap, pcm):
         """The capture answering a wake RequestCapture: it starts with the ambient audio after the phrase."""
-        cap["wake"] = ambient_id
-        amb = self.captures.get(ambient_id)
-        after = b""
-        if amb is not None:
-            after, amb["after"] = bytes(amb.get("after") or b""), None
-        self._prime(cid, cap, after)
+        if cap["ep"] is not None:
+            cap["ep"] = self._wake_endpointer(cap)
+        cap["trim"] = self.waking.tail > 0
+        self._prime(cid, cap, pcm)
 
     def _prime(self, cid, cap, pcm):
-        """Start capture ``cid`` with the ambient audio heard after the wake phrase (less its first
-        AFTER_WAKE_SKIP_S): recogniser and endpointer hear it as the utterance's beginning."""
-        pcm = pcm[int(AFTER_WAKE_SKIP_S * self._bytes_per_s(cap)) & ~1:]
+        """Start capture ``cid`` with the ambient audio heard after the wake phrase (its tail already cut):
+        recogniser and endpointer hear it as the utterance's beginning."""
         if not pcm:
             return
         cap["audio"] += pcm
@@ -456,13 +450,9 @@ class VoicePipeline:
                     self._start_turn(cid)
                     return
 
-    def _wake_done(self, cap):
-        """A wake turn ended (its terminal is out): resume spotting on a kept ambient capture, and check that
-        the device streams ambient again (R10.4-b: "resumes the ambient capture on the requested capture's
-        close")."""
-        amb = self.captures.get(cap.get("wake"))
-        if amb is not None and amb["ambient"]:
-            amb["woken"], amb["after"] = False, None
+    def _wake_done(self):
+        """A wake turn ended (its terminal is out; a kept ambient capture is spotted again): check that the
+        device streams ambient again (R10.4-b: "resumes the ambient capture on the requested capture's close")."""
         if self.s.phase == cs.PHASE_OPEN:
             self.conn.spawn(self._check_resumed(self.ambient_activity))
 
@@ -544,7 +534,9 @@ class VoicePipeline:
                 return
         if cap["ambient"]:
             # The device ended its ambient stream (e.g. superseded by a requested capture, §10.4): the id's
-            # terminal is an empty Response; the device opens a fresh ambient capture when it resumes.
+            # terminal is an empty Response; the device opens a fresh ambient capture when it resumes. Audio
+            # kept after a wake on it stays with the wake (core/waking.py) for the requested capture.
+            self.waking.ambient_gone(ev.id)
             self._drop_hearing(cap)
             self.captures.pop(ev.id, None)
             if self.s.pending_terminal(ev.id):
@@ -560,10 +552,12 @@ class VoicePipeline:
             cap = self.captures.pop(ev.id)
             self._drop_hearing(cap)
             self._release(cap)
-            if cap["ambient"] and cap["woken"]:
+            if cap["ambient"] and self.waking.ambient_gone(ev.id):
                 return                     # superseded by the wake turn's requested capture (§10.4): it goes on
             if self.turn_id == ev.id and self.turn_task is not None:
                 self.turn_task.cancel()
+            if self.waking.turn_done(ev.id):
+                self._wake_done()
             self.s.pipeline_state(PS.IDLE)
 
     def _on_stop(self, ev):
@@ -623,6 +617,8 @@ class VoicePipeline:
             elif self.s.pending_terminal(cid):
                 self.s.respond(cid)                 # mic already closed: the turn ends here
             self._release(self.captures.pop(cid))
+            if self.waking.turn_done(cid):
+                self._wake_done()
         self.turn_id = None
         self.s.pipeline_state(PS.IDLE)
 
@@ -670,8 +666,8 @@ class VoicePipeline:
             if cap is not None:
                 self._drop_hearing(cap)
                 self._release(cap)
-                if cap.get("wake") is not None:
-                    self._wake_done(cap)
+                if self.waking.turn_done(cid):
+                    self._wake_done()
             self.captures.pop(cid, None)
             if self.turn_id == cid:
                 self.turn_id = None
@@ -701,7 +697,6 @@ class VoicePipeline:
         {"transcript", "intent", "slots", "confidence", "reply"} as JSON. Empty for other brains."""
         if reply.transcript is None:
             return []
-        from .hearing import MAX_TRANSCRIPT_CHARS
         text = reply.transcript[:MAX_TRANSCRIPT_CHARS]
         intent = reply.intent
         meta = {"transcript": text, "intent": intent.name if intent else None,

@@ -72,7 +72,7 @@ class CoreServer:
                  max_queued_frames=MAX_QUEUED_FRAMES, write_timeout=WRITE_TIMEOUT_S, control=True,
                  frame_observer=None, save_reports=True, deferred_ttl=DEFERRED_TTL_S,
                  deferred_max_bytes=DEFERRED_MAX_BYTES, worker=None, stt="embedded", tts="embedded",
-                 wake_phrase=None, wake_threshold=None, wake_min_ms=None):
+                 wake_phrase=None, wake_threshold=None, wake_min_ms=None, wake_word=None):
         self.data_dir = pathlib.Path(data_dir)
         # One of several worker processes behind one port (workers.py): connections of devices another
         # worker owns are handed to it after the handshake, so each device's state lives in one place.
@@ -84,10 +84,10 @@ class CoreServer:
         self.closed = closed
         self.min_wire_version = min_wire_version
         self.brain = brain if brain is not None and not isinstance(brain, str) else make_brain(brain, stt, tts)
-        # Server-side wake phrase on ambient captures (docs/core.md): off unless a phrase is given.
-        self.wake = wake_phrase if wake_phrase is None or not isinstance(wake_phrase, str) else \
-            _make_wake(wake_phrase, wake_threshold, wake_min_ms)
-        self._own_wake = isinstance(wake_phrase, str)
+        # Server-side wake word on ambient captures (docs/core.md): off unless a word or a phrase is given.
+        self.wake = wake_phrase if wake_word is None and not isinstance(wake_phrase, str) else \
+            _make_wake(wake_phrase, wake_threshold, wake_min_ms, wake_word)
+        self._own_wake = wake_word is not None or isinstance(wake_phrase, str)
         self.max_frame_bytes = max_frame_bytes
         self.max_concurrent_streams = max_concurrent_streams
         self.ping_interval = ping_interval
@@ -359,16 +359,16 @@ class CoreServer:
         conn = self._conn(device_id)
         s = conn.session
         p = s.surface.image_display_params() if s.surface.declared(surface_pb2.CAPABILITY_IMAGE_DISPLAY) else None
-        inline, stream = s.image_budget(None, to, lane)
+        inline, stream = images.image_budget(s, None, to, lane)
         fitted = await asyncio.to_thread(images.fit_image, bytes(data), mime, max(inline, stream), list(p.accepts),
                                          p.width, p.height)
         if self._conn(device_id) is not conn:
             raise NotConnected("device %s reconnected while its image was prepared: show it again" % device_id)
-        path = s.image_path(len(fitted.data), fitted.mime, to, lane)
+        path = images.image_path(s, len(fitted.data), fitted.mime, to, lane)
         if path == "stream":
             id_ = await self._stream_image(conn, fitted, to, lane)
         else:   # inline; or None (a stream slot was taken meanwhile): push_image says why
-            id_, path = s.push_image(fitted.data, fitted.mime, to, lane)
+            id_, path = images.push_image(s, fitted.data, fitted.mime, to, lane)
             conn.flush()
         return ImageShown(id_, path, fitted)
 
@@ -414,12 +414,24 @@ class CoreServer:
         conn.pipeline.stop_turn()
         conn.flush()
 
-def _make_wake(phrase, threshold, min_ms=None):
-    """hearing.Wake for a phrase ("" or None: off); without pocketsphinx one line and no spotting."""
+def _make_wake(phrase, threshold, min_ms=None, word=None):
+    """hearing.Wake for a wake word (a model engine, speech/wakeword.py) or a keyphrase ("" or None: off).
+    A missing or damaged model file raises WakeError (one line, at start); an engine package that is not
+    installed logs one line saying how to install it and the keyphrase spotter runs instead (``phrase``, else
+    its default); without pocketsphinx for that, one line and no spotting."""
+    from ..speech import SpeechUnavailable, wakeword
+    from .hearing import Wake
+    if word:
+        try:
+            cfg = wakeword.choose(word)
+        except wakeword.WakeUnavailable as e:
+            phrase = phrase or wakeword.spotter_default()
+            log.warning("%s; the keyphrase spotter listens for %r instead", e, phrase)
+        else:
+            log.info("wake word %r: %s model %s", cfg["label"], cfg["engine"], cfg["model"])
+            return Wake(config=cfg)
     if not phrase:
         return None
-    from ..speech import SpeechUnavailable
-    from .hearing import Wake
     try:
         return Wake(phrase, threshold, min_ms=min_ms)
     except SpeechUnavailable as e:

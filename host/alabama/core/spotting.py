@@ -19,7 +19,7 @@ one worker its streams' spotting is off, ``PoolStream.off`` set and logged, push
 session or the wire.
 
 Wire between core and worker (stdin/stdout of the worker): a header ``<BIII`` (op, stream id, batch seq,
-payload length) and the payload. Core -> worker: OPEN (JSON phrase/threshold), FEED (s16le PCM), CLOSE.
+payload length) and the payload. Core -> worker: OPEN (JSON: the speech.wakeword.choose() config), FEED (s16le PCM), CLOSE.
 Worker -> core: FED (the batch was spotted, no hit), HIT (``<qqI``: hit frame, end_ms, bytes of the batch
 before the rest), ERROR (a spotter could not be built: UTF-8 message; that stream's spotting is off).
 STATS (either way, stream id 0): the core asks, the worker answers JSON {pid, rss_kb, blocks (Python's
@@ -160,9 +160,10 @@ class _Worker:
 class SpotterPool:
     """Spotters for every ambient stream of one core, in ``processes`` worker processes."""
 
-    def __init__(self, phrase, threshold, processes=None, batch_s=BATCH_S, max_backlog_s=MAX_BACKLOG_S,
-                 max_restarts=MAX_RESTARTS, ds=None, min_ms=None):
-        self.phrase, self.threshold, self.ds, self.min_ms = phrase, threshold, ds, min_ms
+    def __init__(self, config, processes=None, batch_s=BATCH_S, max_backlog_s=MAX_BACKLOG_S,
+                 max_restarts=MAX_RESTARTS):
+        self.config = config               # speech.wakeword.choose(): the engine every stream's detector runs
+        self.phrase = config["label"]
         self.processes = processes or default_processes()
         self.batch_bytes = int(batch_s * BYTES_PER_SECOND) & ~1
         self.max_backlog_bytes = int(max_backlog_s * BYTES_PER_SECOND) & ~1
@@ -180,17 +181,18 @@ class SpotterPool:
                 w.start()
             self._loop = loop
 
-    def stream(self, on_result):
-        """A PoolStream for one ambient capture (call on the loop); ``on_result((hit, rest))`` runs on it."""
+    def stream(self, on_result, config=None):
+        """A PoolStream for one ambient capture (call on the loop); ``on_result((hit, rest))`` runs on it;
+        ``config``: this stream's engine (a device's own wake word), else the pool's."""
         self._ensure()
         live = [w for w in self.workers if not w.dead]
         self._next_sid += 1
         if not live:
-            s = PoolStream(self, self._next_sid, None, on_result)
+            s = PoolStream(self, self._next_sid, None, on_result, config)
             s._turn_off("every spotting worker kept dying")
             return s
         w = min(live, key=lambda w: len(w.streams))
-        s = PoolStream(self, self._next_sid, w, on_result)
+        s = PoolStream(self, self._next_sid, w, on_result, config)
         w.streams[s.sid] = s
         s._reopen()
         return s
@@ -217,8 +219,9 @@ class SpotterPool:
 class PoolStream:
     """One ambient stream's spotter in a worker process (see the module docstring)."""
 
-    def __init__(self, pool, sid, worker, on_result):
+    def __init__(self, pool, sid, worker, on_result, config=None):
         self.pool, self.sid, self.worker, self._on_result = pool, sid, worker, on_result
+        self.config = config or pool.config
         self.pending = bytearray()         # pushed, not yet sent
         self._inflight = collections.deque()   # (seq, bytes) sent, not yet answered
         self._inflight_bytes = 0
@@ -274,15 +277,14 @@ class PoolStream:
         frame, end_ms, before = HIT_FMT.unpack(payload)
         rest = data[before:] + b"".join(d for _, d in self._inflight)
         self._ignore_upto = self._seq          # what was in flight is in ``rest``: its answers are stale
-        self._on_result((Hit(self.pool.phrase, frame, end_ms), rest))
+        self._on_result((Hit(self.config["label"], frame, end_ms), rest))
 
     def _reopen(self):
         """(Re)create the spotter in the worker: after a restart the audio in flight is lost."""
         self._inflight.clear()
         self._inflight_bytes = 0
         self._ignore_upto = self._seq
-        self.worker.send(OPEN, self.sid, 0, json.dumps({"phrase": self.pool.phrase, "threshold": self.pool.threshold,
-                                                        "ds": self.pool.ds, "min_ms": self.pool.min_ms}).encode())
+        self.worker.send(OPEN, self.sid, 0, json.dumps(self.config).encode())
 
     def _turn_off(self, why):
         if not self.off:
@@ -313,8 +315,7 @@ def _read(f, n):
 
 def worker_main(inp=None, out=None):
     """The worker process: answer every FEED with FED or HIT until stdin ends."""
-    from ..speech import spotter
-    from .hearing import Wake
+    from ..speech import spotter, wakeword
     inp = inp or sys.stdin.buffer
     out = out or sys.stdout.buffer
     spots = {}
@@ -331,16 +332,14 @@ def worker_main(inp=None, out=None):
             if old is not None:
                 old.close()
             try:
-                cfg = json.loads(payload)
-                spots[sid] = spotter.Spotter(cfg["phrase"], cfg["threshold"], ds=cfg.get("ds"),
-                                               min_ms=cfg.get("min_ms"))
+                spots[sid] = wakeword.open_detector(json.loads(payload))
             except Exception as e:  # noqa: BLE001 — said back to the core, which turns that stream's spotting off
                 msg = ("%s: %s" % (type(e).__name__, e)).encode()
                 out.write(HDR.pack(ERROR, sid, 0, len(msg)) + msg)
                 out.flush()
         elif op == FEED:
             sp = spots.get(sid)
-            r = Wake.frames_until_hit(sp, payload) if sp is not None else None
+            r = spotter.frames_until_hit(sp, payload) if sp is not None else None
             if r is None:
                 out.write(HDR.pack(FED, sid, seq, 0))
             else:

@@ -8,7 +8,7 @@ import json
 
 from alabama.v1 import surface_pb2, content_pb2
 
-from . import jsonschema_lite
+from . import schema as schemas
 
 C = surface_pb2
 #: 0 on the wire means these protocol defaults (spec §6.1, §10.3).
@@ -131,7 +131,7 @@ class Surface:
             if t.name in self.tools:
                 self._bad("R8.2-d", "tool_names_unique", "tool name %r declared twice" % t.name)
                 continue
-            schema, probs = jsonschema_lite.parse_schema(t.input_schema or "{}")
+            schema, probs = schemas.parse_schema(t.input_schema or "{}")
             if probs or not isinstance(schema, dict):
                 self._bad("R8.2-d", "tool_input_schema", "tool %r input_schema is not a JSON Schema object: %s"
                           % (t.name, "; ".join(probs) or "not an object"))
@@ -142,7 +142,7 @@ class Surface:
                 continue
             schema = None
             if ev.metadata_schema:
-                schema, probs = jsonschema_lite.parse_schema(ev.metadata_schema)
+                schema, probs = schemas.parse_schema(ev.metadata_schema)
                 if probs:
                     self._bad("R8.2-e", "event_metadata_schema", "event %r metadata_schema: %s"
                               % (ev.id, "; ".join(probs)))
@@ -190,10 +190,6 @@ class Surface:
         cap = self.capabilities.get(C.CAPABILITY_IMAGE_DISPLAY)
         return cap.image_display if cap is not None else None
 
-    def mic_params(self):
-        cap = self.capabilities.get(C.CAPABILITY_MIC)
-        return cap.mic if cap is not None else None
-
     def check_event(self, ev):
         """Problems of an Event against its descriptor: (error_code_name, detail) or None when fine."""
         entry = self.events.get(ev.id)
@@ -206,7 +202,7 @@ class Surface:
             meta = json.loads(ev.metadata) if ev.metadata else None
         except (ValueError, RecursionError) as e:
             return ("INVALID_REQUEST", "event %r metadata is not JSON: %s" % (ev.id, e))
-        probs = jsonschema_lite.validate(meta, schema)
+        probs = schemas.validate(meta, schema)
         if probs:
             return ("INVALID_REQUEST", "event %r metadata does not match its schema: %s" % (ev.id, "; ".join(probs[:3])))
         return None

@@ -5,6 +5,7 @@ Runs pytest in-process on the scenarios shipped in ``alabama.hil.scenarios`` wit
 fleet (``alabama.hil.fleet``).
 """
 import os
+import time
 import pathlib
 import sys
 
@@ -135,8 +136,10 @@ def probe_boards(args, out=print):
     if args.probe_json:
         raise UsageError("--probe measures the boards itself: give --probe or --probe-json, not both")
     types = args.board_type or []
-    d = pathlib.Path(args.report) / "probes"
-    d.mkdir(parents=True, exist_ok=True)
+    import tempfile
+    base = pathlib.Path(args.report) / "probes"
+    base.mkdir(parents=True, exist_ok=True)
+    d = pathlib.Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=base))   # this run's, not shared
     files, real = [], 0
     for i, b in enumerate(args.board):
         btype = None                   # a virtual board: the probe's default (sim)
@@ -157,20 +160,30 @@ def probe_boards(args, out=print):
     args.probe_json = files
 
 
+def missing_runners(fleet):
+    """The pytest plugins `alabama hil` runs with that are not installed (found, not imported: pytest loads
+    pytest_timeout itself and rewrites its asserts); a fleet also needs pytest-xdist (a worker per board)."""
+    import importlib.util
+    need = [("pytest", "pytest"), ("pytest_timeout", "pytest-timeout")] + ([("xdist", "pytest-xdist")] if fleet else [])
+    return [dist for mod, dist in need if importlib.util.find_spec(mod) is None]
+
+
 def cmd_hil(args):
     argv = pytest_argv(args)           # the options checked before a board is touched
+    fleet_run = len(args.board) > 1 and not args.list
+    missing = missing_runners(fleet_run)
+    if missing:                        # before any probe: a fleet without xdist would probe every board for nothing
+        raise AlabamaError("alabama hil runs its scenarios with %s, and %s %s not installed: pip install "
+                           "'alabama-satellite[hil]' (in a checkout: .venv/bin/pip install -e '.[hil]')"
+                           % ("pytest, pytest-timeout and pytest-xdist (a worker per board)" if fleet_run else
+                              "pytest and pytest-timeout", " and ".join(missing),
+                              "is" if len(missing) == 1 else "are"))
     if args.probe and not args.list:
         probe_boards(args)
         argv = pytest_argv(args)
-    import importlib.util
-    missing = [m for m in ("pytest", "pytest_timeout") if importlib.util.find_spec(m) is None]
-    if missing:       # found, not imported: pytest loads pytest_timeout itself (and rewrites its asserts)
-        raise AlabamaError("alabama hil runs its scenarios with pytest and pytest-timeout, and %s is not installed: "
-                           "reinstall the host package (pip install -e .) or `pip install pytest pytest-timeout`"
-                           % " and ".join(missing))
-    if len(args.board) > 1 and not args.list:
+    if fleet_run:
         from . import fleet
-        return fleet.run(args)
+        return fleet.run(args, pytest_argv)
     import pytest
     code = pytest.main(argv)
     return int(code)

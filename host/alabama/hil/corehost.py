@@ -452,18 +452,11 @@ class CoreHost:
                            % (1000 * up_s, 1000 * down_s, n))
         return n
 
-    def cut_now(self):
-        """Cut from the core's loop thread itself (a Timeline listener): the frame being written is lost."""
-        return self.relay.cut()
-
     def accounting(self):
         """CoreServer.state_accounting() of the running core, read on its thread (None while it is down)."""
         if self.server is None:
             return None
         return self.call_soon(self.server.state_accounting)
-
-    def connection(self, device_id):
-        return self.server.connections.get(device_id)
 
     def inject(self, device_id, frame, note=None):
         """Put a raw, already-framed plaintext frame on the device's session (ahead of queued bulk)."""

@@ -30,7 +30,6 @@ from .faults import CAMPAIGN_ENV
 RE_START = re.compile(lw.DEFERRED_START)
 RE_QUEUED = re.compile(lw.DEFERRED_QUEUED)
 RE_DROPPED = re.compile(lw.DEFERRED_DROPPED)
-RE_DELIVERED = re.compile(lw.DEFERRED_DELIVERED)
 TS_BYTES = 8
 #: The clock-mapping bound the issue sets (capture_ts mapped to wall clock, on the virtual board).
 CLOCK_BOUND_US = 20_000
@@ -278,13 +277,6 @@ def summarize(rows, dup_flags, cuts):
         "clock_err_us_max": max(errs) if errs else None,
         "clock_err_us_median": statistics.median(errs) if errs else None,
     }
-
-
-def campaign(bench, n_recordings, seed=0):
-    """The long run (tools/deferred/run.py): a fresh board and core, then scenario_cuts; (rows, summary)."""
-    db = DeferredBench(bench, rng=random.Random(seed))
-    db.up()
-    return scenario_cuts(db, n_recordings, seed=seed)
 
 
 # ---------------------------------------------------------------------------------------------- scenarios

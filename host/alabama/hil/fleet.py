@@ -8,27 +8,23 @@ then ``report.write_fleet`` merges both into one report with a column per board.
 or went away in phase 1 is left out of phase 2, and its column says why in one line. The scenarios, the boards
 and the report are the plugin's, the targets' and the report's business (docs/hil.md, "A fleet").
 """
-import importlib.util
 import os
 import pathlib
 import shutil
 import time
 
-from ..errors import AlabamaError
 from . import report
-from .cli import pytest_argv
 from .report import board_label
 
 #: pytest's exit codes this module reads (pytest.ExitCode, named here so the merge reads plainly).
 OK, TESTS_FAILED, INTERRUPTED, NO_TESTS = 0, 1, 2, 5
 
 
-def run(args, out=print):
+def run(args, pytest_argv, out=print):
     """Run the fleet ``args.board`` (two or more) and write the merged report; returns the exit status: 0 when
-    every scenario passed or skipped on every board and every board stayed up, 2 when interrupted, else 1."""
-    if importlib.util.find_spec("xdist") is None:
-        raise AlabamaError("a fleet runs one pytest-xdist worker per board, and pytest-xdist is not installed: "
-                           "reinstall the host package (pip install -e .) or `pip install pytest-xdist`")
+    every scenario passed or skipped on every board and every board stayed up, 2 when interrupted, else 1.
+    ``pytest_argv(args, extra)`` builds pytest's arguments (hil.cli's; passed in so the arrows run one way).
+    The caller has checked that pytest-xdist is installed (hil.cli.missing_runners)."""
     import pytest
     boards = list(args.board)
     started = time.time()

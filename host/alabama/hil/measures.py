@@ -31,12 +31,6 @@ def handshakes(tl):
     return out
 
 
-def accepted_times(tl):
-    """Times of every HelloResponse{Accepted} the core sent."""
-    return [_get(e, "t") for e in _rows(tl) if _get(e, "dir") == CORE_TO_SAT and _get(e, "op") == "hello_response"
-            and "accepted" in str(_get(e, "summary"))]
-
-
 def capture_end(tl, cid):
     """The row that ended capture ``cid``'s mic: the core's StreamEnd{END_DETECTED} or the board's StreamEnd."""
     for e in _rows(tl):

@@ -161,32 +161,57 @@ def _one_line(exc):
 
 class _BoardDealer:
     """On the xdist controller of a fleet: gives every worker a board nobody else holds (``-n`` = boards), and
-    the board of a worker that died to its replacement (xdist gives it the dead worker's pending scenarios)."""
+    the board of a worker that died to its replacement, never another one (xdist gives the replacement the dead
+    worker's pending scenarios: on a real bench they belong to that board's serial port). A board whose worker
+    finished is done: it is never dealt again. The scenario a worker died in is recorded on its board as failed,
+    with xdist's "worker ... crashed while running ..." reason."""
 
     def __init__(self, config, n):
         self.config = config
         self.free = list(range(n))
-        self.held = {}
+        self.orphans = []             # boards whose worker died, in order: each goes to the next replacement
+        self.held = {}                # gateway id -> board index, live workers
+        self.dead = {}                # gateway id -> board index, workers that died
+
+    def _part(self, i):
+        return _base(self.config) / self.config.getoption("--hil-run-id") / "boards" / str(i + 1)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
-        if not self.free:
+        if self.orphans:
+            i = self.orphans.pop(0)
+        elif self.free:
+            i = self.free.pop(0)
+        else:
             raise pytest.UsageError("alabama hil: more workers than boards (run one worker per --board)")
-        i = self.free.pop(0)
         self.held[node.gateway.id] = i
         node.workerinput["hil_board_index"] = i
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
         i = self.held.pop(node.gateway.id, None)
-        if i is None:
+        if i is None or error is None:
             return
-        self.free.append(i)
-        self.free.sort()
-        if error is not None:
-            part = _base(self.config) / self.config.getoption("--hil-run-id") / "boards" / str(i + 1)
-            report_mod.note_crash(part, "its bench process (%s) died: %s; a new one went on with the scenarios it "
-                                        "had not run" % (node.gateway.id, _one_line(error)))
+        self.orphans.append(i)
+        line = "its bench process (%s) died: %s; a new one went on with the scenarios it had not run" % (
+            node.gateway.id, _one_line(error))
+        self.dead[node.gateway.id] = (i, line)
+        report_mod.note_crash(self._part(i), line)
+
+    def pytest_runtest_logreport(self, report):
+        """xdist's report for the scenario a dead worker was running (``when`` is "???")."""
+        node = getattr(report, "node", None)
+        dead = self.dead.get(getattr(getattr(node, "gateway", None), "id", None))
+        if dead is None or report.when != "???":
+            return
+        i, line = dead
+        path, _, name = report.nodeid.partition("::")
+        sc = {"nodeid": report.nodeid, "name": name.rsplit("::", 1)[-1],
+              "module": pathlib.Path(path).stem, "doc": "", "requirements": [], "outcome": "failed",
+              "duration": 0.0, "message": str(report.longrepr)}
+        report_mod.append_scenario(self._part(i), sc)
+        report_mod.note_crash(self._part(i), line.replace(" died: ", " died while running %s: " % sc["name"], 1),
+                              replaces=line)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -564,12 +564,17 @@ def append_scenario(part_dir, sc):
         f.write(json.dumps(sc, default=str) + "\n")
 
 
-def note_crash(part_dir, line):
-    """The xdist controller saw this part's worker die (its replacement goes on with the same board)."""
+def note_crash(part_dir, line, replaces=None):
+    """The xdist controller saw this part's worker die (its replacement goes on with the same board); ``replaces``:
+    an earlier note this one rewrites (once the scenario it died in is known)."""
     d = pathlib.Path(part_dir)
     d.mkdir(parents=True, exist_ok=True)
     meta = _read_json(d / PART_META) or {}
-    meta.setdefault("crashes", []).append(line)
+    crashes = meta.setdefault("crashes", [])
+    if replaces in crashes:
+        crashes[crashes.index(replaces)] = line
+    else:
+        crashes.append(line)
     _write_json(d / PART_META, meta)
 
 

@@ -20,7 +20,6 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
@@ -93,9 +92,6 @@ class Target:
         board's PlaybackDone, which it sends once its output has stopped (an upper bound)."""
         return done_row.t - t_cancel
 
-    def log_mark(self):
-        return len(self.log_text())
-
     def log_wait(self, pattern, after=0, timeout=10.0):
         """The first match of regex ``pattern`` in the serial log past character ``after``, or None."""
         rx = re.compile(pattern)
@@ -120,7 +116,7 @@ class SimTarget(Target):
     simulated HAL's control channel; its serial log lines are stamped with the scenario's timeline clock."""
 
     virtual = True
-    features = frozenset({"button", "mic", "mic_feed", "speaker", "heap", "restart"})
+    features = frozenset({"button", "mic", "mic_feed", "speaker", "heap", "restart", "lamp"})   # lamp: hal/sim.py light.set
     #: Test knobs of the simulated HAL (hal/sim.py): quick pings and backoff so liveness scenarios are short.
     SIM_ENV = {"ALABAMA_SIM_PING_MS": "1000", "ALABAMA_SIM_BACKOFF_BASE_MS": "250",
                "ALABAMA_SIM_BACKOFF_CAP_MS": "4000"}

@@ -15,21 +15,12 @@ import subprocess
 import wave
 from typing import Protocol, runtime_checkable
 
-from wyoming.audio import AudioChunk, AudioChunkConverter
-
 from ..errors import AlabamaError
-from . import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH
+from .base import MAX_TEXT, EngineError, board_converter, check_text, to_board_pcm  # noqa: F401 (the engines' API)
 from .recognizer import Transcript
 
 EMBEDDED = "embedded"
 FLAG_HELP = "embedded (default) or wyoming://HOST:PORT of a Wyoming server"
-MAX_TEXT = 2000          # characters one synthesize() speaks: a reply, not a book (longer text is refused)
-
-
-class EngineError(AlabamaError):
-    """A speech engine failed: a remote server is unreachable, went away mid-turn, timed out or answered
-    something that is not Wyoming, or the embedded engine's program is missing. ``str()`` is one line
-    naming the engine (the server's URI) and what to do; the turn ends, the core keeps serving."""
 
 
 @runtime_checkable
@@ -92,17 +83,6 @@ def open_tts(flag, **timeouts):
     return wyoming_io.WyomingTTS(flag, **timeouts)
 
 
-def to_board_pcm(audio, rate, width, channels, converter=None):
-    """PCM in any rate/width/channels -> 16 kHz s16le mono, by the wyoming package's converter (audioop's
-    ratecv). Pass the same ``converter`` for consecutive pieces of one stream (the resampler keeps state)."""
-    conv = converter or board_converter()
-    return conv.convert(AudioChunk(rate=rate, width=width, channels=channels, audio=bytes(audio))).audio
-
-
-def board_converter():
-    return AudioChunkConverter(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS)
-
-
 class EspeakTTS:
     """The embedded text-to-speech: espeak-ng in a subprocess (``apt-get install espeak-ng``)."""
 
@@ -117,7 +97,7 @@ class EspeakTTS:
 
     def native(self, text):
         """espeak-ng's own output: (pcm, rate, width, channels)."""
-        text = _check_text(text, "espeak-ng")
+        text = check_text(text, "espeak-ng")
         from . import audio
         try:
             wav = audio.espeak_wav(text, self.voice, self.speed, timeout=self.timeout, exe=self.exe)
@@ -144,11 +124,3 @@ class EspeakTTS:
 
     def close(self):
         pass
-
-
-def _check_text(text, engine):
-    if len(text) > MAX_TEXT:
-        raise EngineError("%s: %d characters to speak, the limit is %d; shorten the reply"
-                          % (engine, len(text), MAX_TEXT))
-    return text
-

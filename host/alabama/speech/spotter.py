@@ -172,3 +172,13 @@ class Spotter:
 
     def close(self):
         self._d.end_utt()
+
+
+def frames_until_hit(sp, data):
+    """Feed ``data`` to spotter ``sp`` 20 ms at a time; at a hit -> (hit, the bytes after the hit's frame), else
+    None (the core's spotting workers and its in-thread spotting both use it)."""
+    for i in range(0, len(data), FRAME_BYTES):
+        hit = sp.feed(data[i:i + FRAME_BYTES])
+        if hit is not None:
+            return hit, data[i + FRAME_BYTES:]
+    return None

@@ -34,7 +34,7 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 
 from ..errors import UsageError
 from . import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH
-from .engines import EngineError, _check_text, board_converter, to_board_pcm
+from .base import EngineError, board_converter, check_text, to_board_pcm
 from .recognizer import Transcript
 
 SCHEME = "wyoming"
@@ -297,7 +297,7 @@ class WyomingTTS(_Client):
         self.voice = voice
 
     def synthesize(self, text):
-        text = _check_text(text, "%s server %s" % (self.kind, self.name))
+        text = check_text(text, "%s server %s" % (self.kind, self.name))
         return _wait(_submit(self._synthesize(text)), self.backstop, "Synthesize on %s" % self.name)
 
     async def _synthesize(self, text):

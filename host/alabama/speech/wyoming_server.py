@@ -26,7 +26,8 @@ from wyoming.tts import Synthesize
 
 from ..errors import AlabamaError
 from . import SpeechUnavailable, audio
-from .engines import EspeakTTS, board_converter
+from .base import board_converter
+from .engines import EspeakTTS
 
 TTS_CHUNK_SAMPLES = 1024        # what piper sends per AudioChunk
 _POCKETSPHINX = Attribution("CMU Sphinx", "https://github.com/cmusphinx/pocketsphinx")

@@ -108,8 +108,11 @@ def test_deferred_recording_is_mapped_to_the_wall_clock_when_it_was_spoken(tmp_p
             rep = srv.reports_for(sat.device_id)[-1]
             (d,) = rep.deferred
             assert d["correlation_ref"] == "rec-clock" and d["chunks"] == 25 and d["bytes"] == 25 * 640
-            assert abs(d["offset_us"] + SAT_CLOCK_BEHIND_US) < 5_000            # satellite - core
-            assert abs(d["spoken_at_us"] - spoken) < 5_000, d["spoken_at_us"] - spoken
+            # a Ping round's offset is off by at most half its round trip (the asymmetry of the two legs; this
+            # satellite answers within 2 ms of polling, and a loaded machine stretches either leg)
+            tol = max(5_000, d["rtt_us"] // 2 + 1_000)
+            assert abs(d["offset_us"] + SAT_CLOCK_BEHIND_US) < tol, (d["offset_us"] + SAT_CLOCK_BEHIND_US, d)
+            assert abs(d["spoken_at_us"] - spoken) < tol, (d["spoken_at_us"] - spoken, d)
             assert rep.as_dict()["deferred"] == [d] and rep.clean
             pinger.cancel()
             await sat.close()

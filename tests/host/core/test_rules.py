@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from alabama.core import images
 from alabama.core import registry as reg
 from alabama.core import server as core_server
 from alabama.core.errors import LocalProtocolError
@@ -270,7 +271,7 @@ def test_r10_1_c_render_pieces_elided_under_backpressure_never_reliable_or_contr
             for ev in feed(s, env(103, "stream_chunk", seq=i, capture_ts=1000 + i), bytes([i]) * 100):
                 pipe.on_event(ev)
         png = b"\x89PNG" + bytes(range(256)) * 20                    # an image stream (RELIABLE) too
-        iid, path = s.push_image(png, "image/png")
+        iid, path = images.push_image(s, png, "image/png")
         assert path == "stream"
         sent = out(s)                                                # the peer finally reads
         ended = [e for e, _ in sent if e.WhichOneof("op") == "stream_end" and e.id == rid]

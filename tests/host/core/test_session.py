@@ -306,6 +306,25 @@ def test_r8_2_e_event_metadata_checked_against_schema():
     assert out(s) == []    # id 0: a notification is never answered (R10.10-b)
 
 
+def test_r8_2_d_e_schemas_are_checked_by_the_jsonschema_library_and_hostile_ones_never_crash():
+    """A schema of the wrong shape for its draft (a keyword of the wrong type) is reported (R8.2-d); metadata against
+    a schema that refers outside itself (a remote $ref: nothing is fetched), one nested past the recursion limit,
+    and keywords our old hand-written validator ignored (oneOf, format-free dependentRequired) are answered by
+    problems, never an exception."""
+    from alabama.core import schema as schemas
+    s = make()
+    feed(s, hello(tools=[tool("t", schema='{"type":"object","properties":{"n":{"minimum":"one"}}}')]))
+    assert "tool_input_schema" in s.report.checks()
+    assert schemas.validate({"a": 1}, {"$ref": "https://example.invalid/s.json"})
+    deep = 1
+    for _ in range(3000):
+        deep = [deep]
+    assert schemas.validate(deep, {"items": {"$ref": "#"}})
+    assert schemas.validate({"a": 1}, {"dependentRequired": {"a": ["b"]}}) and \
+        schemas.validate(5, {"oneOf": [{"type": "integer"}, {"minimum": 0}]})
+    assert schemas.validate({"count": 2}, {"type": "object", "required": ["count"]}) == []
+
+
 def test_r10_10_e_core_only_op_from_satellite_is_invalid_request():
     s = opened()
     feed(s, env(3, "invoke", name="x"))
@@ -457,3 +476,16 @@ def test_r8_2_a_well_formed_speaker_and_mic_are_not_reported():
     s = make()
     feed(s, hello(caps=[speaker_cap(rate=24000), mic_cap()]))
     assert not {"speaker_format", "mic_format", "capability_params"} & set(s.report.checks())
+
+
+def test_r2_2_b_every_envelope_arm_has_a_handler_or_is_core_only_and_a_missing_one_is_no_crash(monkeypatch):
+    """The core's op table covers the schema: each Envelope oneof arm is handled (satellite -> core) or core-only,
+    never both, so a new arm added to the .proto without a handler fails here, not as a KeyError on a live
+    connection; and should one slip through, the frame is ignored like an unknown arm (R2.2-b)."""
+    from alabama.v1 import envelope_pb2
+    arms = {f.name for f in envelope_pb2.Envelope.DESCRIPTOR.oneofs_by_name["op"].fields}
+    assert set(cs._OPS) | cs.CORE_ONLY_OPS == arms, sorted(arms ^ (set(cs._OPS) | cs.CORE_ONLY_OPS))
+    assert not set(cs._OPS) & cs.CORE_ONLY_OPS
+    s = opened()
+    monkeypatch.delitem(cs._OPS, "presence")
+    assert feed(s, env(0, "presence")) == [] and s.phase == cs.PHASE_OPEN

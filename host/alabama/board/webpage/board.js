@@ -276,15 +276,30 @@ function setState(st) {
   if (!st) return;
   $("conn").dataset.state = st.state;
   $("conn").textContent = "board " + st.state + (st.pattern ? " (Noise " + st.pattern + ")" : "");
-  $("heap").textContent = st.heap_free != null ? "heap free " + st.heap_free + " B" : "";
+  $("heap").textContent = st.heap_free != null ? "heap " + kb(st.heap_free) + " free" +
+    (st.heap_min != null ? " (lowest " + kb(st.heap_min) + ")" : "") : "";
+  const ambient = !!(st.settings && st.settings.capture_mode === "ambient");
+  $("mode").hidden = !ambient;
+  $("mode-note").hidden = !ambient;
+  $("ptt").dataset.mode = ambient ? "ambient" : "ptt";
+  if (st.light != null) {          // the simulated lamp (hal/sim.py light.set): shown once the HAL reports one
+    $("lamp").hidden = false;
+    $("lamp").dataset.state = st.light ? "on" : "off";
+    $("lamp").textContent = "light " + (st.light ? "on" : "off");
+  }
+}
+
+function kb(n) {
+  return (n / 1024).toFixed(1) + " KB";
 }
 
 function onEvent(ev) {
   switch (ev.t) {
     case "hello":
-      $("board-name").textContent = ev.board + (ev.board_name ? " (" + ev.board_name + ")" : "");
+      // the board's name may carry its own brackets ("Virtual board (MicroPython unix port, ...)"): never nest them
+      $("board-name").textContent = ev.board + (ev.board_name ? " · " + ev.board_name : "");
       $("board-name").title = $("board-name").textContent;
-      document.title = "Alabama virtual board " + ev.board;
+      document.title = ev.board + " – Alabama virtual board";
       if (ev.keep) {
         LOG_KEEP = ev.keep.log;
         ROWS_KEEP = ev.keep.timeline;

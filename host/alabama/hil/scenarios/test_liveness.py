@@ -17,10 +17,6 @@ DETECT_BOUND_S = 12.0
 RECONNECT_BOUND_S = 20.0
 
 
-def _accepted_after(hil, t):
-    return [e for e in hil.tl.find(CORE_TO_SAT, "hello_response") if e.t > t and "accepted" in e.summary]
-
-
 @pytest.mark.spec("§10.1", "§10.2", "R10.1-b")
 def test_r10_1_b_core_goes_silent(hil):
     """The core goes silent (connection open, nothing flows): the board detects it, closes, reconnects and is

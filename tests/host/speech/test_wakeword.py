@@ -1,0 +1,105 @@
+"""Wake-word engines behind one seam (speech/wakeword.py, issue 40 item 1): microWakeWord and openWakeWord
+models by name or file, the keyphrase spotter for a phrase; each detector hits on its word (espeak-ng en-us: a
+voice outside the models' training set, so this is a floor, docs/speech.md) and not on other speech; a
+missing, damaged or truncated model is one line at start (TensorFlow Lite would crash on it: the check runs in
+a child process); an absent package is one line with the pip command and the core falls back to the keyphrase
+spotter."""
+import json
+import logging
+import pathlib
+import sys
+
+import pytest
+
+from alabama.speech import audio, spotter, wakeword as W
+
+pytest.importorskip("pymicro_wakeword", reason="pip install pymicro-wakeword")
+pytest.importorskip("pyopen_wakeword", reason="pip install pyopen-wakeword")
+
+
+def hits(det, pcm):
+    return [h for i in range(0, len(pcm), 640) for h in [det.feed(pcm[i:i + 640])] if h is not None]
+
+
+@pytest.mark.parametrize("word, engine", [("okay_nabu", W.MICRO), ("micro:alexa", W.MICRO), ("open:alexa", W.OPEN),
+                                          ("x/m.json", W.MICRO), ("m.tflite", W.OPEN), ("OPEN:Hey_Rhasspy", W.OPEN)])
+def test_a_wake_word_names_its_engine(word, engine):
+    assert W.parse_word(word)[0] == engine
+
+
+@pytest.mark.parametrize("word", ["", "hey_alabama", "open:x.json", "micro:x.tflite", "open:"])
+def test_a_wake_word_that_names_nothing_is_one_line(word):
+    with pytest.raises(W.WakeError) as e:
+        W.parse_word(word)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("word, text", [("okay_nabu", "okay nabu"), ("alexa", "alexa"), ("open:alexa", "alexa")])
+def test_each_engine_hears_its_word_and_not_other_speech(word, text):
+    cfg = W.choose(word)
+    det = W.open_detector(cfg)
+    try:
+        pcm = audio.silence(0.5) + audio.synth(text, voice="en-us") + audio.silence(0.8)
+        got = hits(det, pcm)
+        assert len(got) == 1, got
+        assert got[0].phrase == cfg["label"] and 500 <= got[0].end_ms <= len(pcm) * 1000 // 32000
+        assert hits(det, audio.synth(audio.OTHER_SPEECH, voice="en-us")) == []       # 17 s of other speech
+    finally:
+        det.close()
+
+
+def test_the_keyphrase_spotter_is_the_engine_for_a_phrase():
+    cfg = W.choose(phrase="hey alabama")
+    assert cfg["engine"] == W.PHRASE and cfg["threshold"] == spotter.DEFAULT_THRESHOLD
+    det = W.open_detector(cfg)
+    assert isinstance(det, spotter.Spotter)
+    det.close()
+
+
+def _micro_copy(tmp_path, mangle):
+    import pymicro_wakeword
+    models = pathlib.Path(pymicro_wakeword.__file__).parent / "models"
+    cfg = json.loads((models / "okay_nabu.json").read_text())
+    data = (models / "okay_nabu.tflite").read_bytes()
+    (tmp_path / "mine.tflite").write_bytes(mangle(data))
+    (tmp_path / "mine.json").write_text(json.dumps(cfg).replace("okay_nabu.tflite", "mine.tflite"))
+    return tmp_path / "mine.json"
+
+
+def test_a_users_own_model_files_load(tmp_path):
+    cfg = W.choose(str(_micro_copy(tmp_path, lambda d: d)))
+    assert cfg["engine"] == W.MICRO and cfg["label"] == "Okay Nabu"
+
+
+@pytest.mark.parametrize("mangle, says", [(lambda d: b"not a model", "not a TensorFlow Lite model"),
+                                          (lambda d: d[:len(d) // 3], "is damaged")])
+def test_a_damaged_model_is_one_line_not_a_crash(tmp_path, mangle, says):
+    path = _micro_copy(tmp_path, mangle)
+    with pytest.raises(W.WakeError) as e:
+        W.choose(str(path))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_missing_model_or_description_is_one_line(tmp_path):
+    with pytest.raises(W.WakeError, match="cannot be read"):
+        W.choose(str(tmp_path / "none.json"))
+    (tmp_path / "bad.json").write_text('{"model": "x.tflite"}')
+    with pytest.raises(W.WakeError, match="not a microWakeWord model description"):
+        W.choose(str(tmp_path / "bad.json"))
+    with pytest.raises(W.WakeError, match="cannot be read"):
+        W.choose(str(tmp_path / "none.tflite"))
+
+
+def test_an_absent_package_says_how_to_install_and_the_core_falls_back(monkeypatch, caplog):
+    from alabama.core import server
+    monkeypatch.setitem(sys.modules, "pymicro_wakeword", None)          # import pymicro_wakeword -> ImportError
+    with pytest.raises(W.WakeUnavailable, match="pip install pymicro-wakeword"):
+        W.choose("okay_nabu")
+    with caplog.at_level(logging.WARNING, logger="alabama.core"):
+        wake = server._make_wake("hey alabama", None, word="okay_nabu")
+    try:
+        assert wake.config["engine"] == W.PHRASE and wake.phrase == "hey alabama"
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and "pip install pymicro-wakeword" in lines[0] and "hey alabama" in lines[0], lines
+    finally:
+        wake.pool = None                                                # never started: nothing to stop
