@@ -1,6 +1,7 @@
 # The boot half of over-the-air updates (boot.py calls boot(), main.py calls crashed()): it swaps a staged,
 # verified firmware set in at boot, counts the boots of a trial set, and rolls back to the previous set when
-# the trial does not reach a session within BOOT_BUDGET boots. It is deliberately OUTSIDE the package it
+# the trial is not confirmed within BOOT_BUDGET boots (or within its deadline: satellite.trial times it, marks
+# the state `rollback` and resets). It is deliberately OUTSIDE the package it
 # swaps (lib/otaboot.mpy, never in lib/satellite/), so a broken update cannot break its own rollback; like
 # boot.py, main.py and the MicroPython image it is updated by `alabama deploy` (USB) only, never over the air.
 # It imports nothing from satellite, does no networking and allocates only at boot.
@@ -17,17 +18,22 @@
 #   ok        nothing to do
 #   pending   a complete, verified stage: swap it in on this boot (stage verified again first) -> trial
 #   swap      the swap is under way (a power cut mid-swap resumes it, each step is one rename) -> trial
-#   trial     the new set runs; every boot counts; a session confirms it (confirm() -> ok, prev removed);
-#             past BOOT_BUDGET boots -> rollback
+#   trial     the new set runs; every boot counts (a watchdog reset too); a session that stays healthy for the
+#             confirmation window confirms it (satellite.trial -> confirm() -> ok, prev removed);
+#             past BOOT_BUDGET boots, or past its deadline (satellite.trial.expire) -> rollback
 #   rollback  putting prev back (resumable like swap) -> rolled_back
 #   rolled_back  the previous set runs again; the state records why (health and device.info show it)
 # and for an app image (a frozen image updated by satellite.imgota; the slots and otadata belong to ESP-IDF's
 # bootloader, which boots the new slot once and rolls it back by itself at a reset before it is confirmed):
 #   image_pending  the new slot is written, verified and set to boot (or about to be): at this boot, running
-#                  the new slot -> image_trial; running the old one -> refused (it never booted)
-#   image_trial    the new image runs until its first session confirms it (confirm(): the bootloader's
+#                  the new slot -> image_trial; running the old one -> what otadata says happened: the new
+#                  image's entry ABORTED (it booted PENDING_VERIFY and was reset before otaboot ran) ->
+#                  rolled_back; INVALID -> refused (the bootloader would not boot it); none -> refused (set_boot
+#                  never completed)
+#   image_trial    the new image runs until a session proves it (satellite.trial -> confirm(): the bootloader's
 #                  mark_app_valid_cancel_rollback -> ok); booting the old slot in this state means the
-#                  bootloader rolled it back -> rolled_back, rollback counted
+#                  bootloader rolled it back (a reset before that: crash, watchdog, power, or the trial's
+#                  deadline) -> rolled_back, rollback counted
 import json
 import os
 import sys
@@ -44,7 +50,7 @@ BAD = "ota/bad"
 STATE = "ota/state.json"
 BOOTREC = "ota/boot.json"
 MANIFEST = "_manifest.json"        # inside a set: lib/satellite/_manifest.json
-BOOT_BUDGET = const(3)             # boots a trial set gets to reach a session before it is rolled back
+BOOT_BUDGET = const(3)             # boots a trial set gets to be confirmed in before it is rolled back
 _MAX_JSON = const(16384)           # state, boot record, manifest (satellite.ota.MAX_MANIFEST); larger is corruption
 _BLOCK = const(512)
 
@@ -179,7 +185,7 @@ def _swap(st):
     st["state"] = "trial"
     st["boots"] = 1                 # this boot is the trial's first
     set_state(st)
-    log("firmware %s swapped in: trial boot 1 of %d (it has %d boots to reach a session)" % (
+    log("firmware %s swapped in: trial boot 1 of %d (it has %d boots to prove itself in a session)" % (
         st.get("version"), BOOT_BUDGET, BOOT_BUDGET))
 
 
@@ -231,32 +237,108 @@ def note(result):
         pass
 
 
+_ABORTED = const(4)                # esp_ota_img_states_t (ESP-IDF esp_flash_partitions.h)
+_INVALID = const(3)
+_NO_SEQ = const(0xFFFFFFFF)
+
+
+def otadata_verdict(to):
+    """What the bootloader's otadata says of slot `to`'s newest entry when it is newer than every other slot's:
+    its state (4 ABORTED: booted PENDING_VERIFY, reset before it was confirmed; 3 INVALID: refused), else None
+    (set_boot never wrote one, or no readable otadata). Two esp_ota_select_entry_t {u32 ota_seq, 20 bytes
+    seq_label, u32 ota_state, u32 crc}, one per 4 KB sector; an entry's slot is ota_((seq - 1) % 2)."""
+    try:
+        import esp32
+        import struct
+        part = esp32.Partition("otadata")
+        buf = bytearray(32)
+        best = {}
+        for sector in (0, 1):
+            part.readblocks(sector, buf)
+            seq = struct.unpack_from("<I", buf, 0)[0]
+            if seq == _NO_SEQ or seq == 0:
+                continue
+            slot = "ota_%d" % ((seq - 1) % 2)
+            if slot not in best or seq > best[slot][0]:
+                best[slot] = (seq, struct.unpack_from("<I", buf, 24)[0])
+    except (ImportError, OSError, ValueError, AttributeError, TypeError):
+        return None
+    mine = best.get(to)
+    if mine is None:
+        return None
+    for slot in best:
+        if slot != to and best[slot][0] > mine[0]:
+            return None
+    return mine[1]
+
+
 def _on_image_pending(st):
     run = running_slot()
     if run is None:
         return
-    if run == st.get("to"):
+    to = st.get("to")
+    if run == to:
         st["state"] = "image_trial"
         st["boots"] = 1
         set_state(st)
-        log("image %s boots from %s: on trial until its first session (a reset before it rolls it back)"
+        log("image %s boots from %s: on trial until a session proves it (a reset before that rolls it back)"
             % (st.get("version"), run))
         return
+    verdict = otadata_verdict(to)
+    if verdict == _ABORTED:
+        st["state"] = "rolled_back"
+        st["error"] = ("the new image in %s booted (the bootloader marked it PENDING_VERIFY) and was reset before "
+                       "it started: the bootloader ABORTED it and booted %s again" % (to, run))
+        set_state(st)
+        note("rolled back %s: %s" % (st.get("version"), st["error"]))
+        log("ROLLED BACK: image %s: %s" % (st.get("version"), st["error"]))
+        return
     st["state"] = "refused"
-    st["error"] = "the new image in %s never booted (cut before set_boot, or the bootloader refused it)" % st.get("to")
+    if verdict == _INVALID:
+        st["error"] = "the bootloader refused the new image in %s (INVALID: it did not verify)" % to
+    else:
+        st["error"] = "the new image in %s never booted (the board was reset before set_boot completed)" % to
     set_state(st)
     note("refused: " + st["error"])
     log(st["error"] + "; %s runs" % run)
 
 
+def _boot_previous(st):
+    """An image whose trial expired booted again: the bootloader did not roll it back (one built without app
+    rollback). Boot the previous slot explicitly (set_boot, then a reset); if even that fails, end the trial
+    (state ok, said) rather than expire it again at every boot."""
+    try:
+        import esp32
+        esp32.Partition(st.get("from")).set_boot()
+    except (ImportError, OSError, ValueError, TypeError, AttributeError) as e:
+        st.pop("expired", None)
+        st["state"] = "ok"
+        st["error"] = "its trial expired, but the bootloader boots it again and %s cannot be set to boot (%s): kept" % (
+            st.get("from"), e)
+        set_state(st)
+        note("kept image %s: %s" % (st.get("version"), st["error"]))
+        log("image %s %s" % (st.get("version"), st["error"]))
+        return
+    log("image %s: its trial expired and the bootloader booted it again: booting %s explicitly" % (
+        st.get("version"), st.get("from")))
+    reset("trial")
+
+
 def _on_image_trial(st):
     run = running_slot()
+    if run is not None and run == st.get("to") and st.get("expired"):
+        _boot_previous(st)
+        return
     if run is None or run == st.get("to"):
         st["boots"] = st.get("boots", 0) + 1
         set_state(st)
         return
     st["state"] = "rolled_back"
-    st["error"] = "the new image did not reach a session: the bootloader booted %s again" % run
+    if st.pop("expired", False):       # satellite.trial reset it at its deadline
+        st["error"] = "the new image %s; the bootloader booted %s again" % (st.get("error"), run)
+    else:
+        st["error"] = ("the new image was not confirmed by a session before a reset: the bootloader booted %s again"
+                       % run)
     set_state(st)
     note("rolled back %s: %s" % (st.get("version"), st["error"]))
     log("ROLLED BACK: image %s %s" % (st.get("version"), st["error"]))
@@ -266,7 +348,7 @@ def _on_trial(st):
     st["boots"] = st.get("boots", 0) + 1
     if st["boots"] > BOOT_BUDGET:
         st["state"] = "rollback"
-        st["error"] = "did not reach a session within %d boots" % BOOT_BUDGET
+        st["error"] = "was not confirmed by a session within %d boots" % BOOT_BUDGET
         set_state(st)
         _rollback(st)
         return
@@ -328,8 +410,9 @@ def _mark_valid():
 
 
 def confirm():
-    """The running firmware reached a session: a trial set becomes the firmware (its predecessor is removed);
-    on an app image the bootloader is told the image is good (mark_app_valid_cancel_rollback)."""
+    """The running firmware proved itself in a session (satellite.trial): a trial set becomes the firmware (its
+    predecessor is removed); on an app image the bootloader is told the image is good
+    (mark_app_valid_cancel_rollback)."""
     st = state()
     if st.get("state") in ("image_trial", "image_pending") or running_slot() in ("ota_0", "ota_1"):
         _mark_valid()
@@ -338,7 +421,7 @@ def confirm():
             st["confirmed"] = True
             set_state(st)
             note("confirmed image %s" % st.get("version"))
-            log("image %s confirmed (it reached a session)" % st.get("version"))
+            log("image %s confirmed (a session proved it)" % st.get("version"))
             return True
     if st.get("state") != "trial":
         return False
@@ -347,7 +430,7 @@ def confirm():
     st["confirmed"] = True
     st.pop("error", None)
     set_state(st)
-    log("firmware %s confirmed (it reached a session)" % st.get("version"))
+    log("firmware %s confirmed (a session proved it)" % st.get("version"))
     return True
 
 

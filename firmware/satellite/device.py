@@ -170,6 +170,7 @@ class Satellite:
         self.closed = False
         self.offset_us = 0
         self.rtt_us = 0
+        self.rounds = 0              # Ping rounds the core answered in this session (a trial's proof, satellite.trial)
         self.tasks = []
 
     # -- helpers --------------------------------------------------------------------------------------
@@ -579,6 +580,7 @@ class Satellite:
         elif t is S.Paired:
             self.rt.on_paired()
         elif t is S.ClockSync:
+            self.rounds += 1
             self.offset_us = ev.offset_us
             self.rtt_us = ev.rtt_us
             self.log("clock offset %d us rtt %d us" % (ev.offset_us, ev.rtt_us))

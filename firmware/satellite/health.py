@@ -190,10 +190,8 @@ class Health:
 
     # -- session hooks ----------------------------------------------------------------------------------
     def on_session(self, sat):
-        """A session was accepted: a trial firmware is confirmed; the boot report goes out once per boot; the
-        sampler starts."""
-        if B.confirm():
-            sat.log("firmware %s confirmed by this session" % self.rt.info()["firmware"])
+        """A session was accepted: the boot report goes out once per boot; the sampler starts. (A trial firmware
+        is confirmed later, once the session has proven it: satellite.trial, docs/ota.md.)"""
         if not self.reported_boot:
             self.reported_boot = True
             self.report(sat, "boot")
@@ -281,7 +279,7 @@ class Health:
         if self.updater is None:
             self.updater = ota.Updater(rt._connect, free=getattr(self.hal, "flash_free", None),
                                        mpy=getattr(sys.implementation, "_mpy", 0), log=sat.log,
-                                       image=bool(rt.frozen_digest()))
+                                       image=bool(rt.frozen_digest()), board=rt.board.get("id"))
         self.updater.release_key = rt.record.release_key if rt.record is not None else b""   # satellite.release
         sat.spawn(self._run_update(sat, ev.id, url, pin, reboot))
 
@@ -294,9 +292,10 @@ class Health:
                 self._error(sat, id, e.code, e.reason, str(e))
             return
         res["reboot"] = reboot
-        if sat.closed:
-            return
-        sat.send(sat.s.tool_result(id, [pb.ContentBlock(text=json.dumps(res))]))
+        if not sat.closed:
+            sat.send(sat.s.tool_result(id, [pb.ContentBlock(text=json.dumps(res))]))
         if reboot:
+            # The reset is not the session's: a link drop right after the answer ends the session and cancels
+            # its tasks (Satellite.close), and the staged firmware must boot whatever the link does.
             sat.log("rebooting into firmware %s" % res["staged"])
-            await ota.reset_soon("ota")
+            asyncio.create_task(ota.reset_soon("ota"))

@@ -4,8 +4,9 @@
 # module checks it, checks the size against the next OTA slot BEFORE writing anything, streams the app into
 # that slot one 4 KB flash sector at a time (erase, then write: one preallocated sector buffer, nothing
 # image-sized in RAM) while hashing it, hashes the slot again from flash, and only then calls set_boot();
-# otaboot notes the trial at the next boot and confirms it (mark_app_valid_cancel_rollback) at the first
-# session. It never touches the running slot or the filesystem (/data), only the other slot and otadata.
+# otaboot notes the trial at the next boot and confirms it (mark_app_valid_cancel_rollback) once a session has
+# proven it (satellite.trial). It never touches the running slot or /data: only the other slot, otadata, and on
+# the filesystem otaboot's ota/state.json (image_pending) and ota/boot.json (the outcome).
 #
 # esp32.Partition calls (MicroPython v1.27.0 docs/library/esp32.rst, ports/esp32/esp32_partition.c):
 #   Partition(Partition.RUNNING).get_next_update()  the slot to write (ESP-IDF esp_ota_get_next_update_partition)
@@ -25,8 +26,9 @@ MAX_NAME = const(64)
 _ERASE = const(6)               # MP_BLOCKDEV_IOCTL_BLOCK_ERASE (vfs.AbstractBlockDev)
 
 
-def check_manifest(m):
-    """An image manifest (dict, kind "image") -> itself, every field checked."""
+def check_manifest(m, board=None):
+    """An image manifest (dict, kind "image") -> itself, every field checked; `board` (this board file's id):
+    the image must have been built for it (an image for another board has other pins, heap and partitions)."""
     v = m.get("version")
     if m.get("format") != 1 or type(v) is not str or not 0 < len(v) <= 32:
         raise OtaError(INVALID_REQUEST, "BAD_MANIFEST", "not a format-1 image manifest with a version")
@@ -40,6 +42,12 @@ def check_manifest(m):
         raise OtaError(INVALID_REQUEST, "TOO_LARGE", "image size %r: an app slot holds 1 to %d bytes" % (size, MAX_IMAGE))
     if not _is_hex64(m.get("sha256")) or not _is_hex64(m.get("firmware_digest")):
         raise OtaError(INVALID_REQUEST, "BAD_MANIFEST", "sha256/firmware_digest are not 64 lower-case hex digits")
+    b = m.get("board")
+    if board and b != board:
+        if type(b) is not str or not 0 < len(b) <= MAX_NAME:
+            raise OtaError(INVALID_REQUEST, "BAD_MANIFEST", "the image manifest names no board")
+        raise OtaError(INVALID_REQUEST, "WRONG_BOARD", "this image is for board %s, this board is %s: send the image "
+                       "built for %s (make image BOARD=%s)" % (b, board, board, board))
     return m
 
 
@@ -96,7 +104,7 @@ def slot_sha256(part, n, buf):
 
 async def apply(up, m, pin, base, esp32=None):
     """Write the image the manifest m names into the next slot and set it to boot; returns the result dict."""
-    check_manifest(m)
+    check_manifest(m, getattr(up, "board", None))
     if esp32 is None:
         import esp32
     run = esp32.Partition(esp32.Partition.RUNNING)
@@ -133,5 +141,5 @@ async def apply(up, m, pin, base, esp32=None):
         B.set_state({"state": "ok"})
         raise OtaError(INVALID_REQUEST, "BAD_IMAGE", "the bootloader refuses the image in %s: %s" % (ninfo[4], e))
     up.log("ota: image %s written to %s and verified (sha256 from flash); it boots at the next reset, on trial "
-           "until its first session" % (m["version"], ninfo[4]))
+           "until a session proves it" % (m["version"], ninfo[4]))
     return {"staged": m["version"], "digest": pin, "slot": ninfo[4], "bytes": m["size"]}

@@ -266,10 +266,12 @@ class _Writer:
 
 class Updater:
     """One firmware.update at a time. connect(host, port) -> socket (async); free() -> free flash bytes;
-    mpy: this interpreter's sys.implementation._mpy; log(line)."""
+    mpy: this interpreter's sys.implementation._mpy; log(line); board: the board file's id (an image manifest
+    must name it, satellite.imgota)."""
 
-    def __init__(self, connect, free=None, mpy=0, log=print, image=False):
+    def __init__(self, connect, free=None, mpy=0, log=print, image=False, board=None):
         self.connect = connect
+        self.board = board
         self.image = image          # a frozen image: it takes image manifests (satellite.imgota), not sets
         self.free = free or flash_free
         self.mpy = mpy
@@ -287,7 +289,10 @@ class Updater:
             raise OtaError(INVALID_REQUEST, "BAD_ARGUMENTS", "sha256 must be 64 lower-case hex digits")
         parse_url(url)
         st = B.state()
-        if st.get("state") in ("pending", "swap", "trial", "rollback", "image_pending", "image_trial"):
+        if st.get("state") in ("trial", "image_trial"):
+            raise OtaError(UNAVAILABLE, "BUSY", "firmware %s is on trial until a session proves it (or it is rolled "
+                           "back): try again then" % st.get("version"))
+        if st.get("state") in ("pending", "swap", "rollback", "image_pending"):
             raise OtaError(UNAVAILABLE, "BUSY", "an update is %s: reboot the board first" % st.get("state"))
         self.busy = True
         try:

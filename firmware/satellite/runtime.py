@@ -21,8 +21,11 @@
 #   - a DEFERRED recording in progress: each wait of run(), for at most _RECORD_WAIT_MS.
 # So a frame handler that never returns (it runs inside _serve), an await that never completes in the connect or
 # serve path, or a stuck receiver stops the feeding and the board resets (WDT_RESET); a trial firmware set
-# that does so on every boot is rolled back by otaboot after its BOOT_BUDGET boots. The longest unfed stretch
-# by design is network_up (Wi-Fi: up to 20 s on esp32), hence the 25 s minimum on chips (boards.py).
+# that does so on every boot is rolled back by otaboot after its BOOT_BUDGET boots (an image by the bootloader
+# at the first such reset). A firmware on trial (satellite.trial) ticks its deadline in _feed and is confirmed
+# only from the serve loop, after a session stayed healthy for its confirmation window (docs/ota.md). The
+# longest unfed stretch by design is network_up (Wi-Fi: up to 20 s on esp32), hence the 25 s minimum on chips
+# (boards.py).
 import gc
 import os
 import sys
@@ -105,6 +108,7 @@ class Runtime:
         self._wdt = None             # hal.wdt_feed once run() armed the watchdog (module comment)
         self.watchdog = None         # its timeout in ms while the runtime feeds it (device.info watchdog_ms)
         self._fed = 0
+        self.trial = None            # satellite.trial.Trial while the firmware must prove itself (run())
         self.record_wait_ms = _RECORD_WAIT_MS
         self.settings = D.load_settings(keystore, self._log, board)
         D.apply_settings(hal, self.settings)
@@ -171,7 +175,12 @@ class Runtime:
         self.log("watchdog armed: %d ms" % self.wdt_ms)
 
     def _feed(self, now):
-        """Feed the watchdog (at most every wdt_ms/4); only the loops the module comment names call it. 0 B."""
+        """Feed the watchdog (at most every wdt_ms/4); only the loops the module comment names call it. 0 B
+        (a trial's tick writes its running time every trial.SAVE_MS, only while a trial runs)."""
+        tr = self.trial
+        if tr is not None and tr.tick(now):
+            self.trial = None
+            tr.expire(now)                       # resets the board: the trial is rolled back
         f = self._wdt
         if f is not None and time.ticks_diff(now, self._fed) >= self.wdt_ms >> 2:
             self._fed = now
@@ -185,6 +194,38 @@ class Runtime:
             park()
             self.log("watchdog parked: fed by the HAL while the REPL has the board (reset or Ctrl-D: the "
                      "runtime starts again and feeds it)")
+
+    def _open_trial(self):
+        """satellite.trial's Trial when the firmware must prove itself. Only a board that took an update has
+        ota/state.json: any other keeps satellite.trial and otaboot unloaded (docs/memory.md)."""
+        try:
+            os.stat("ota/state.json")         # otaboot.STATE
+        except OSError:
+            return None
+        from satellite import trial
+        tr = trial.open_trial(self.board, time.ticks_ms(), self.log)
+        if tr is None:
+            self._drop_trial()
+        else:
+            self.log("firmware on trial: confirmed after a session healthy for %d ms, rolled back if not within "
+                     "%d ms (%d ms spent)" % (tr.confirm_ms, tr.deadline_ms, tr.spent))
+        return tr
+
+    def _drop_trial(self):
+        """No trial (any more): its module and otaboot leave the heap (satellite.health imports otaboot again)."""
+        self.trial = None
+        sys.modules.pop("satellite.trial", None)
+        if self._health is None:
+            sys.modules.pop("otaboot", None)
+
+    def _confirm(self, sat, now):
+        """The serve loop: the trial is proven (satellite.trial.Trial.proven); otaboot makes it the firmware."""
+        tr = self.trial
+        self._drop_trial()
+        import otaboot
+        if otaboot.confirm():
+            sat.log("firmware %s confirmed: a session healthy for %d ms, %d Ping rounds answered" % (
+                VERSION, time.ticks_diff(now, tr.t_session), sat.rounds))
 
     def frozen_digest(self):
         """The frozen image's firmware digest, "" when the firmware runs from files (health.image_digest)."""
@@ -438,6 +479,8 @@ class Runtime:
         finally:
             sat.close()
             self.sat = None
+            if self.trial is not None:
+                self.trial.ended()
 
     def _accepted(self, ev):
         """The runtime's side of an accepted Hello (Satellite.on_frame calls it, in frame order)."""
@@ -448,6 +491,8 @@ class Runtime:
         self.log("accepted: core max_frame_bytes %d max_concurrent_streams %d heap_free=%d" % (
             ev.max_frame_bytes, ev.max_concurrent_streams, gc.mem_free()))
         sat.started(ev.max_frame_bytes)
+        if self.trial is not None:
+            self.trial.session(time.ticks_ms())  # its confirmation window starts (_serve confirms)
         self.health.on_session(sat)
         if self.deferred is not None:
             sat.spawn(self.deferred.upload(sat))
@@ -480,6 +525,9 @@ class Runtime:
                     link.send(p)
             if time.ticks_diff(now, self.last_rx) <= dead_ms or sess.state == S.HELLO_SENT:
                 self._feed(now)                          # the liveness rule (module comment: the watchdog)
+                tr = self.trial
+                if tr is not None and tr.proven(now, sat.rounds):
+                    self._confirm(sat, now)
             g = self.hal.gesture()
             while g:
                 if self.deferred is not None and self.deferred.take_gesture(g):
@@ -517,6 +565,7 @@ class Runtime:
 
     async def run(self):
         self._arm()
+        self.trial = self._open_trial()
         await self.hal.network_up(self)
         self._feed(time.ticks_ms())
         if self.display is not None:

@@ -97,11 +97,13 @@ def test_bootloader_boots_new_once_and_rolls_back_an_unconfirmed_image():
     assert E.active(es2) != E.active(es) and E.slot_of(es2[E.active(es2)][0]) == "ota_0"
 
 
-def image_manifest(data, offset=0, size=None, version="2.0"):
+def image_manifest(data, offset=0, size=None, version="2.0", board=None):
     body = data[offset:]
-    return json.dumps({"format": 1, "kind": "image", "version": version, "file": "firmware.bin", "offset": offset,
-                       "size": len(body) if size is None else size, "sha256": sha(body),
-                       "firmware_digest": "ab" * 32}).encode()
+    m = {"format": 1, "kind": "image", "version": version, "file": "firmware.bin", "offset": offset,
+         "size": len(body) if size is None else size, "sha256": sha(body), "firmware_digest": "ab" * 32}
+    if board is not None:
+        m["board"] = board
+    return json.dumps(m).encode()
 
 
 def run_image(site, pin):
@@ -151,6 +153,25 @@ def test_image_refusals_write_nothing_or_never_set_boot():
     assert (e.code, e.reason) == (O.INVALID_REQUEST, "WRONG_KIND") and "frozen image" in str(e)
 
 
+def test_an_image_for_another_board_is_refused_before_anything_is_written():
+    d = chip()
+    flash(d, "ota_0", app(b"old"))
+    new = app(b"new")
+    for board, reason in (("esp32-s3-box-3", "WRONG_BOARD"), (None, "BAD_MANIFEST")):
+        man = image_manifest(new, board=board)
+        e, log = run_update({"/fw/manifest.json": (len(man), man), "/fw/firmware.bin": (len(new), new)}, sha(man),
+                            image=True, board="sim")
+        assert (e.code, e.reason) == (O.INVALID_REQUEST, reason), (board, e)
+        assert log == ["/fw/manifest.json"]                          # firmware.bin never fetched
+        assert slot_bytes(d, "ota_1", 4096) == b"\xff" * 4096 and B.state().get("state", "ok") == "ok"
+    assert "for board esp32-s3-box-3, this board is sim" in str(raises(
+        O.OtaError, I.check_manifest, json.loads(image_manifest(new, board="esp32-s3-box-3")), "sim"))
+    man = image_manifest(new, board="sim")                           # its own board: written
+    res, log = run_update({"/fw/manifest.json": (len(man), man), "/fw/firmware.bin": (len(new), new)}, sha(man),
+                          image=True, board="sim")
+    assert res["slot"] == "ota_1" and slot_bytes(d, "ota_1", len(new)) == new
+
+
 def test_image_manifest_checks():
     m = json.loads(image_manifest(b"x" * 10))
     assert I.check_manifest(dict(m)) is not None
@@ -177,7 +198,7 @@ def test_otaboot_follows_the_image_through_trial_confirmation_and_rollback():
     setenv("ALABAMA_SIM_RUNNING", E.select_boot(d))   # a reset before any session: the bootloader rolls back
     B.boot()
     st = B.state()
-    assert st["state"] == "rolled_back" and "did not reach a session" in st["error"]
+    assert st["state"] == "rolled_back" and "was not confirmed by a session" in st["error"]
     assert B.boot_record()["rollbacks"] == 1
     B.set_state({"state": "image_pending", "version": "2.1", "from": "ota_0", "to": "ota_1"})
     E.Partition("ota_1").set_boot()
@@ -187,6 +208,55 @@ def test_otaboot_follows_the_image_through_trial_confirmation_and_rollback():
     assert E.select_boot(d) == "ota_1" and B.boot_record()["rollbacks"] == 1
     B.boot()
     assert B.state()["state"] == "ok"
+
+
+def test_otaboot_reports_a_first_boot_cut_before_it_ran_as_the_bootloader_saw_it():
+    """set_boot happened, the new image's first boot was cut before otaboot ran (the bootloader had marked it
+    PENDING_VERIFY), the next boot's bootloader ABORTED it and booted the old slot: a rollback, counted, not
+    "never booted". A slot the bootloader would not verify (INVALID) is a refusal that says so."""
+    d = chip()
+    flash(d, "ota_0", app(b"old"))
+    flash(d, "ota_1", app(b"new"))
+    B.set_state({"state": "image_pending", "version": "2.0", "from": "ota_0", "to": "ota_1"})
+    E.Partition("ota_1").set_boot()
+    assert E.select_boot(d) == "ota_1"                # NEW -> PENDING_VERIFY; cut before boot.py ran otaboot
+    setenv("ALABAMA_SIM_RUNNING", E.select_boot(d))   # the next boot: ABORTED, the old slot
+    assert B.otadata_verdict("ota_1") == E.ABORTED
+    B.boot()
+    st = B.state()
+    assert st["state"] == "rolled_back" and "PENDING_VERIFY" in st["error"] and "ABORTED" in st["error"], st
+    assert "never booted" not in st["error"] and B.boot_record()["rollbacks"] == 1
+    # the bootloader refused the image (it does not verify): INVALID, a refusal
+    B.set_state({"state": "image_pending", "version": "2.1", "from": "ota_0", "to": "ota_1"})
+    E.Partition("ota_1").set_boot()
+    flash(d, "ota_1", b"\x00" * 64)                  # spoiled after set_boot
+    setenv("ALABAMA_SIM_RUNNING", E.select_boot(d))
+    assert B.otadata_verdict("ota_1") == 3
+    B.boot()
+    st = B.state()
+    assert st["state"] == "refused" and "INVALID" in st["error"] and B.boot_record()["rollbacks"] == 1
+
+
+def test_an_expired_image_the_bootloader_boots_again_is_sent_back_to_the_previous_slot():
+    """A bootloader without app rollback boots the expired image again: otaboot sets the previous slot to boot and
+    resets, and the boot after that reports the rollback with the deadline's reason."""
+    d = chip()
+    flash(d, "ota_0", app(b"old"))
+    flash(d, "ota_1", app(b"new"))
+    resets = []
+    real, B.reset = B.reset, resets.append
+    try:
+        B.set_state({"state": "image_trial", "version": "2.0", "from": "ota_0", "to": "ota_1", "boots": 1,
+                     "expired": True, "error": "was not confirmed within its 20 s deadline (...)"})
+        setenv("ALABAMA_SIM_RUNNING", "ota_1")
+        B.boot()
+        assert resets == ["trial"] and E.select_boot(d) == "ota_0"     # the previous slot is set to boot
+        setenv("ALABAMA_SIM_RUNNING", "ota_0")
+        B.boot()
+        st = B.state()
+        assert st["state"] == "rolled_back" and "20 s deadline" in st["error"] and "expired" not in st
+    finally:
+        B.reset = real
 
 
 def test_zz_back_home():

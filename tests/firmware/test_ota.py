@@ -262,14 +262,14 @@ def site_for(files, man, cut=None, spoil=None):
     return s
 
 
-def run_update(site, pin, free=10 ** 7, image=False):
+def run_update(site, pin, free=10 ** 7, image=False, board=None):
     log = []
 
     async def connect(host, port):
         assert (host, port) == ("10.0.0.2", 8080)
         return FakeSock(site, log)
 
-    up = O.Updater(connect, free=lambda: free, mpy=_mpy(), log=lambda line: None, image=image)
+    up = O.Updater(connect, free=lambda: free, mpy=_mpy(), log=lambda line: None, image=image, board=board)
 
     async def go():
         return await up.update("http://10.0.0.2:8080/fw/manifest.json", pin)
@@ -321,9 +321,12 @@ def test_updater_refusals_leave_the_running_set_and_no_stage():
         assert read("lib/satellite/runtime.mpy") == old["satellite/runtime.mpy"]
     e, _ = run_update(site_for(new, man), "not-a-digest")
     assert e.reason == "BAD_ARGUMENTS"
-    B.set_state({"state": "trial", "boots": 1})
+    B.set_state({"state": "trial", "boots": 1, "version": "2.0"})
     e, log = run_update(site_for(new, man), sha(man))
-    assert e.reason == "BUSY" and log == []
+    assert e.reason == "BUSY" and log == [] and "2.0 is on trial until a session proves it" in str(e)
+    B.set_state({"state": "pending", "version": "2.0"})
+    e, log = run_update(site_for(new, man), sha(man))
+    assert e.reason == "BUSY" and log == [] and "reboot the board first" in str(e)
 
 
 def _update_failing_mid_set(exc):

@@ -185,6 +185,28 @@ def test_watchdog_ms_is_optional_bounded_and_outlasts_wifi_on_a_chip():
     assert _problems(d, "sim") == ["boards/sim.json: watchdog_ms: 999 is outside 1000..600000"]
 
 
+def test_trial_is_optional_bounded_and_leaves_a_chip_time_to_prove_an_update():
+    """trial (docs/ota.md, "The trial"): absent -> the firmware's 60 s window and 300 s deadline; the deadline must
+    be longer than the window; a chip's must leave room for Wi-Fi, a reconnect at the backoff cap and the window."""
+    assert boards.load("devkitc1-inmp441").trial == {}
+    assert boards.load("sim").trial == {"confirm_ms": 3000, "deadline_ms": 60000}
+    d = _data("devkitc1-inmp441")
+    d["trial"] = {"confirm_ms": 30000, "deadline_ms": 180000}
+    assert _problems(d, "devkitc1-inmp441") == []
+    d["trial"] = {"deadline_ms": 90000}
+    (msg,) = _problems(d, "devkitc1-inmp441")
+    assert msg.startswith("boards/devkitc1-inmp441.json: trial.deadline_ms: 90000 ms leaves a trial no time") \
+        and "at least %d" % boards.TRIAL_DEADLINE_MIN_CHIP_MS in msg
+    d["trial"] = {"confirm_ms": 400000}                    # past the default deadline
+    (msg,) = _problems(d, "devkitc1-inmp441")
+    assert "trial.deadline_ms: 300000 ms is not longer than the confirmation window (confirm_ms 400000)" in msg
+    d["trial"] = {"confirm": 3000}
+    assert _problems(d, "devkitc1-inmp441")                 # a typo is an error, not a silent default
+    d = _data("sim")
+    d["trial"] = {"confirm_ms": 1000, "deadline_ms": 5000}
+    assert _problems(d, "sim") == []
+
+
 def test_load_raises_one_line_board_error(tmp_path):
     d = _data("sim")
     d["duplex"] = "both"

@@ -230,7 +230,8 @@ def test_deploys_mpy_heap_figure_is_the_measured_one(lib_dir):
 
 
 #: Loaded only when their path runs, never by a boot at rest (docs/memory.md, tools/bench/bench_memory.py).
-COLD_AT_REST = ("satellite.deferred", "satellite.ota", "satellite.health", "otaboot", "satellite.provision.listen",
+COLD_AT_REST = ("satellite.deferred", "satellite.ota", "satellite.trial", "satellite.health", "otaboot",
+                "satellite.provision.listen",
                 "satellite.provision.ggwave_rx", "satellite.provision.gesture", "satellite.wire.pbtable")
 
 #: A DEFERRED store on flash with one recording queued (satellite.deferred's index layout: header, then one line

@@ -88,7 +88,8 @@ def test_ota_updates_the_virtual_board_and_the_new_version_answers_device_info(c
         with ota.SetServer(fw, bind="127.0.0.1") as srv:
             res = json.loads(offer(core, dev, srv, fw).content[0].text)
             assert res["staged"] == "0.2.0-ota" and res["digest"] == fw.digest and res["files"] == len(fw.files)
-            after = wait_info(core, dev, lambda i: i["firmware"] == "0.2.0-ota")
+            # on trial first: confirmed once its session proved it (boards/sim.json trial.confirm_ms)
+            after = wait_info(core, dev, lambda i: i["firmware"] == "0.2.0-ota" and i["ota"]["state"] != "trial")
         assert after["firmware_digest"] == fw.digest
         assert after["ota"]["state"] == "ok" and after["reset_reason"] == "ota"
         assert after["boots"] == before["boots"] + 1
@@ -164,7 +165,7 @@ def test_ota_new_firmware_crashing_at_boot_is_rolled_back_by_itself(core, tmp_pa
             offer(core, dev, srv, fw)
         back = wait_info(core, dev, lambda i: i["ota"]["state"] == "rolled_back", timeout=90)
         assert back["firmware"] == RUNNING and back["firmware_digest"] == old["firmware_digest"]
-        assert "did not reach a session within 3 boots" in back["ota"]["error"]
+        assert "was not confirmed by a session within 3 boots" in back["ota"]["error"]
         assert back["crash_count"] == old["crash_count"] + 3 and "broken firmware" in back["last_crash"]
         assert (vb.flash / "ota" / "bad" / "satellite" / "_manifest.json").exists()
         log = vb.log_text()
@@ -204,7 +205,7 @@ def test_alabama_ota_cli_updates_through_the_running_core_and_reports_a_rollback
         out = capsys.readouterr().out
         assert rc == 0 and "runs firmware 0.3.0-cli" in out, out
         assert info(core, dev)["firmware"] == "0.3.0-cli"
-        with pytest.raises(ota.OtaError, match="rolled back the update: did not reach a session within 3 boots"):
+        with pytest.raises(ota.OtaError, match="rolled back the update: was not confirmed by a session within 3 boots"):
             ota.update(core.data_dir, dev, root=new_firmware(tmp_path, "0.3.1-crash", crash=True), host="127.0.0.1",
                        bind="127.0.0.1", timeout=90, out=lambda *a: None)
         assert info(core, dev)["firmware"] == "0.3.0-cli"          # the set before the broken one, not RUNNING

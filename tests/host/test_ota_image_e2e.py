@@ -24,8 +24,9 @@ CRASHING_APP = pathlib.Path(__file__).resolve().parent / "data" / "ota" / "app_c
 SLOT = 0x100000          # the simulated slots of this board: 1 MiB (the sim image is ~290 KB)
 
 
-def release(tmp, version, crash=False):
-    """An image release (firmware.bin + .sha256 + ota-image.json) of the firmware stamped `version`."""
+def release(tmp, version, crash=False, mutant=None):
+    """An image release (firmware.bin + .sha256 + ota-image.json) of the firmware stamped `version`; mutant: a
+    module shipped as satellite/app.py, the real app kept beside it as app_real (test_ota_trial_e2e)."""
     root, out = tmp / ("fw-" + version), tmp / ("img-" + version)
     if out.is_dir():                     # built once per module
         return out, ota.ImageRelease((out / "firmware.bin").read_bytes(), (out / image.OTA_MANIFEST).read_bytes())
@@ -33,19 +34,25 @@ def release(tmp, version, crash=False):
     fwset.set_version(root, version)
     if crash:
         shutil.copyfile(CRASHING_APP, root / "satellite" / "app.py")
+    if mutant:
+        shutil.copyfile(root / "satellite" / "app.py", root / "satellite" / "app_real.py")
+        shutil.copyfile(mutant, root / "satellite" / "app.py")
     image.sim_image(root, sim.native_march(sim.find_micropython()), out=out)
     return out, ota.ImageRelease((out / "firmware.bin").read_bytes(), (out / image.OTA_MANIFEST).read_bytes())
 
 
 class Rig:
-    def __init__(self, tmp):
+    """A paired image-OTA virtual board (board: a board name or boards.Board) and its core."""
+
+    def __init__(self, tmp, board="sim"):
         self.tmp = tmp
         self.core = CoreThread(tmp / "core").start()
         token, _ = self.core.run(self.core.core.mint_token, 600)
         first, self.first = release(tmp, "1.0.0-img")
         flash = tmp / "flash"
         sim.provision(flash, "127.0.0.1", self.core.port, None, token, 0)
-        self.vb = sim.VirtualBoard(flash, image=first / "firmware.bin", slot_size=SLOT, speaker=tmp / "speaker.wav",
+        self.vb = sim.VirtualBoard(flash, board=board, image=first / "firmware.bin", slot_size=SLOT,
+                                   speaker=tmp / "speaker.wav",
                                    env={"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"})
         self.vb.start()
         self.vb.wait_log(lw.PAIRED, 30)
@@ -176,7 +183,7 @@ def test_image_ota_new_image_that_never_reaches_a_session_is_rolled_back_by_the_
     assert res["staged"] == "1.5.0-crash" and res["slot"] != run["slot"]
     back = rig.wait_info(lambda i: i["ota"]["state"] == "rolled_back", timeout=60)
     assert back["slot"] == run["slot"] and back["firmware"] == run["firmware"]
-    assert back["rollback_count"] == run["rollback_count"] + 1 and "did not reach a session" in back["ota"]["error"]
+    assert back["rollback_count"] == run["rollback_count"] + 1 and "was not confirmed by a session" in back["ota"]["error"]
     assert rig.data() == data
     log = rig.vb.log_text()
     assert "trial firmware 1.5.0-crash crashed" in log and "PENDING_VERIFY): ABORTED, rolling back" in log

@@ -48,7 +48,7 @@ def test_pinned_release_key_and_good_signature_update_applies(core, tmp_path):
         with ota.SetServer(fw, bind="127.0.0.1") as srv:
             res = json.loads(offer(core, dev, srv, fw).content[0].text)
             assert res["staged"] == "0.3.0-signed"
-            after = wait_info(core, dev, lambda i: i["firmware"] == "0.3.0-signed")
+            after = wait_info(core, dev, lambda i: i["firmware"] == "0.3.0-signed" and i["ota"]["state"] != "trial")
         assert srv.requests[:2] == ["manifest.json", "manifest.json.sig"]
         assert after["firmware_digest"] == fw.digest and after["ota"]["state"] == "ok"
         vb.wait_log(r"manifest signature verified with the pinned release key %s" % _raw(key)[:4].hex(), 5)

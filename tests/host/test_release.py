@@ -303,7 +303,7 @@ def test_ota_release_fetches_the_image_release_a_maker_sends_over_the_air(github
     serves; a release without the manifest, or a device that cannot take an image, is one line."""
     from alabama.board import ota
     github.publish(TAG, [BOARD])
-    manifest = json.dumps({"format": 1, "kind": "image", "version": "0.2.0", "firmware_digest": "cd" * 32,
+    manifest = json.dumps({"format": 1, "kind": "image", "board": BOARD, "version": "0.2.0", "firmware_digest": "cd" * 32,
                            "size": 100, "offset": 0, "file": "firmware.bin",
                            "sha256": hashlib.sha256(_image()[:100]).hexdigest()}).encode()
     github.releases[TAG][release.asset_name(BOARD, TAG, "ota-image.json")] = manifest

@@ -87,7 +87,7 @@ def test_a_trial_set_that_hangs_is_rolled_back_after_its_watchdog_resets(core, t
             offer(core, dev, srv, fw)
         back = wait_info(core, dev, lambda i: i["ota"]["state"] == "rolled_back", timeout=120)
         assert back["firmware"] == RUNNING and back["firmware_digest"] == old["firmware_digest"]
-        assert "did not reach a session within 3 boots" in back["ota"]["error"]
+        assert "was not confirmed by a session within 3 boots" in back["ota"]["error"]
         assert back["reset_reason"] == "WDT_RESET"                  # the last reset was the watchdog's
         assert back["crash_count"] == old["crash_count"]             # nothing crashed: it hung
         assert causes(vb, m) == ["HARD_RESET", "WDT_RESET", "WDT_RESET", "WDT_RESET"]

@@ -64,8 +64,9 @@ SESSION = ["otaboot", "satellite.health"]
 #: The DEFERRED store (docs/deferred.md): imported by app.boot only when the store holds something, else at the
 #: first offline press (app.IdleDeferred stands in until then); its Deferred object is measured beside it.
 DEFERRED = ["satellite.deferred"]
-#: Only while a firmware.update runs (satellite.health imports it then).
-OTA = ["satellite.ota"]
+#: Only while a firmware.update runs (satellite.health imports it then), or while a new firmware is on trial
+#: (runtime.Runtime imports satellite.trial then, docs/ota.md "The trial").
+OTA = ["satellite.ota", "satellite.trial"]
 #: The pure twins of the viper modules: imported only where the native emitter is missing.
 FALLBACK = ["satellite.noise._chacha_pure", "satellite.noise._poly1305_pure", "satellite.noise._x25519_pure",
             "satellite._audio_pure"]
@@ -263,7 +264,7 @@ def table(results, board, mpy_sizes):
     t_sess = mod_rows(SESSION, "from the first session on (satellite.health and its otaboot)")
     t_cold = mod_rows(COLD, "cold paths (lazy)")
     t_def = mod_rows(DEFERRED + ["deferred.Deferred"], "DEFERRED store (only with something queued or recording)")
-    mod_rows(OTA, "OTA (only during a firmware.update)")
+    mod_rows(OTA, "OTA (only during a firmware.update or a trial)")
     mod_rows(FALLBACK, "pure twins (only without the native emitter)")
     mod_rows(DISPLAY, "display (only on a board with a panel; docs/display.md)")
     rows.append("| **buffers for %s** |" % board.id + " |" * (len(cols) + 1))

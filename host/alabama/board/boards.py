@@ -50,6 +50,14 @@ HEAP_RE = re.compile(r"^[1-9][0-9]*[kKmM]?$")
 #: (tests that prove a hang is reset keep it short).
 WATCHDOG_MIN_CHIP_MS = 25000
 
+#: A firmware on trial after an over-the-air update (``trial``: ``confirm_ms``, ``deadline_ms``; docs/ota.md, "The
+#: trial"): absent, the firmware takes a 60 s confirmation window and a 300 s deadline (satellite/trial.py). On a
+#: chip the deadline must leave room for Wi-Fi bring-up (20 s), a reconnect at the backoff cap (60 s) and the
+#: window; the virtual board takes seconds (tests that prove a rollback keep them short).
+TRIAL_CONFIRM_MS = 60000
+TRIAL_DEADLINE_MS = 300000
+TRIAL_DEADLINE_MIN_CHIP_MS = 120000
+
 
 # --- the schema: a shape is ("str",), ("int", lo, hi), ("enum", values), ("pin",), ("list", item, min),
 # ("obj", {name: (shape, required)}), ("nullable", shape), ("lazy", fn -> shape). Unknown keys are errors (typos
@@ -103,6 +111,7 @@ SCHEMA = _obj(
     duplex=req(("enum", ("full", "half"))),
     heap=req(STR),
     watchdog_ms=opt(("int", 1000, 600000)),
+    trial=opt(_obj(confirm_ms=opt(("int", 1000, 600000)), deadline_ms=opt(("int", 2000, 3600000)))),
     audio=req(_obj(mic=req(I2S_END), speaker=req(I2S_END))),
     i2c=opt(("nullable", _obj(sda=req(PIN), scl=req(PIN), freq=opt(("int", 10000, 1000000))))),
     codecs=opt(("list", _obj(
@@ -161,6 +170,7 @@ class Board:
         self.duplex = data["duplex"]
         self.heap = data["heap"]
         self.watchdog_ms = data.get("watchdog_ms")     # None: the firmware's default (docs/reliability.md)
+        self.trial = dict(data.get("trial") or {})      # {}: the firmware's trial window and deadline (docs/ota.md)
         self.limits = dict(data["limits"])
 
     @property
@@ -333,6 +343,19 @@ def _check_pins(d, errs):
             errs.append((where, "GPIO %d is used twice: %s" % (pin, " and ".join(fields))))
 
 
+def _check_trial(d, chip, errs):
+    t = d.get("trial") or {}
+    confirm, deadline = t.get("confirm_ms", TRIAL_CONFIRM_MS), t.get("deadline_ms", TRIAL_DEADLINE_MS)
+    if deadline <= confirm:
+        errs.append(("trial.deadline_ms", "%d ms is not longer than the confirmation window (confirm_ms %d): a trial "
+                     "could never be confirmed; make deadline_ms at least a few times confirm_ms (docs/ota.md)"
+                     % (deadline, confirm)))
+    elif chip != "unix" and deadline < TRIAL_DEADLINE_MIN_CHIP_MS:
+        errs.append(("trial.deadline_ms", "%d ms leaves a trial no time for Wi-Fi, a reconnect at the backoff cap and "
+                     "the confirmation window: use at least %d, or leave it out for the default %d (docs/ota.md)"
+                     % (deadline, TRIAL_DEADLINE_MIN_CHIP_MS, TRIAL_DEADLINE_MS)))
+
+
 def _check_rest(d, errs):
     chip, psram, image = d["chip"], d["psram"], d["image"]
     if chip == "esp32s3":
@@ -346,6 +369,7 @@ def _check_rest(d, errs):
         errs.append(("watchdog_ms", "%d ms is shorter than the firmware's longest unfed stretch (Wi-Fi bring-up, up "
                      "to 20 s): use at least %d, or leave it out for the default 30000 (docs/reliability.md)"
                      % (d["watchdog_ms"], WATCHDOG_MIN_CHIP_MS)))
+    _check_trial(d, chip, errs)
     if not HEAP_RE.match(d["heap"]):
         errs.append(("heap", "%s is not a micropython -X heapsize value such as \"256k\" or \"8m\"" % json.dumps(d["heap"])))
     codecs = d.get("codecs") or []

@@ -170,10 +170,11 @@ def _sign(release, sign_key, out):
 
 
 def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0", port=0, timeout=180.0,
-           out=print, invoke_timeout=120.0, image_dir=None, sign_key=None, release=None):
+           out=print, invoke_timeout=120.0, image_dir=None, sign_key=None, release=None, force_board=False):
     """The whole update of one device through the core running on data_dir; returns the new device.info.
     release: a release tag whose image (the project's GitHub releases, board/release.py) is sent instead of
-    image_dir (a frozen image with OTA slots only)."""
+    image_dir (a frozen image with OTA slots only). force_board: send an image built for another board anyway
+    (load_image)."""
     from ..core.errors import CoreError
     from ..local import lan_address
     try:
@@ -193,7 +194,7 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
         image_dir = rel_mod.fetch_ota(boards.load(before.get("board") or "?"), release, out=out)
     if before.get("image") == "frozen" and before.get("slot"):
         # an image with the OTA partition table: the whole app image is replaced (docs/ota.md, "Image OTA")
-        rel = _sign(load_image(before, root, image_dir, march, out), sign_key, out)
+        rel = _sign(load_image(before, root, image_dir, march, out, force_board), sign_key, out)
         return update_image(data_dir, device, before, rel, host=host, bind=bind, port=port, timeout=timeout, out=out,
                             invoke_timeout=invoke_timeout)
     if before.get("image") == "frozen":
@@ -234,9 +235,12 @@ class ImageRelease:
         self.files = {m["file"]: firmware}
 
 
-def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print):
+def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print, force_board=False):
     """The image release for the device: for the virtual board a sim app image built from `root`; else
-    build/image/<board>/ (or image_dir) as `make image` left it, checked against its firmware.bin.sha256."""
+    build/image/<board>/ (or image_dir) as `make image` left it, checked against its firmware.bin.sha256. Its
+    manifest must name the device's board (the board refuses another's too: WRONG_BOARD); with force_board the
+    manifest is re-stamped with the device's board, so the board takes it (its pin and signature are of that
+    manifest)."""
     from . import appimage as image
     board = info.get("board") or "<board>"
     if board == "sim" and image_dir is None:
@@ -255,9 +259,31 @@ def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print):
                        % (d, image.OTA_MANIFEST, board)) from None
     if hashlib.sha256(fw).hexdigest() != pin:
         raise OtaError("%s/firmware.bin does not match its firmware.bin.sha256: download or build it again" % d)
+    man = _board_checked(man, d / image.OTA_MANIFEST, board, force_board, out)
     rel = ImageRelease(fw, man)
     out("ota: image %s (%d bytes of app, manifest sha256 %s) from %s" % (rel.version, rel.size, rel.digest, d))
     return rel
+
+
+def _board_checked(man, path, board, force, out):
+    """The manifest bytes when they name `board`; re-stamped for it under force; else one line saying whose it is."""
+    try:
+        m = json.loads(man)
+        built_for = m.get("board")
+    except (ValueError, AttributeError):
+        raise OtaError("%s is not a JSON image manifest: build the image again (make image BOARD=%s)"
+                       % (path, board)) from None
+    if built_for == board:
+        return man
+    if not force:
+        raise OtaError("%s is %s, and this device is a %s board: build its own (make image BOARD=%s), or pass "
+                       "--force-board to send this one anyway" % (
+                           path, "an image for board %s" % built_for if built_for else "an image manifest naming no "
+                           "board", board, board))
+    out("ota: --force-board: sending an image built for %s to a %s board (its manifest re-stamped for %s)"
+        % (built_for, board, board))
+    m["board"] = board
+    return (json.dumps(m, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
 def update_image(data_dir, device, before, rel, host=None, bind="0.0.0.0", port=0, timeout=180.0, out=print,
@@ -277,10 +303,12 @@ def update_image(data_dir, device, before, rel, host=None, bind="0.0.0.0", port=
 
 
 def wait_running(data_dir, device, digest, old_boots, timeout, out=print):
-    """Poll device.info until the device runs `digest`, or reports a rollback / refusal after a reboot."""
+    """Poll device.info until the device runs `digest` and has confirmed it (a firmware on trial is confirmed only
+    once a session proved it, docs/ota.md "The trial"), or reports a rollback / refusal after a reboot."""
     from ..core.errors import CoreError
     deadline = time.monotonic() + timeout
     last = None
+    on_trial = False
     while time.monotonic() < deadline:
         try:
             info = _device_info(data_dir, device, 5.0)
@@ -290,6 +318,14 @@ def wait_running(data_dir, device, digest, old_boots, timeout, out=print):
             continue
         ota = info.get("ota") or {}
         if info.get("firmware_digest") == digest:
+            if ota.get("state") in ("trial", "image_trial"):
+                if not on_trial:
+                    out("ota: %s runs firmware %s on trial; waiting until its session proves it" % (
+                        device, info.get("firmware")))
+                on_trial = True
+                last = "firmware %s still on trial" % info.get("firmware")
+                time.sleep(0.5)
+                continue
             out("ota: %s runs firmware %s (digest %s), confirmed by its session" % (device, info.get("firmware"), digest))
             return info
         if info.get("boots") != old_boots and ota.get("state") in ("rolled_back", "refused"):
@@ -309,7 +345,8 @@ def register(sub):
                                    "sha256-pinned manifest, tell the device (tool firmware.update) through the "
                                    "running core, and wait until it runs the new set. The device verifies every "
                                    "file, swaps at the next boot and rolls back by itself if the new set does not "
-                                   "reach a session. On a frozen image with OTA slots (device.info: image frozen, "
+                                   "prove itself in a session within its trial (docs/ota.md); the command returns "
+                                   "once it is confirmed. On a frozen image with OTA slots (device.info: image frozen, "
                                    "slot ota_N) the whole app image of build/image/<board>/ (--image) is sent "
                                    "instead and the bootloader rolls it back if it is not confirmed.")
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
@@ -329,6 +366,8 @@ def register(sub):
                    "ESP-IDF needed) instead of --image")
     p.add_argument("--sign-key", metavar="FILE", help="sign the manifest with this release key (alabama release-key): "
                    "a board that pins its public key refuses an unsigned update")
+    p.add_argument("--force-board", action="store_true", help="image OTA: send an image whose manifest names "
+                   "another board (re-stamped for this one; the board refuses it otherwise)")
     p.set_defaults(func=cmd_ota)
 
 
@@ -339,11 +378,13 @@ def cmd_ota(args):
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
     if args.release and args.image:
         raise UsageError("give --release TAG or --image DIR, not both")
+    if args.force_board and not (args.image or args.release):
+        raise UsageError("--force-board goes with --image DIR or --release TAG (an image built for another board)")
     key = None
     if args.sign_key:
         from .signing import load_private
         key = load_private(args.sign_key)     # before building: a bad key file is one line, not a half-done update
     update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
            port=args.port, timeout=args.timeout, image_dir=args.image, sign_key=key,
-           release=args.release)
+           release=args.release, force_board=args.force_board)
     return 0

@@ -745,6 +745,13 @@ def register(sub):
     p.add_argument("--heap", metavar="SIZE",
                    help="micropython -X heapsize, literally (default: the board file's heap, as-is on a 32-bit "
                         "port, x%.1f on a 64-bit one)" % HEAP_ALLOWANCE_64)
+    p.add_argument("--image", nargs="?", const="", default=None, metavar="PATH",
+                   help="run a sim app image from simulated OTA slots (DIR.chip/: ota_0, ota_1, otadata; the "
+                        "supervisor is the ESP-IDF bootloader), so image OTA (alabama ota) works on it: PATH is its "
+                        "firmware.bin or the directory holding it; no PATH: built from the repository's firmware "
+                        "(docs/virtual-board.md)")
+    p.add_argument("--slot-size", metavar="SIZE", help="with --image: the size of each simulated app slot, e.g. 1m "
+                   "or 0x100000 (default: the real table's 0x270000)")
     p.add_argument("--web", nargs="?", type=int, const=0, default=None, metavar="PORT",
                    help="also serve the board as a page on http://127.0.0.1:PORT/ (button, LED ring, panel, "
                         "browser mic and speaker, frame timeline, serial log; no PORT: a free one)")
@@ -763,6 +770,53 @@ def _check_ctl_port(port):
         raise listen_error(e, "127.0.0.1", port, "--ctl-port") from None
     finally:
         s.close()
+
+
+def parse_size(text):
+    """'1m', '2560k', '0x100000', '1048576' -> bytes; SimError unless a whole number of 4 KB flash sectors."""
+    m = re.fullmatch(r"\s*(0x[0-9a-fA-F]+|\d+)([kKmM]?)\s*", str(text))
+    n = int(m.group(1), 0) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()] if m else 0
+    if n <= 0 or n % 4096:
+        raise SimError("--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors" % text)
+    return n
+
+
+def sim_image_args(args):
+    """(image path or None, slot size or None) from `board sim --image [PATH] --slot-size SIZE`."""
+    from .simchip import esp32 as chip
+    if args.image is None:
+        if args.slot_size:
+            raise SimError("--slot-size goes with --image (a board whose firmware is an app image in OTA slots)")
+        return None, None
+    slot = parse_size(args.slot_size) if args.slot_size else None
+    if args.image == "":
+        from . import appimage
+        mp = args.micropython or find_micropython()
+        path = appimage.sim_image(default_firmware(), native_march(mp), out=BUILD / "image-sim")
+        print("sim app image of %s built: %s" % (default_firmware(), path), flush=True)
+    else:
+        path = pathlib.Path(args.image)
+        if path.is_dir():
+            path = path / "firmware.bin"
+        if not path.is_file():
+            raise SimError("--image %s: no such file: give a sim app image's firmware.bin (or its directory), or "
+                           "--image alone to build one from the repository's firmware" % path)
+    with open(path, "rb") as f:
+        head = f.read(len(chip.MAGIC))
+    if head != chip.MAGIC:
+        raise SimError("%s is not a sim app image (it does not start with %r): the virtual board runs the images "
+                       "alabama.board.appimage.sim_image builds (--image alone builds one), not a chip's firmware.bin"
+                       % (path, chip.MAGIC.decode()))
+    flash = pathlib.Path(args.dir).resolve()
+    have = flash.parent / (flash.name + ".chip") / "ota_0.bin"
+    if slot and have.is_file() and have.stat().st_size != slot:
+        raise SimError("%s holds slots of %d bytes, not --slot-size %s: leave --slot-size out, or remove %s to "
+                       "start with blank slots" % (have.parent, have.stat().st_size, args.slot_size, have.parent))
+    size = path.stat().st_size
+    if size > (slot or chip.TABLE["ota_0"][3]):
+        raise SimError("%s is %d bytes, larger than a %d-byte slot: give a larger --slot-size" % (
+            path, size, slot or chip.TABLE["ota_0"][3]))
+    return path, slot
 
 
 def cmd_sim(args):
@@ -784,15 +838,11 @@ def cmd_sim(args):
         if key is not None and len(key) != 32:
             raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), not %r"
                            % args.core_key)
-        try:
-            flash.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise SimError("cannot make the flash directory %s (%s): give another --dir" % (args.dir, e.strerror or e))
-        provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
     elif args.core_key or args.token:
         raise SimError("--core-key and --token provision a core: give its address too, --core HOST:PORT")
     elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
         raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
+    image, slot_size = sim_image_args(args)          # before anything is written into DIR
     mic = mic_dir = None
     if args.mic:                          # any rate/channels, as the web page takes it; a missing file said now
         import tempfile
@@ -803,9 +853,15 @@ def cmd_sim(args):
         except simctl.SimCtlError:
             shutil.rmtree(mic_dir, ignore_errors=True)
             raise
+    if args.core:                         # every option checked: now the record is written
+        try:
+            flash.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SimError("cannot make the flash directory %s (%s): give another --dir" % (args.dir, e.strerror or e))
+        provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
     vb = VirtualBoard(args.dir, board=args.board, mic=mic, speaker=args.speaker, ctl_port=args.ctl_port,
                       duplex=args.duplex, echo=lambda line: print(line, flush=True), heap=args.heap,
-                      micropython=args.micropython)
+                      micropython=args.micropython, image=image, slot_size=slot_size)
     def _term(signum, frame):
         raise KeyboardInterrupt
 

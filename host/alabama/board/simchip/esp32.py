@@ -51,6 +51,11 @@ ESP_ERR_INVALID_ARG = 0x102
 ESP_ERR_INVALID_SIZE = 0x104
 ESP_ERR_NOT_FOUND = 0x105
 ESP_ERR_OTA_VALIDATE_FAILED = 0x1503
+# The chip's flash calls take no Python heap, so neither do these in steady state (the interpreter's heap is the
+# board's: a 4 KB temporary per sector fragmented it into a NO_MEMORY mid-update): one erased sector, made once,
+# and one small scratch buffer for the NOR write's read-modify-write.
+_ERASED = b"\xff" * SECTOR
+_SCRATCH = bytearray(256)
 
 
 def chip_dir():
@@ -156,11 +161,16 @@ def check_image(d, label):
         return "app image in %s longer than the slot" % label
     h = hashlib.sha256()
     off, left = 0, HEAD + n
-    while left:
-        b = _read(p, off, min(SECTOR, left))
-        h.update(b)
-        off += len(b)
-        left -= len(b)
+    buf = bytearray(SECTOR)                      # one block for the whole image (set_boot runs on the board's heap)
+    mv = memoryview(buf)
+    with open(p, "rb") as f:
+        while left:
+            k = f.readinto(mv[:min(SECTOR, left)])
+            if not k:
+                break
+            h.update(mv[:k])
+            off += k
+            left -= k
     if h.digest() != _read(p, off, TAIL):
         return "app image in %s fails its sha256" % label
     return None
@@ -266,8 +276,9 @@ class Partition:
         _cut("read")
         off = block * self.bs + offset
         self._range(off, len(buf))
-        data = _read(self.path, off, len(buf))
-        buf[:len(data)] = data
+        with open(self.path, "rb") as f:
+            f.seek(off)
+            f.readinto(buf)
 
     def writeblocks(self, block, buf, offset=None):
         _cut("write")
@@ -279,12 +290,23 @@ class Partition:
             while a < off + n:
                 self._erase(a)
                 a += SECTOR
-        old = _read(self.path, off, n)
-        _write(self.path, off, bytes(a & b for a, b in zip(old, bytes(buf))))
+        src = memoryview(buf)
+        with open(self.path, "r+b") as f:
+            i = 0
+            while i < n:
+                k = min(len(_SCRATCH), n - i)
+                s = memoryview(_SCRATCH)[:k]
+                f.seek(off + i)
+                f.readinto(s)
+                for j in range(k):
+                    s[j] &= src[i + j]             # NOR flash: a write only clears bits
+                f.seek(off + i)
+                f.write(s)
+                i += k
 
     def _erase(self, addr):
         _cut("erase")
-        _write(self.path, addr, b"\xff" * SECTOR)
+        _write(self.path, addr, _ERASED)
 
     def ioctl(self, op, arg):
         if op in (1, 2, 3):                     # init, deinit, sync
