@@ -1,7 +1,8 @@
 # The wake model's kernels in viper (the board's hot path): same calls and results as _model_pure.py, which says
 # what each p holds. Nothing allocated. viper's int is 32-bit on the board (64-bit on the unix port): TFLite's 64-bit
 # rounding multiply is done in 16-bit limbs whose sums stay below 2**31, so it is exact on both; bytes are read
-# unsigned through ptr8 and sign-extended with (v ^ 0x80) - 0x80.
+# unsigned through ptr8 and sign-extended with (v ^ 0x80) - 0x80; int32 through ptr32 is signed on the board but
+# zero-extended by the 64-bit unix port, so biases, shifts, zero points and clamps are sign-extended from their top 16 bits.
 import micropython
 
 
@@ -24,8 +25,11 @@ def mac(arena, w8, i32, params):
     mo = p[11]
     so = p[12]
     ozp = p[13]
+    ozp = (((ozp >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (ozp & 0xFFFF)
     lo = p[14]
+    lo = (((lo >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (lo & 0xFFFF)
     hi = p[15]
+    hi = (((hi >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (hi & 0xFFFF)
     half = 0x4000
     half = half << 16      # 2**30 as a machine int (the literal would be a big-int object on a 32-bit port)
     t = 0
@@ -35,6 +39,7 @@ def mac(arena, w8, i32, params):
         oc = 0
         while oc < out_cols:
             acc = b[bo + oc]
+            acc = (((acc >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (acc & 0xFFFF)
             k = 0
             while k < kh:
                 xi = base + k * dil * in_cols
@@ -47,6 +52,7 @@ def mac(arena, w8, i32, params):
             # MultiplyByQuantizedMultiplier(acc, m, s)
             m = b[mo + oc]
             s = b[so + oc]
+            s = (((s >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (s & 0xFFFF)
             x = acc
             rs = 0 - s
             if s > 0:
@@ -108,8 +114,11 @@ def dw(arena, w8, i32, params):
     mo = p[11]
     so = p[12]
     ozp = p[13]
+    ozp = (((ozp >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (ozp & 0xFFFF)
     lo = p[14]
+    lo = (((lo >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (lo & 0xFFFF)
     hi = p[15]
+    hi = (((hi >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (hi & 0xFFFF)
     half = 0x4000
     half = half << 16      # 2**30 as a machine int (the literal would be a big-int object on a 32-bit port)
     t = 0
@@ -117,6 +126,7 @@ def dw(arena, w8, i32, params):
         c = 0
         while c < cols:
             acc = b[bo + c]
+            acc = (((acc >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (acc & 0xFFFF)
             xi = inp + t * stride * cols + c
             wi = wo + c
             k = 0
@@ -127,6 +137,7 @@ def dw(arena, w8, i32, params):
                 k += 1
             m = b[mo + c]
             s = b[so + c]
+            s = (((s >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (s & 0xFFFF)
             x = acc
             rs = 0 - s
             if s > 0:
