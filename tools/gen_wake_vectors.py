@@ -53,8 +53,8 @@ class _Build:
         return off
 
 
-def _requant(acc, mult, shift, zp, lo, hi):
-    return np.array([min(hi, max(lo, mbqm(int(a), m, s) + zp)) for a, m, s in zip(acc, mult, shift)])
+def _requant(acc, mult, shift, zp, lo, hi, upward=False):
+    return np.array([min(hi, max(lo, mbqm(int(a), m, s, upward) + zp)) for a, m, s in zip(acc, mult, shift)])
 
 
 def build():
@@ -82,16 +82,20 @@ def build():
     v1 = b.t(3 * oc)
     folded1 = bias1 - in_zp * w1.reshape(oc, -1).sum(axis=1)
     b.ops.append(["CONV_2D", c0, 5, F, v1, 3, oc, kh, 1, 1, b.w8(w1.ravel()), b.w32(folded1),
-                  b.w32([m for m, _ in m1]), b.w32([s for _, s in m1]), z1, z1, 127])
-    # DEPTHWISE_CONV_2D: 3x8 -> 1x8, kh 2, dilation 2
+                  b.w32([m for m, _ in m1]), b.w32([s for _, s in m1]), z1, z1, 127, 0])
+    # DEPTHWISE_CONV_2D: 3x8 -> 1x8, kh 2, dilation 2, halves rounded upward (TFLite's optimized kernel)
     w2 = rng.integers(-127, 128, (2, oc))
     bias2 = rng.integers(-500, 500, oc)
     m2 = [quantize_multiplier(s) for s in rng.uniform(0.002, 0.02, oc)]
+    # channels 0-3 scale by exactly 1/4 with small weights: half the results are ties, where the rounding shows
+    w2[:, :4] = rng.integers(-2, 3, (2, 4))
+    bias2[:4] = rng.integers(-50, 50, 4)
+    m2[:4] = [quantize_multiplier(0.25)] * 4
     z2 = 5
     v2 = b.t(oc)
     folded2 = bias2 - z1 * w2.sum(axis=0)
     b.ops.append(["DEPTHWISE_CONV_2D", v1, 3, oc, v2, 1, oc, 2, 1, 2, b.w8(w2.ravel()), b.w32(folded2),
-                  b.w32([m for m, _ in m2]), b.w32([s for _, s in m2]), z2, -128, 127])
+                  b.w32([m for m, _ in m2]), b.w32([s for _, s in m2]), z2, -128, 127, 1])
     # SPLIT_V along channels, then CONCATENATION the other way round
     va, vb, v4 = b.t(4), b.t(4), b.t(oc)
     b.ops += [["SPLIT_V", v2, va, 1, 4, oc, 4], ["SPLIT_V", v2 + 4, vb, 1, 4, oc, 4],
@@ -104,7 +108,7 @@ def build():
     v5 = b.t(1)
     folded3 = bias3 - z2 * w3.sum(axis=1)
     b.ops.append(["FULLY_CONNECTED", v4, 1, oc, v5, 1, 1, 1, 1, 1, b.w8(w3.ravel()), b.w32(folded3),
-                  b.w32([m3[0]]), b.w32([m3[1]]), z3, -128, 127])
+                  b.w32([m3[0]]), b.w32([m3[1]]), z3, -128, 127, 0])
     v6, out = b.t(1), b.t(1)
     lg = logistic_table(0.09, z3, 1 / 256, -128)
     qt = requantize_table(1 / 256, -128, 1 / 256, 0, 0)
@@ -112,7 +116,7 @@ def build():
     table = input_table(in_scale, in_zp)
     window, cutoff = 3, 0.5
     header = {"name": "synthetic", "wake_word": "synthetic", "stride": 3, "features": F, "step_ms": 10,
-              "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "arena": b.arena,
+              "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": "tflite", "arena": b.arena,
               "input": tin, "output": out, "out_xor": 0, "in_q": b.w8(np.frombuffer(table, np.int8)),
               "in_n": IN_TABLE, "state": [[state, 2 * F, state_init]], "n8": len(b.b8), "n32": len(b.b32),
               "ops": b.ops}
@@ -135,7 +139,7 @@ def build():
                         for t in range(3)])
         y1 = np.array([_requant(acc[t], *zip(*m1), z1, z1, 127) for t in range(3)])
         acc2 = np.array([int((y1[0, o] - z1) * w2[0, o] + (y1[2, o] - z1) * w2[1, o]) + bias2[o] for o in range(oc)])
-        y2 = _requant(acc2, *zip(*m2), z2, -128, 127)
+        y2 = _requant(acc2, *zip(*m2), z2, -128, 127, upward=True)
         y4 = np.concatenate([y2[4:], y2[:4]])
         acc3 = int((y4 - z2) @ w3[0]) + int(bias3[0])
         y5 = min(127, max(-128, mbqm(acc3, *m3) + z3))

@@ -33,7 +33,7 @@ _LUT = const(3)
 _KINDS = {"CONV_2D": _MAC, "FULLY_CONNECTED": _MAC, "DEPTHWISE_CONV_2D": _DW, "CONCATENATION": _COPY,
           "STRIDED_SLICE": _COPY, "SPLIT_V": _COPY, "READ_VARIABLE": _COPY, "ASSIGN_VARIABLE": _COPY,
           "LOGISTIC": _LUT, "QUANTIZE": _LUT}
-_NPARAM = {_MAC: 16, _DW: 16, _COPY: 6, _LUT: 4}
+_NPARAM = {_MAC: 17, _DW: 17, _COPY: 6, _LUT: 4}
 
 
 class ModelError(ValueError):

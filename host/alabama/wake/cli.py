@@ -3,11 +3,12 @@ board file goes); not for the compiling itself (compile.py) or for deploying the
 from pathlib import Path
 
 from ..errors import UsageError
+from .compile import ROUNDINGS
 from .reference import BUILTIN, compile_named
 
 
 def _compile(args):
-    blob = compile_named(args.model)
+    blob = compile_named(args.model, args.rounding)
     name = Path(args.model).stem if args.model not in BUILTIN else args.model
     out = Path(args.out) if args.out else Path(name + ".aww")
     if out.is_dir():
@@ -28,5 +29,8 @@ def register(sub):
                                     ".tflite with its .json beside it." % ", ".join(BUILTIN))
     c.add_argument("model", metavar="MODEL|PATH.tflite")
     c.add_argument("-o", "--out", help="output file or directory (default: ./MODEL.aww)")
+    c.add_argument("--rounding", choices=ROUNDINGS, default="tflite",
+                   help="tflite (default): bit-exact with TFLite's builtin kernels, which pymicro-wakeword runs; "
+                        "reference: TFLite's reference kernels, as TFLite-Micro (ESPHome) runs them")
     c.set_defaults(func=_compile)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

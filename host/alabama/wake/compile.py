@@ -82,10 +82,20 @@ def _np_of(t, dtype):
     return np.frombuffer(t.data, dtype=dtype)
 
 
+#: how the requantizing ops round, per arithmetic: "tflite" is TFLite's builtin (optimized) kernels, which
+#: pymicro-wakeword runs and the board must equal: its int8 DEPTHWISE_CONV_2D rounds the halves of its final shift
+#: upward (DepthwiseConvRound kUpward), everything else as the reference; "reference" is TFLite's reference kernels
+#: (and TFLite-Micro's, which ESPHome runs): halves away from zero everywhere
+ROUNDINGS = ("tflite", "reference")
+
+
 class Compiler:
     """Lowers one model's main graph to the board's ops; `build()` returns the model file's bytes."""
 
-    def __init__(self, tfl, config, name):
+    def __init__(self, tfl, config, name, rounding="tflite"):
+        if rounding not in ROUNDINGS:
+            raise ModelError("rounding %r: choose one of %s" % (rounding, ", ".join(ROUNDINGS)))
+        self.rounding = rounding
         self.name = name
         self.config = config
         self.model = _parse(tfl, name)
@@ -373,7 +383,7 @@ class Compiler:
         lo, hi = self._act_range(out, fused, name)
         self.ops.append([name, self._at(inp), in_rows, in_cols, self._at(out), out_rows, out_cols, kh, stride, dil,
                          self._b8(wt.astype(np.int8).tobytes()), self._b32(folded), self._b32(mult), self._b32(shift),
-                         out.zp, lo, hi])
+                         out.zp, lo, hi, 1 if depthwise and self.rounding == "tflite" else 0])
 
     def _conv_shape(self, op, ins, outs, name, opt):
         inp, w = ins[0], ins[1]
@@ -455,7 +465,7 @@ class Compiler:
         header = {
             "name": self.name, "wake_word": str(self.config.get("wake_word", self.name)),
             "stride": stride, "features": FEATURES, "step_ms": step,
-            "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window),
+            "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": self.rounding,
             "arena": self.arena, "input": in_off, "output": self._at(tout), "out_xor": out_xor,
             "in_q": table, "in_n": IN_TABLE,
             "state": [[off, n, init] for off, n, init, _ in self.vars.values()],
@@ -548,10 +558,10 @@ def _parse(tfl, name):
     return m
 
 
-def compile_model(tfl, config, name):
+def compile_model(tfl, config, name, rounding="tflite"):
     """The board model file for one model: bytes."""
     try:
-        return Compiler(tfl, config, name).build()
+        return Compiler(tfl, config, name, rounding).build()
     except ModelError:
         raise
     except (IndexError, ValueError, TypeError, KeyError, struct.error) as e:

@@ -1,6 +1,8 @@
 """TFLite's integer requantization arithmetic, in Python ints: responsible for QuantizeMultiplier and
 MultiplyByQuantizedMultiplier exactly as TFLite's reference kernels round (the double rounding: a rounding doubling
-high multiply, then a rounding right shift); not for reading models or running a graph."""
+high multiply, then a rounding right shift, halves away from zero), and the variant of TFLite's optimized int8
+DEPTHWISE_CONV_2D (DepthwiseConvRound kUpward: halves of the final shift rounded up); not for reading models or
+running a graph."""
 import math
 
 INT32_MIN = -(1 << 31)
@@ -31,10 +33,10 @@ def _sat_rounding_doubling_high_mul(a, b):
     return q if v >= 0 else -q
 
 
-def _rounding_divide_by_pot(x, exponent):
+def _rounding_divide_by_pot(x, exponent, upward=False):
     mask = (1 << exponent) - 1
     remainder = x & mask
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    threshold = (mask >> 1) + (1 if x < 0 and not upward else 0)
     return (x >> exponent) + (1 if remainder > threshold else 0)
 
 
@@ -43,7 +45,8 @@ def _wrap32(x):
     return x - (1 << 32) if x & 0x80000000 else x
 
 
-def multiply_by_quantized_multiplier(x, multiplier, shift):
+def multiply_by_quantized_multiplier(x, multiplier, shift, upward=False):
+    """upward=True: the final shift rounds halves toward +inf (TFLite's optimized depthwise kernel)."""
     left = shift if shift > 0 else 0
     right = 0 if shift > 0 else -shift
-    return _rounding_divide_by_pot(_sat_rounding_doubling_high_mul(_wrap32(x << left), multiplier), right)
+    return _rounding_divide_by_pot(_sat_rounding_doubling_high_mul(_wrap32(x << left), multiplier), right, upward)

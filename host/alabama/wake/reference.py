@@ -37,7 +37,7 @@ def model_paths(model):
     return p, j, p.stem
 
 
-def compile_named(model):
+def compile_named(model, rounding="tflite"):
     tfl, js, name = model_paths(model)
     try:
         config = json.loads(js.read_text())
@@ -45,7 +45,7 @@ def compile_named(model):
         raise ModelError("%s is not valid JSON (%s)" % (js, e))
     if not isinstance(config, dict):
         raise ModelError("%s is not a microWakeWord model description" % js)
-    return compile_model(tfl.read_bytes(), config, name)
+    return compile_model(tfl.read_bytes(), config, name, rounding)
 
 
 def features_of(pcm):
