@@ -101,20 +101,20 @@ def build():
     b.ops += [["SPLIT_V", v2, va, 1, 4, oc, 4], ["SPLIT_V", v2 + 4, vb, 1, 4, oc, 4],
               ["CONCATENATION", vb, v4, 1, 4, 4, oc], ["CONCATENATION", va, v4 + 4, 1, 4, 4, oc]]
     # FULLY_CONNECTED 8 -> 1
-    w3 = rng.integers(-127, 128, (1, oc))
-    bias3 = rng.integers(-2000, 2000, 1)
-    m3 = quantize_multiplier(0.004)
+    w3 = rng.integers(-1, 2, (1, oc))                      # scaled by exactly 1/4: ties, rounded upward
+    bias3 = rng.integers(-20, 20, 1)
+    m3 = quantize_multiplier(0.25)
     z3 = 10
     v5 = b.t(1)
     folded3 = bias3 - z2 * w3.sum(axis=1)
     b.ops.append(["FULLY_CONNECTED", v4, 1, oc, v5, 1, 1, 1, 1, 1, b.w8(w3.ravel()), b.w32(folded3),
-                  b.w32([m3[0]]), b.w32([m3[1]]), z3, -128, 127, 0])
+                  b.w32([m3[0]]), b.w32([m3[1]]), z3, -128, 127, 1])
     v6, out = b.t(1), b.t(1)
-    lg = logistic_table(0.09, z3, 1 / 256, -128)
+    lg = logistic_table(0.2, z3, 1 / 256, -128)
     qt = requantize_table(1 / 256, -128, 1 / 256, 0, 0)
     b.ops += [["LOGISTIC", v5, v6, 1, b.w8(lg)], ["QUANTIZE", v6, out, 1, b.w8(qt)]]
     table = input_table(in_scale, in_zp)
-    window, cutoff = 3, 0.5
+    window, cutoff = 3, 0.25
     header = {"name": "synthetic", "wake_word": "synthetic", "stride": 3, "features": F, "step_ms": 10,
               "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": "tflite", "arena": b.arena,
               "input": tin, "output": out, "out_xor": 0, "in_q": b.w8(np.frombuffer(table, np.int8)),
@@ -142,7 +142,7 @@ def build():
         y2 = _requant(acc2, *zip(*m2), z2, -128, 127, upward=True)
         y4 = np.concatenate([y2[4:], y2[:4]])
         acc3 = int((y4 - z2) @ w3[0]) + int(bias3[0])
-        y5 = min(127, max(-128, mbqm(acc3, *m3) + z3))
+        y5 = min(127, max(-128, mbqm(acc3, *m3, True) + z3))
         y6 = lg[y5 & 255]
         p = qt[y6 & 255]
         probs.append(int(p))

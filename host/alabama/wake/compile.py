@@ -82,10 +82,11 @@ def _np_of(t, dtype):
     return np.frombuffer(t.data, dtype=dtype)
 
 
-#: how the requantizing ops round, per arithmetic: "tflite" is TFLite's builtin (optimized) kernels, which
-#: pymicro-wakeword runs and the board must equal: its int8 DEPTHWISE_CONV_2D rounds the halves of its final shift
-#: upward (DepthwiseConvRound kUpward), everything else as the reference; "reference" is TFLite's reference kernels
-#: (and TFLite-Micro's, which ESPHome runs): halves away from zero everywhere
+#: how the requantizing ops round: "tflite" is TFLite's builtin (optimized) kernels, which pymicro-wakeword runs
+#: and the board must equal: their int8 DEPTHWISE_CONV_2D (DepthwiseConvRound kUpward), FULLY_CONNECTED and CONV_2D
+#: (through ruy) round the halves of the final shift upward; "reference" is TFLite's reference kernels (and
+#: TFLite-Micro's, which ESPHome runs): halves away from zero. Measured, not assumed: tools/wake_parity.py and
+#: docs/wake.md ("Two roundings")
 ROUNDINGS = ("tflite", "reference")
 
 
@@ -383,7 +384,7 @@ class Compiler:
         lo, hi = self._act_range(out, fused, name)
         self.ops.append([name, self._at(inp), in_rows, in_cols, self._at(out), out_rows, out_cols, kh, stride, dil,
                          self._b8(wt.astype(np.int8).tobytes()), self._b32(folded), self._b32(mult), self._b32(shift),
-                         out.zp, lo, hi, 1 if depthwise and self.rounding == "tflite" else 0])
+                         out.zp, lo, hi, 1 if self.rounding == "tflite" else 0])
 
     def _conv_shape(self, op, ins, outs, name, opt):
         inp, w = ins[0], ins[1]
