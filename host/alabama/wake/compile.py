@@ -103,23 +103,70 @@ class Compiler:
         self.ops = []
         self.blob8 = bytearray()
         self.blob32 = []
-        self.arena = 0
-        self.where = {}             # tensor index -> arena offset
+        self.arena = 0              # first the naive layout (every tensor its own bytes), then the planned one
+        self.where = {}             # tensor index -> arena offset (RESHAPE outputs share their input's)
+        self._regions = []          # (naive offset, size, key): key a tensor index or ("var", name)
+        self._life = {}             # key -> [first, last] TFLite op index that touches it
+        self._persist = set()       # keys live across inferences: the state, the input, the output
+        self._alias = {}            # RESHAPE output -> the tensor whose bytes it is
+        self._oi = -1
         self.vars = {}              # shared name -> [arena offset, size, init blob8 offset]
         self.handles = {}           # resource tensor index -> shared name
 
     # -- storage ------------------------------------------------------------------------------------------------
-    def _alloc(self, n):
+    def _alloc(self, n, key):
         off = self.arena
         self.arena += n
-        if self.arena > MAX_ARENA_BYTES:
-            raise ModelError("%s: its activations need more than %d bytes of arena" % (self.name, MAX_ARENA_BYTES))
+        self._regions.append((off, n, key))
         return off
 
     def _at(self, t):
-        if t.index not in self.where:
-            self.where[t.index] = self._alloc(t.size)
-        return self.where[t.index]
+        key = self._alias.get(t.index, t.index)
+        if key not in self.where:
+            self.where[key] = self._alloc(t.size, key)
+        life = self._life.setdefault(key, [self._oi, self._oi])
+        life[0] = min(life[0], self._oi)
+        life[1] = max(life[1], self._oi)
+        return self.where[key]
+
+    def _plan(self):
+        """Give tensors whose lifetimes (in ops) do not overlap the same bytes, largest first, lowest offset that
+        fits (the state, input and output keep theirs for good); returns naive offset -> planned offset."""
+        placed, new = [], {}
+        for off0, n, key in sorted(self._regions, key=lambda r: (-r[1], r[0])):
+            first, last = (-1, 1 << 30) if key in self._persist else self._life.get(key, (0, 0))
+            busy = sorted((o, o + m) for o, m, f, la in placed if f <= last and first <= la)
+            at = 0
+            for lo, hi in busy:
+                if at + n <= lo:
+                    break
+                at = max(at, hi)
+            placed.append((at, n, first, last))
+            new[off0] = (at, n)
+        size = max((o + m for o, m, _, _ in placed), default=0)
+        if size > MAX_ARENA_BYTES:
+            raise ModelError("%s: its activations and state need %d bytes of arena (the board takes at most %d)"
+                             % (self.name, size, MAX_ARENA_BYTES))
+        starts = sorted(new)
+
+        def remap(v):
+            import bisect
+            off0 = starts[bisect.bisect_right(starts, v) - 1]
+            at, n = new[off0]
+            assert off0 <= v < off0 + n, v
+            return at + (v - off0)
+        self.arena = size
+        for k in list(self.where):
+            self.where[k] = remap(self.where[k])
+        for a, b in self._alias.items():
+            self.where[a] = self.where[b]
+        for op in self.ops:
+            idx = (1, 2) if len(op) in (5, 7) else (1, 4)       # LUT/copy: in, out; MAC: in, out
+            for i in idx:
+                op[i] = remap(op[i])
+        for v in self.vars.values():
+            v[0] = remap(v[0])
+        return remap
 
     def _b8(self, data):
         off = len(self.blob8)
@@ -172,9 +219,13 @@ class Compiler:
                 raise ModelError("%s: uses the op %s, which the board does not implement" % (self.name, name))
             ins = [tensors[i] if i >= 0 else None for i in op.InputsAsNumpy()] if op.InputsLength() else []
             outs = [tensors[i] for i in op.OutputsAsNumpy()] if op.OutputsLength() else []
+            self._oi = oi
             fn(op, ins, outs)
         out_xor = self._output_rule(tout)
-        return self._pack(tin, stride, in_off, tout, out_xor)
+        self._at(tout)
+        self._persist.update((tin.index, self._alias.get(tout.index, tout.index)))
+        remap = self._plan()
+        return self._pack(tin, stride, remap(in_off), tout, out_xor)
 
     def _output_rule(self, t):
         if abs(t.scale - 1 / 256) > 1e-9 or not ((t.type == _UINT8 and t.zp == 0) or (t.type == _INT8 and t.zp == -128)):
@@ -207,7 +258,8 @@ class Compiler:
                 if value.data is None or value.type != _INT8:
                     raise ModelError("%s: the state's initial value %r is not an int8 constant" % (self.name, value.name))
                 key = handles[op.Inputs(0)]
-                self.vars[key] = [self._alloc(value.size), value.size, self._b8(value.data), value]
+                self.vars[key] = [self._alloc(value.size, ("var", key)), value.size, self._b8(value.data), value]
+                self._persist.add(("var", key))
             else:
                 raise ModelError("%s: its state initializer uses %s (only constant assignments are implemented)"
                                  % (self.name, name))
@@ -253,7 +305,8 @@ class Compiler:
         self._same_q(ins[0], outs[0], "RESHAPE")
         if ins[0].size != outs[0].size:
             raise ModelError("%s: RESHAPE from %s to %s" % (self.name, ins[0].shape, outs[0].shape))
-        self.where[outs[0].index] = self._at(ins[0])       # same bytes, new shape: no copy
+        self._at(ins[0])
+        self._alias[outs[0].index] = self._alias.get(ins[0].index, ins[0].index)   # same bytes, new shape: no copy
 
     def _axis(self, t, axis, op):
         nd = len(t.shape)
@@ -467,7 +520,8 @@ class Compiler:
             "name": self.name, "wake_word": str(self.config.get("wake_word", self.name)),
             "stride": stride, "features": FEATURES, "step_ms": step,
             "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": self.rounding,
-            "arena": self.arena, "input": in_off, "output": self._at(tout), "out_xor": out_xor,
+            "arena": self.arena, "input": in_off, "output": self.where[self._alias.get(tout.index, tout.index)],
+            "out_xor": out_xor,
             "in_q": table, "in_n": IN_TABLE,
             "state": [[off, n, init] for off, n, init, _ in self.vars.values()],
             "n8": len(self.blob8), "n32": len(self.blob32),
