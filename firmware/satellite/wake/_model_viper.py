@@ -30,7 +30,7 @@ def mac(arena, w8, i32, params):
     lo = (((lo >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (lo & 0xFFFF)
     hi = p[15]
     hi = (((hi >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (hi & 0xFFFF)
-    away = 1 - p[16]
+    ups = p[16]
     half = 0x4000
     half = half << 16      # 2**30 as a machine int (the literal would be a big-int object on a 32-bit port)
     t = 0
@@ -81,8 +81,8 @@ def mac(arena, w8, i32, params):
             if rs > 0:
                 mask = (1 << rs) - 1
                 th = mask >> 1
-                if r < 0:
-                    th += away
+                if r < 0 and oc >= ups:
+                    th += 1
                 rem = r & mask
                 r = r >> rs
                 if rem > th:
@@ -120,7 +120,7 @@ def dw(arena, w8, i32, params):
     lo = (((lo >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (lo & 0xFFFF)
     hi = p[15]
     hi = (((hi >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (hi & 0xFFFF)
-    away = 1 - p[16]
+    ups = p[16]
     half = 0x4000
     half = half << 16      # 2**30 as a machine int (the literal would be a big-int object on a 32-bit port)
     t = 0
@@ -167,8 +167,8 @@ def dw(arena, w8, i32, params):
             if rs > 0:
                 mask = (1 << rs) - 1
                 th = mask >> 1
-                if r < 0:
-                    th += away
+                if r < 0 and c >= ups:
+                    th += 1
                 rem = r & mask
                 r = r >> rs
                 if rem > th:
