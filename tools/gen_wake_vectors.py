@@ -118,7 +118,8 @@ def build():
     table = input_table(in_scale, in_zp)
     window, cutoff = 3, 0.7
     header = {"name": "synthetic", "wake_word": "synthetic", "stride": 3, "features": F, "step_ms": 10,
-              "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": "tflite", "arena": b.arena,
+              "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": "tflite",
+              "arena": b.arena,
               "input": tin, "output": out, "out_xor": 0, "in_q": b.w8(np.frombuffer(table, np.int8)),
               "in_n": IN_TABLE, "state": [[state, 2 * F, state_init]], "n8": len(b.b8), "n32": len(b.b32),
               "ops": b.ops}

@@ -2,7 +2,10 @@
 # what each p holds. Nothing allocated. viper's int is 32-bit on the board (64-bit on the unix port): TFLite's 64-bit
 # rounding multiply is done in 16-bit limbs whose sums stay below 2**31, so it is exact on both; bytes are read
 # unsigned through ptr8 and sign-extended with (v ^ 0x80) - 0x80; int32 through ptr32 is signed on the board but
-# zero-extended by the 64-bit unix port, so biases, shifts, zero points and clamps are sign-extended from their top 16 bits.
+# zero-extended by the 64-bit unix port, so biases, shifts, zero points and clamps are sign-extended from their
+# top 16 bits.
+# mac and dw each carry the requantization inline: a shared viper function would box the accumulator and the
+# multiplier (>= 2**30) into heap ints on the 32-bit board at every output; the same vectors test both copies.
 import micropython
 
 

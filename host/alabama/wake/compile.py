@@ -229,7 +229,8 @@ class Compiler:
         return self._pack(tin, stride, remap(in_off), tout, out_xor)
 
     def _output_rule(self, t):
-        if abs(t.scale - 1 / 256) > 1e-9 or not ((t.type == _UINT8 and t.zp == 0) or (t.type == _INT8 and t.zp == -128)):
+        probability = (t.type == _UINT8 and t.zp == 0) or (t.type == _INT8 and t.zp == -128)
+        if abs(t.scale - 1 / 256) > 1e-9 or not probability:
             raise ModelError("%s: output is not a probability in 1/256 steps (type %d, scale %g, zero point %d)"
                              % (self.name, t.type, t.scale, t.zp))
         return 0 if t.type == _UINT8 else 128
@@ -257,7 +258,8 @@ class Compiler:
             elif name == "ASSIGN_VARIABLE":
                 value = tensors[op.Inputs(1)]
                 if value.data is None or value.type != _INT8:
-                    raise ModelError("%s: the state's initial value %r is not an int8 constant" % (self.name, value.name))
+                    raise ModelError("%s: the state's initial value %r is not an int8 constant"
+                                     % (self.name, value.name))
                 key = handles[op.Inputs(0)]
                 self.vars[key] = [self._alloc(value.size, ("var", key)), value.size, self._b8(value.data), value]
                 self._persist.add(("var", key))
