@@ -523,8 +523,8 @@ class Compiler:
         except (KeyError, TypeError, ValueError):
             raise ModelError("%s: its JSON lacks micro.probability_cutoff / sliding_window_size" % self.name)
         if not 1 <= window <= 64 or not 0.0 < cutoff < 1.0 or step != 10:
-            raise ModelError("%s: window %d, cutoff %r, feature step %d ms (need 1..64, 0..1, 10)"
-                             % (self.name, window, cutoff, step))
+            raise ModelError("%s: its JSON says sliding_window_size %d, probability_cutoff %r, feature_step_size %d; "
+                             "the board takes 1..64, between 0 and 1, and 10" % (self.name, window, cutoff, step))
         table = self._b8(input_table(tin.scale, tin.zp))
         header = {
             "name": self.name, "wake_word": str(self.config.get("wake_word", self.name)),
