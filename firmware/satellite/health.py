@@ -277,7 +277,7 @@ class Health:
                         "firmware updates come only from the paired core: pair this device first")
             return
         if self.updater is None:
-            self.updater = ota.Updater(rt._connect, free=getattr(self.hal, "flash_free", None),
+            self.updater = ota.Updater(rt.connect, free=getattr(self.hal, "flash_free", None),
                                        mpy=getattr(sys.implementation, "_mpy", 0), log=sat.log,
                                        image=bool(rt.frozen_digest()), board=rt.board.get("id"))
         self.updater.release_key = rt.record.release_key if rt.record is not None else b""   # satellite.release

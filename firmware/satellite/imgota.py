@@ -18,7 +18,7 @@
 # The `esp32` module is a parameter (the board's builtin one; the virtual board's simulated one).
 from micropython import const
 import otaboot as B
-from satellite.ota import OtaError, http_get, _hex, _is_hex64, INVALID_REQUEST, INTERNAL_ERROR, RESOURCE_EXHAUSTED
+from satellite.otahttp import OtaError, http_get, _hex, _is_hex64, INVALID_REQUEST, INTERNAL_ERROR, RESOURCE_EXHAUSTED
 
 SECTOR = const(4096)            # the flash erase unit and the write buffer (the only image buffer)
 MAX_IMAGE = const(0x270000)     # an app slot of partitions-8MiBplus-ota.csv; the slot's own size is checked too

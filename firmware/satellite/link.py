@@ -2,8 +2,9 @@
 # over Noise (sans socket above the write/poll calls): receive = on_plaintext -> FrameReader -> decode_into a
 # reused Envelope -> on_frame; send = ONE frame buffer (conn.tx_plain: prefix | Envelope | tail) encrypted in
 # place and written as one Noise message (frame-granular, R10.1-a), never over the core's max_frame_bytes
-# (R6.1-b) or our tx capacity. It does not connect, handshake or decide anything (satellite.runtime does),
-# and it never interprets an Envelope (satellite.device does).
+# (R6.1-b) or our tx capacity. `connect` opens the non-blocking socket itself (beside write and read, as
+# micropython-lib's asyncio stream module keeps open_connection next to Stream.write); it does not handshake or
+# decide anything (satellite.runtime does), and it never interprets an Envelope (satellite.device does).
 from micropython import const
 
 from satellite.wire import alabama_v1 as pb
@@ -31,6 +32,41 @@ def read_some(sock, buf):
         if e.args and e.args[0] == _EAGAIN:
             return None
         raise
+
+
+async def connect(host, port, timeout_ms, on_poll=None):
+    """A non-blocking TCP socket connected to host:port within timeout_ms, or LinkError("CONNECT", ...).
+    on_poll(now_ms) runs at every poll while it waits (the runtime feeds its watchdog there: the wait is bounded)."""
+    import socket
+    import select
+    import asyncio
+    from time import ticks_ms, ticks_diff
+    ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+    s = socket.socket(ai[0], socket.SOCK_STREAM)
+    s.setblocking(False)
+    try:
+        s.connect(ai[-1])
+    except OSError as e:
+        if not e.args or e.args[0] not in (115, 119, 11):   # EINPROGRESS (linux 115, lwIP 119), EAGAIN
+            s.close()
+            raise LinkError("CONNECT", "cannot connect to %s:%d: %s" % (host, port, e))
+    p = select.poll()
+    p.register(s, select.POLLOUT | select.POLLERR | select.POLLHUP)
+    t0 = ticks_ms()
+    while True:
+        ev = p.poll(0)
+        if ev:
+            if ev[0][1] & (select.POLLERR | select.POLLHUP):
+                s.close()
+                raise LinkError("CONNECT", "cannot connect to %s:%d (refused)" % (host, port))
+            return s
+        now = ticks_ms()
+        if ticks_diff(now, t0) > timeout_ms:
+            s.close()
+            raise LinkError("CONNECT", "connect to %s:%d timed out" % (host, port))
+        if on_poll is not None:
+            on_poll(now)
+        await asyncio.sleep_ms(POLL_MS)
 
 
 class Link:

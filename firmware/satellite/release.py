@@ -29,7 +29,7 @@ async def check(upd, url, manifest):
     if not key:
         return False
     import hashlib
-    from satellite import ota
+    from satellite import otahttp as ota
     sig = bytearray()
 
     def into(mv, n):

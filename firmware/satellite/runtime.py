@@ -14,8 +14,9 @@
 # would keep feeding through a handler that loops or an await that never returns):
 #   - serving: each pass of _serve while the core was heard within the liveness limit (3 pings + one max frame:
 #     dead_ms, R10.1-b), or the Hello is within its timeout; past them _serve ends the connection anyway;
-#   - connecting: each poll of _connect and each handshake read (both end at _HANDSHAKE_TIMEOUT_MS; the OTA
-#     updater's download task connects through _connect too, so it may feed for those 10 s at most);
+#   - connecting: each poll of connect (satellite.link.connect) and each handshake read (both end at
+#     _HANDSHAKE_TIMEOUT_MS; the OTA updater's download task connects through connect too, so it may feed for
+#     those 10 s at most);
 #   - the backoff: each tick of _sleep (capped at 60 s);
 #   - listening mode / halted: each pass of the ggwave receiver (its stop() callback) or of the record poll;
 #   - a DEFERRED recording in progress: each wait of run(), for at most _RECORD_WAIT_MS.
@@ -333,36 +334,10 @@ class Runtime:
             return b"?"
 
     # -- one connection -------------------------------------------------------------------------------------
-    async def _connect(self, host, port):
-        import socket
-        ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
-        s = socket.socket(ai[0], socket.SOCK_STREAM)
-        s.setblocking(False)
-        try:
-            s.connect(ai[-1])
-        except OSError as e:
-            if not e.args or e.args[0] not in (115, 119, 11):   # EINPROGRESS (linux 115, lwIP 119), EAGAIN
-                s.close()
-                raise L.LinkError("CONNECT", "cannot connect to %s:%d: %s" % (host, port, e))
-        import select
-        p = select.poll()
-        p.register(s, select.POLLOUT | select.POLLERR | select.POLLHUP)
-        t0 = time.ticks_ms()
-        while True:
-            ev = p.poll(0)
-            if ev:
-                flags = ev[0][1]
-                if flags & (select.POLLERR | select.POLLHUP):
-                    s.close()
-                    raise L.LinkError("CONNECT", "cannot connect to %s:%d (refused)" % (host, port))
-                break
-            now = time.ticks_ms()
-            if time.ticks_diff(now, t0) > _HANDSHAKE_TIMEOUT_MS:
-                s.close()
-                raise L.LinkError("CONNECT", "connect to %s:%d timed out" % (host, port))
-            self._feed(now)
-            await asyncio.sleep_ms(L.POLL_MS)
-        return s
+    def connect(self, host, port):
+        """A socket to host:port (satellite.link.connect), bounded by the handshake timeout, feeding the watchdog
+        while it waits. The session's connect and the OTA updater's downloads (health.py) both use it."""
+        return L.connect(host, port, _HANDSHAKE_TIMEOUT_MS, self._feed)
 
     def _close_link(self):
         if self.link is not None:
@@ -384,7 +359,7 @@ class Runtime:
         the pinned key under IK (the caller tries the next candidate or gives up: never XX)."""
         self._quiet_mic()
         self._close_link()
-        sock = await self._connect(host, port)
+        sock = await self.connect(host, port)
         self.conn = None
         gc.collect()
         # TX_CAPACITY (largest frame we send: Hello, tool results, one Noise message) lives beside the buffers

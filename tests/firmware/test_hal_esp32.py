@@ -156,7 +156,7 @@ def test_handshake_closes_an_open_mic_before_any_x25519():
     async def connect(host, port):
         return Sock()
 
-    rt._connect = connect
+    rt.connect = connect
     priv = bytes(range(1, 33))
     pub = orig_pk(priv)
     xmod.x25519, xmod.public_key = spy_x, spy_pk

@@ -10,6 +10,7 @@ import asyncio
 from mpsupport import raises, scratch
 import otaboot as B
 from satellite import ota as O
+from satellite import otahttp as H
 
 _n = [0]
 _HOME = os.getcwd()
@@ -179,7 +180,7 @@ def test_http_head_whole_byte_at_a_time_and_with_the_body_behind_it():
 def test_http_head_refusals():
     e = raises(O.OtaError, O.HttpHead().feed, b"SSH-2.0\r\n\r\n", 11)
     assert e.reason == "BAD_HTTP"
-    big = b"HTTP/1.0 200 OK\r\nX: " + b"a" * O.MAX_HEAD
+    big = b"HTTP/1.0 200 OK\r\nX: " + b"a" * H.MAX_HEAD
     e = raises(O.OtaError, O.HttpHead().feed, big, len(big))
     assert e.reason == "BAD_HTTP"
     bad = b"HTTP/1.0 200 OK\r\nContent-Length: -3\r\n\r\n"
@@ -189,7 +190,7 @@ def test_http_head_refusals():
 def test_parse_url():
     assert O.parse_url("http://10.0.0.2:8080/a/manifest.json") == ("10.0.0.2", 8080, "/a/manifest.json")
     assert O.parse_url("http://core.local") == ("core.local", 80, "/")
-    for bad in ("https://x/m", "ftp://x", "http://:80/x", "http://x:99999/m", "http://x/" + "a" * O.MAX_URL, 5):
+    for bad in ("https://x/m", "ftp://x", "http://:80/x", "http://x:99999/m", "http://x/" + "a" * H.MAX_URL, 5):
         assert raises(O.OtaError, O.parse_url, bad).code == O.INVALID_REQUEST
 
 
