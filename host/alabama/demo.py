@@ -18,7 +18,6 @@ import pathlib
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -169,19 +168,16 @@ def synth_utterance(seconds=1.6, rate=16000):
 def make_utterance(path, text=UTTERANCE):
     """Write a 16 kHz mono WAV: espeak-ng's voice when installed, else a synthesized signal."""
     from alabama import audio
-    exe = shutil.which("espeak-ng") or shutil.which("espeak")
+    from .speech import audio as speech_audio      # the voice and pace pocketsphinx hears best (docs/speech.md)
     source = "synthesized signal (install espeak-ng for a spoken utterance)"
     pcm = None
-    if exe:
-        try:
-            from .speech.audio import SPEED, VOICE    # the voice and pace pocketsphinx hears best (docs/speech.md)
-            raw = subprocess.run([exe, "-v", VOICE, "-s", str(SPEED), "--stdout", text], capture_output=True,
-                                 timeout=30, check=True).stdout
-            rate, ch, data = audio.parse(raw)
-            pcm = audio.resample(data, rate, ch, 16000, 1)
-            source = "espeak-ng: %r" % text
-        except (subprocess.SubprocessError, OSError, ValueError):
-            pcm = None
+    try:
+        raw = speech_audio.espeak_wav(text, timeout=30)
+        rate, ch, data = audio.parse(raw)
+        pcm = audio.resample(data, rate, ch, 16000, 1)
+        source = "espeak-ng: %r" % text
+    except (speech_audio.ToolMissing, subprocess.SubprocessError, OSError, ValueError):
+        pcm = None
     if pcm is None:
         s = synth_utterance()
         pcm = struct.pack("<%dh" % len(s), *s)
