@@ -78,4 +78,13 @@ def shift8(pcm):
     return (np.frombuffer(pcm, "<i2").astype(np.int32) >> 8).astype("<i2").tobytes()
 
 
-MUTANTS = {"drop_byte": drop_byte_per_frame, "swap_bytes": swap_bytes, "shift8": shift8}
+def shift8_left(pcm):
+    """Mutant: the sample taken 8 bits too low from a 32-bit slot (shifted left by 8, its high byte lost: wraps),
+    as the HIL's mic_shift8."""
+    return (np.frombuffer(pcm, "<i2").astype(np.int32) << 8).astype("<i2").tobytes()
+
+
+#: Broken paths the transcript comparison must catch. ``shift8`` (256x quieter) is not one since issue 40: the
+#: recogniser normalises each utterance's own cepstral mean, so a pure gain change is heard the same (a level
+#: check, not a transcript, catches it).
+MUTANTS = {"drop_byte": drop_byte_per_frame, "swap_bytes": swap_bytes, "shift8_left": shift8_left}
