@@ -15,8 +15,9 @@ command and is confident wins; otherwise the utterance is decoded with the wheel
 (free-form fallback).
 
 Input floor: a deterministic noise pattern of rms DITHER_RMS (10 LSB, -70 dBFS; ``DITHER``, indexed by
-sample position, so chunking does not change it) is added before decoding: runs of exact digital zeros (synthetic audio, a muted mic)
-make pocketsphinx's log-energy features degenerate and lost 11 of 30 clean commands on the tuning corpus.
+sample position, so chunking does not change it) is added before decoding: runs of exact digital zeros
+(synthetic audio, a muted mic) make pocketsphinx's log-energy features degenerate and lost 11 of 30 clean
+commands on the tuning corpus.
 
 Confidence (0..1), one mapping per mode:
 * grammar: r = (grammar path score - phone-loop score) / frames, both pocketsphinx path scores in
