@@ -373,13 +373,13 @@ def register(sub):
 
 def cmd_ota(args):
     from ..core import datadir
-    args.data = datadir.resolve(args.data)
     if args.march and args.march not in ARCHS:
         raise UsageError("--march is one of %s" % ", ".join(ARCHS[1:]))
     if args.release and args.image:
         raise UsageError("give --release TAG or --image DIR, not both")
     if args.force_board and not (args.image or args.release):
         raise UsageError("--force-board goes with --image DIR or --release TAG (an image built for another board)")
+    args.data = datadir.resolve(args.data)      # the options first: a wrong pair is said whatever the state
     key = None
     if args.sign_key:
         from .signing import load_private
