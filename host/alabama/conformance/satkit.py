@@ -510,7 +510,8 @@ class SatKit:
             return                                # the observe_all rows judge what the RequestCapture gave
         mark = len(p.received)
         if self.press is not None:
-            await asyncio.to_thread(self.press, True)
+            if not await self._push(True):
+                return
         else:
             self.prompt("press and hold the satellite's button (talk to it) until told to release it")
         try:
@@ -520,7 +521,7 @@ class SatKit:
         cid = r.id
         await asyncio.sleep(1.0)
         if self.press is not None:
-            await asyncio.to_thread(self.press, False)
+            await self._push(False)
         else:
             self.prompt("release the button")
         try:
@@ -535,6 +536,15 @@ class SatKit:
             raise CheckFailed("capture %d sent a chunk after its StreamEnd" % cid)
         self.put("R10.10-d", R.PASS, "no chunk after the StreamEnd of capture %d" % cid, p)
     c_press.rids = ("R10.10-d",)
+
+    async def _push(self, down):
+        """Run the press hook; False (and the row not observable) when the hook itself failed."""
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.press, down), self.step_s * 3)
+            return True
+        except Exception as e:  # noqa: BLE001 - the operator's hook: whatever it raises is said in the row
+            self.put("R10.10-d", R.NOT_OBSERVABLE, "the button hook failed: %s" % (str(e) or type(e).__name__))
+            return False
 
     async def c_bad_decrypt(self, p):
         if p.closed.is_set():
