@@ -20,8 +20,10 @@ from ..core import testsat as ts
 from ..noise import aio as noise_aio
 from ..noise.state import NoiseError, public_key
 from ..noise.transport import MAX_OFFER, NoiseConnection, PROTOCOL_NAMES
-from . import rows as R
-from .corekit import QUIET_S, STEP_S, _key, _summary, _varint, _why
+from . import probes as P, rows as R
+from .probes import QUIET_S, STEP_S, CheckFailed
+
+_summary, _why = P.summary, P.why
 
 #: Seconds the kit waits for the satellite's first connection (someone may have to power it on).
 CONNECT_S = 120.0
@@ -74,10 +76,6 @@ ROWS = [
 _TITLES = dict(ROWS)
 
 
-class CheckFailed(Exception):
-    """A check's verdict is fail; the message is its one-line detail."""
-
-
 class Peer(ts.TestSatellite):
     """The satellite as the kit sees it: the test peer's reader and builders over a responder's Noise stream,
     keeping what the kit sent (the rows' evidence)."""
@@ -102,14 +100,7 @@ class Peer(ts.TestSatellite):
             pass                                # a satellite that left: its rows say so
 
     def timeline(self):
-        t0 = self.kit.t0
-        rows = [(t, "core -> sat", _summary(e) + (" +%d B" % n if n else "")) for t, e, n in self.sent]
-        rows += [(r.t, "sat -> core", _summary(r.env) + (" +%d B" % len(r.tail) if r.tail else ""))
-                 for r in self.received]
-        rows.sort(key=lambda x: x[0])
-        if len(rows) > 40:
-            rows = rows[:10] + [(rows[10][0], "", "... %d frames ..." % (len(rows) - 30))] + rows[-20:]
-        return ["%8.3fs  %-11s %s" % (t - t0, d, s) for t, d, s in rows]
+        return P.timeline(self, self.kit.t0, "core -> sat", "sat -> core")
 
 
 class Attempt:
@@ -248,20 +239,10 @@ class SatKit:
         self.results[rid] = R.Row(rid, _TITLES[rid], verdict, detail, peer.timeline() if peer else (), seconds)
 
     async def ping(self, p, what="a Ping"):
-        i = p.mint()
-        t1 = time.time_ns() // 1000
-        await p.send(ts.env(i, "ping", t1=t1))
-        try:
-            return await p.expect("ping_response", id_=i, timeout=self.step_s)
-        except AssertionError:
-            raise CheckFailed("%s on id %d was not answered within %.0f s%s" % (
-                what, i, self.step_s, " (the satellite closed the connection)" if p.closed.is_set() else "")) \
-                from None
+        return await P.ping(p, self.step_s, what)
 
     async def quiet(self, p, pred, seconds=QUIET_S):
-        start = len(p.received)
-        await asyncio.sleep(seconds)
-        return [r for r in p.received[start:] if pred(r)]
+        return await P.quiet(p, pred, seconds)
 
     # -- the run ----------------------------------------------------------------------------------
     async def run(self):
@@ -351,59 +332,21 @@ class SatKit:
     c_ping.rids = ("R10.2-a", "R10.10-a")
 
     async def c_notification(self, p):
-        await p.send(ts.env(0, "ping", t1=time.time_ns() // 1000))
-        got = await self.quiet(p, lambda r: r.id == 0 and r.op in ("ping_response", "error"))
-        if got:
-            raise CheckFailed("a Ping with id 0 (a notification) drew %s" % _summary(got[0].env))
-        await self.ping(p)
-        self.put("R10.10-b", R.PASS, "a Ping with id 0 drew nothing within %.0f s" % QUIET_S, p)
+        self.put("R10.10-b", R.PASS, await P.notification(p, self.step_s), p)
     c_notification.rids = ("R10.10-b",)
 
     async def c_unknown(self, p):
-        i = p.mint()
-        ping_no = envelope_pb2.Envelope.DESCRIPTOR.fields_by_name["ping"].number
-        t1 = 987654321
-        body = ts.env(i, "ping", t1=t1).ping.SerializeToString() + _key(1000, 0) + _varint(7) + \
-            _key(1001, 2) + _varint(3) + b"xyz"
-        header = envelope_pb2.Envelope(id=i).SerializeToString() + _key(ping_no, 2) + _varint(len(body)) + body
-        header += _key(900, 0) + _varint(5)                       # an unknown Envelope field too
-        p.sent.append((time.monotonic(), ts.env(i, "ping", t1=t1), 0))
-        await p.send_raw(wire.encode_frame(header))
-        try:
-            r = await p.expect("ping_response", id_=i, timeout=self.step_s)
-        except AssertionError:
-            raise CheckFailed("a Ping carrying unknown fields (Ping fields 1000, 1001; Envelope field 900) was not "
-                              "answered") from None
-        if r.env.ping_response.t1 != t1:
+        r = await P.unknown_fields(p, self.step_s)
+        if r.env.ping_response.t1 != P.UNKNOWN_T1:
             self.put("R2.2-a", R.FAIL, "a Ping with unknown fields was answered with t1 %d, not %d" % (
-                r.env.ping_response.t1, t1), p)
+                r.env.ping_response.t1, P.UNKNOWN_T1), p)
         else:
             self.put("R2.2-a", R.PASS, "a Ping with unknown fields was answered, t1 echoed", p)
-        for n in (p.mint(), 0):
-            header = envelope_pb2.Envelope(id=n).SerializeToString() + _key(1999, 2) + _varint(2) + b"\x08\x01"
-            await p.send_raw(wire.encode_frame(header))
-        await asyncio.sleep(0.3)
-        await self.ping(p, "a Ping after two unknown Envelope arms")
-        self.put("R2.2-b", R.PASS, "Envelopes whose only arm is unknown (field 1999; on a core id and on id 0) left "
-                 "the connection up", p)
+        self.put("R2.2-b", R.PASS, await P.unknown_arm(p, self.step_s), p)
     c_unknown.rids = ("R2.2-a", "R2.2-b")
 
     async def c_split(self, p):
-        i, j, k = p.mint(), p.mint(), p.mint()
-        f = ts.frame(ts.env(i, "ping", t1=1))
-        for e in (ts.env(i, "ping", t1=1), ts.env(j, "ping", t1=2), ts.env(k, "ping", t1=3)):
-            p.sent.append((time.monotonic(), e, 0))
-        async with p.write_lock:
-            await p.stream.send(f[:3])                               # one frame over two Noise messages
-            await p.stream.send(f[3:])
-            await p.stream.send(ts.frame(ts.env(j, "ping", t1=2)) + ts.frame(ts.env(k, "ping", t1=3)))
-        for n in (i, j, k):
-            try:
-                await p.expect("ping_response", id_=n, timeout=self.step_s)
-            except AssertionError:
-                raise CheckFailed("Ping %d (%s) was not answered" % (
-                    n, "split over two Noise messages" if n == i else "two frames in one Noise message")) from None
-        self.put("R5.1.2-b", R.PASS, "a Ping split over two Noise messages and two Pings in one were answered", p)
+        self.put("R5.1.2-b", R.PASS, await P.split_frames(p, self.step_s), p)
     c_split.rids = ("R5.1.2-b",)
 
     async def c_unknown_stream(self, p):
@@ -549,17 +492,11 @@ class SatKit:
     async def c_bad_decrypt(self, p):
         if p.closed.is_set():
             return
-        msg = bytearray(p.stream.conn.encrypt(ts.frame(ts.env(p.mint(), "ping", t1=1))))
-        msg[-1] ^= 0x01                                  # the tag no longer authenticates the message
-        p.stream.writer.write(bytes(msg))
         try:
-            await asyncio.wait_for(p.closed.wait(), self.step_s)
-        except asyncio.TimeoutError:
-            self.put("R5-a", R.FAIL, "a transport message with a corrupted tag left the connection open %.0f s"
-                     % self.step_s, p)
+            self.put("R5-a", R.PASS, await P.bad_decrypt(p, self.step_s), p)
+        except CheckFailed as e:
+            self.put("R5-a", R.FAIL, str(e), p)
             p.stream.close()
-            return
-        self.put("R5-a", R.PASS, "a transport message with a corrupted tag ended the connection", p)
 
     # -- pinning: reconnections ------------------------------------------------------------------
     async def c_pinning(self, first):
