@@ -93,17 +93,35 @@ IK_FAIL_THEN_XX = mutants.Mutant(
       "        core_key = None if getattr(self, '_xx_next', False) else (rec.core_key or self.ks.pinned_core_key())\n"),
      ("satellite/runtime.py", "                self.attempts = 16 ",
       "                self._xx_next = True\n                self.attempts = 16 ")])
+#: Rows no HIL scenario guards the same way: a firmware that leaves a RequestCapture unanswered, one that keeps
+#: streaming after the core's StreamCancel, one whose mic follows PipelineState.
+KIT_MUTANTS = [
+    IK_FAIL_THEN_XX,
+    mutants.Mutant("request_unanswered", "", "a RequestCapture is neither accepted nor declined (R10.4-a)",
+                   [("satellite/device.py", "    def _on_capture_requested(self, ev):\n",
+                     "    def _on_capture_requested(self, ev):\n        return\n")]),
+    mutants.Mutant("cancel_ignored", "", "the capture keeps streaming after the core's StreamCancel (R10.3-a)",
+                   [("satellite/session.py", '        st, ok = self._stream_op(id, _IN_CANCEL, "stream_cancel")\n',
+                     "        st, ok = self._streams.get(id), True\n"),
+                    ("satellite/device.py", "            return\n        if ev.id == self.capture_id:\n",
+                     "            return\n        if ev.id == self.capture_id and not ev.cancelled:\n")]),
+    mutants.Mutant("phase_opens_mic", "", "PipelineState LISTENING opens a capture (R10.4.1-a)",
+                   [("satellite/device.py", "            self.phase = ev.phase\n",
+                     "            self.phase = ev.phase\n            if ev.phase == 1 and not self.capture_id:\n"
+                     "                self.open_capture(pb.Trigger.BUTTON)\n")]),
+]
 #: (mutant of alabama.hil.mutants or above, the one row it must fail)
 MUTANT_ROWS = [("even_capture_ids", "R6.3-a"), ("seq_steps_by_two", "R10.10-c"), ("pin_on_xx", "R7.3-d"),
                ("xx_fallback", "R7.3-e"), ("ik_fail_then_xx", "R7.3-f"), ("unknown_arm_drops", "R2.2-b"),
-               ("ping_wrong_t1", "R10.2-a")]
+               ("ping_wrong_t1", "R10.2-a"), ("request_unanswered", "R10.4-a"), ("cancel_ignored", "R10.3-a"),
+               ("phase_opens_mic", "R10.4.1-a")]
 
 
 @pytest.mark.needs_micropython
 @pytest.mark.slow
 @pytest.mark.parametrize("name,rid", MUTANT_ROWS, ids=[m for m, _ in MUTANT_ROWS])
 def test_a_mutant_firmware_fails_its_row(name, rid, tmp_path):
-    (m,) = [m for m in mutants.MUTANTS + [IK_FAIL_THEN_XX] if m.name == name]
+    (m,) = [m for m in mutants.MUTANTS + KIT_MUTANTS if m.name == name]
     fw = mutants.apply(m, sim.default_firmware(), tmp_path / "firmware")
     try:
         result = _score(tmp_path, fw)

@@ -286,9 +286,11 @@ class SatKit:
         await self.c_pinning(a)
 
     def _fail_open(self, check, detail, p, seconds):
-        for rid in check.rids:
-            if rid not in self.results:               # a row the check decided before it failed keeps its verdict
-                self.put(rid, R.FAIL, detail, p, seconds)
+        open_ = [rid for rid in check.rids if rid not in self.results]   # decided rows keep their verdict
+        for rid in open_[:1]:                          # the row the check was deciding when it failed
+            self.put(rid, R.FAIL, detail, p, seconds)
+        for rid in open_[1:]:
+            self.put(rid, R.NOT_OBSERVABLE, "its check stopped at %s (failed)" % open_[0])
 
     # -- the Hello ---------------------------------------------------------------------------------
     def judge_hello(self, p, h):
@@ -459,8 +461,11 @@ class SatKit:
             self.prompt("press and hold the satellite's button (talk to it) until told to release it")
         try:
             r = await _wait(p, lambda r: r.op == "capture_open" and r.env.capture_open.trigger, PRESS_S, mark)
-        except AssertionError:
-            raise CheckFailed("no CaptureOpen within %.0f s of the button press" % PRESS_S) from None
+        except AssertionError:      # no rule makes a button open a capture (a busy satellite may not): say so
+            self.put("R10.10-d", R.NOT_OBSERVABLE, "the button press opened no capture within %.0f s" % PRESS_S)
+            if self.press is not None:
+                await self._push(False)
+            return
         cid = r.id
         await asyncio.sleep(1.0)
         if self.press is not None:
