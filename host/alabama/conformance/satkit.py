@@ -145,28 +145,8 @@ class SatKit:
 
     async def _accept(self, reader, writer):
         a = Attempt(time.monotonic())
-        try:
-            head = await asyncio.wait_for(reader.readexactly(2), self.step_s)
-            n = int.from_bytes(head, "big")
-            if n > MAX_OFFER:
-                raise NoiseError("UNSUPPORTED_PROTOCOL", "the first message is %d bytes, not a Noise protocol "
-                                                         "name: is this an Alabama satellite?" % n)
-            name = await asyncio.wait_for(reader.readexactly(n), self.step_s)
-            a.offer = PROTOCOL_NAMES.get(name, name.decode("ascii", "replace")[:40])
-            conn = NoiseConnection(False, self.serve_key)
-            conn.receive(head + name)
-            out = conn.data_to_send()
-            while not conn.handshake_done:
-                if out:
-                    writer.write(out)
-                data = await asyncio.wait_for(reader.read(65536), self.step_s)
-                if not data:
-                    raise EOFError("the satellite closed the connection during the handshake")
-                conn.receive(data)
-                out = conn.data_to_send()
-            if out:
-                writer.write(out)
-            a.peer = Peer(self, conn.pattern, noise_aio.NoiseStream(conn, reader, writer))
+        try:    # the whole handshake is bounded too: a peer trickling bytes cannot hold the kit
+            a.peer = await asyncio.wait_for(self._handshake(reader, writer, a), 2 * self.step_s)
             self.peers.append(a.peer)
         except (NoiseError, EOFError, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
             a.error = _why(e)
@@ -174,6 +154,30 @@ class SatKit:
         self.attempts.append(a)
         async with self._arrived:
             self._arrived.notify_all()
+
+    async def _handshake(self, reader, writer, a):
+        """The responder's side, the offer read first (so an XX offer is seen even when nothing completes)."""
+        head = await reader.readexactly(2)
+        n = int.from_bytes(head, "big")
+        if n > MAX_OFFER:
+            raise NoiseError("UNSUPPORTED_PROTOCOL", "the first message is %d bytes, not a Noise protocol name: is "
+                                                     "this an Alabama satellite?" % n)
+        name = await reader.readexactly(n)
+        a.offer = PROTOCOL_NAMES.get(name, name.decode("ascii", "replace")[:40])
+        conn = NoiseConnection(False, self.serve_key)
+        conn.receive(head + name)
+        out = conn.data_to_send()
+        while not conn.handshake_done:
+            if out:
+                writer.write(out)
+            data = await reader.read(65536)
+            if not data:
+                raise EOFError("the satellite closed the connection during the handshake")
+            conn.receive(data)
+            out = conn.data_to_send()
+        if out:
+            writer.write(out)
+        return Peer(self, conn.pattern, noise_aio.NoiseStream(conn, reader, writer))
 
     async def next_attempt(self, timeout, since):
         """The first connection attempt after index ``since`` within ``timeout`` s, or None."""
