@@ -88,7 +88,8 @@ def register(subparsers):
     c.add_argument("--step-timeout", type=float, default=None, metavar="S",
                    help="seconds any one wait may take (default 5)")
     c.set_defaults(func=_run_core)
-    s = sub.add_parser("satellite", help="score a satellite: a scripted core it connects to, one row per requirement ID",
+    s = sub.add_parser("satellite",
+                       help="score a satellite: a scripted core it connects to, one row per requirement ID",
                        description="Listens at HOST:PORT as a core (Noise responder, a fresh static key it prints); "
                                    "provision the satellite with that address only and start it. The kit drives it "
                                    "through every satellite-side requirement a core can observe (pings, unknown "

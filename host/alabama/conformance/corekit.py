@@ -127,8 +127,8 @@ class KitSat(ts.TestSatellite):
         await self.send(h)
         return await self.expect("hello_response", timeout=STEP_S)
 
-    def timeline(self, t0=None):
-        return P.timeline(self, t0 if t0 is not None else self.kit.t0, "sat -> core", "core -> sat")
+    def timeline(self, t0=None, focus=None):
+        return P.timeline(self, t0 if t0 is not None else self.kit.t0, "sat -> core", "core -> sat", focus)
 
 
 class CoreKit:
@@ -174,9 +174,10 @@ class CoreKit:
         """A Ping the core must answer (the connection is alive); raises CheckFailed otherwise."""
         return await P.ping(sat, self.step_s)
 
-    def put(self, rid, verdict, detail="", sat=None, seconds=0.0):
+    def put(self, rid, verdict, detail="", sat=None, seconds=0.0, focus=None):
         title = dict(ROWS)[rid]
-        self.results[rid] = R.Row(rid, title, verdict, detail, sat.timeline() if sat is not None else (), seconds)
+        self.results[rid] = R.Row(rid, title, verdict, detail, sat.timeline(focus=focus) if sat is not None else (),
+                                  seconds)
 
     # -- the run ----------------------------------------------------------------------------------
     async def run(self):
@@ -565,7 +566,7 @@ class CoreKit:
     def _judge(self, rid, bad, seen, ok, say):
         if bad:
             s, r = bad[0]
-            self.put(rid, R.FAIL, say(s, r), s)
+            self.put(rid, R.FAIL, say(s, r), s, focus=r.t)     # the lines around the frame that broke it
         elif seen:
             if rid not in self.results:
                 self.put(rid, R.PASS, ok)

@@ -42,13 +42,17 @@ def summary(e):
     return "%s {id %d%s}" % (op, e.id, extra)
 
 
-def timeline(peer, t0, sent_as, received_as):
+def timeline(peer, t0, sent_as, received_as, focus=None):
     """The frames a kit's peer sent and received, as timeline lines (times from ``t0``; the middle of a long run
-    elided). ``sent_as``/``received_as``: the direction labels, e.g. "sat -> core"."""
+    elided). ``sent_as``/``received_as``: the direction labels, e.g. "sat -> core". ``focus``: the time of the frame
+    that broke the rule: only the lines around it (the text rendering shows the last 12)."""
     rows = [(t, sent_as, summary(e) + (" +%d B" % n if n else "")) for t, e, n in peer.sent]
     rows += [(r.t, received_as, summary(r.env) + (" +%d B" % len(r.tail) if r.tail else "")) for r in peer.received]
     rows.sort(key=lambda x: x[0])
-    if len(rows) > 40:
+    if focus is not None:
+        i = next((n for n, row in enumerate(rows) if row[0] >= focus), len(rows))
+        rows = rows[max(0, i - 5):i + 6]
+    elif len(rows) > 40:
         rows = rows[:10] + [(rows[10][0], "", "... %d frames ..." % (len(rows) - 30))] + rows[-20:]
     return ["%8.3fs  %-11s %s" % (t - t0, d, s) for t, d, s in rows]
 

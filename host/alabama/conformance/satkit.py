@@ -83,7 +83,7 @@ class Peer(ts.TestSatellite):
     __test__ = False
 
     def __init__(self, kit, pattern, stream):
-        super().__init__(kit.host, 0, auto_ping=False, auto_playback=False)
+        super().__init__(kit.host, 0, auto_ping=True, auto_playback=False)     # a core answers the satellite's Pings
         self.kit, self.pattern, self.sent = kit, pattern, []
         self._next_id = 2                     # the kit mints core ids: even (R6.3-a)
         self.closed = asyncio.Event()
@@ -99,8 +99,8 @@ class Peer(ts.TestSatellite):
         except (ConnectionError, OSError, asyncio.TimeoutError, NoiseError):
             pass                                # a satellite that left: its rows say so
 
-    def timeline(self):
-        return P.timeline(self, self.kit.t0, "core -> sat", "sat -> core")
+    def timeline(self, focus=None):
+        return P.timeline(self, self.kit.t0, "core -> sat", "sat -> core", focus)
 
 
 class Attempt:
@@ -110,7 +110,8 @@ class Attempt:
         self.t, self.offer, self.peer, self.error = t, offer, peer, error
 
     def __repr__(self):
-        return "Attempt(%s %s%s)" % (self.offer, "ok" if self.peer else "failed", ": %s" % self.error if self.error else "")
+        return "Attempt(%s %s%s)" % (self.offer, "ok" if self.peer else "failed",
+                                     ": %s" % self.error if self.error else "")
 
 
 class SatKit:
@@ -237,10 +238,10 @@ class SatKit:
                 pass
 
     # -- helpers ----------------------------------------------------------------------------------
-    def put(self, rid, verdict, detail="", peer=None, seconds=0.0):
+    def put(self, rid, verdict, detail="", peer=None, seconds=0.0, focus=None):
         if rid in self.results and self.results[rid].verdict == R.FAIL:
             return                              # a failure stays the row's verdict
-        self.results[rid] = R.Row(rid, _TITLES[rid], verdict, detail, peer.timeline() if peer else (), seconds)
+        self.results[rid] = R.Row(rid, _TITLES[rid], verdict, detail, peer.timeline(focus) if peer else (), seconds)
 
     async def ping(self, p, what="a Ping"):
         return await P.ping(p, self.step_s, what)
@@ -262,9 +263,9 @@ class SatKit:
         return [self.results[rid] for rid, _ in ROWS]
 
     async def _script(self):
-        self.say("conformance kit listening on %s:%d as a core; its static key is %s. Provision the satellite "
-                 "with this address only (no core key, no token) and start it." % (self.host, self.port,
-                                                                                    self.public.hex()))
+        self.say("conformance kit listening on %s:%d as a core; its static key is %s. Provision the satellite with "
+                 "this address and no core key (a pairing token in its Hello is ignored) and start it."
+                 % (self.host, self.port, self.public.hex()))
         try:
             a, h = await self.session(self.connect_s, since=0)
         except CheckFailed as e:
@@ -329,7 +330,7 @@ class SatKit:
         r = await self.ping(p)
         self.put("R10.10-a", R.PASS, "the PingResponse came on the Ping's id", p)
         pr = r.env.ping_response
-        sent = p.sent[-1][1].ping.t1
+        sent = [e.ping.t1 for _, e, _ in p.sent if e.id == r.id and e.WhichOneof("op") == "ping"][-1]
         if pr.t1 != sent:
             raise CheckFailed("PingResponse t1 %d is not the Ping's t1 %d" % (pr.t1, sent))
         if pr.t2 > pr.t3:
@@ -607,8 +608,8 @@ class SatKit:
         ids, bad_ids, oversize, seq_bad, chunks, stray, late = 0, [], [], [], 0, [], []
         for p in self.peers:
             last = None
-            accepted = any(x.WhichOneof("op") == "hello_response" and x.hello_response.WhichOneof("result") == "accepted"
-                           for _, x, _ in p.sent)
+            accepted = any(x.WhichOneof("op") == "hello_response"
+                           and x.hello_response.WhichOneof("result") == "accepted" for _, x, _ in p.sent)
             opened, seqs, ended = set(), {}, set()
             for r in p.received:
                 op = r.op
@@ -624,7 +625,7 @@ class SatKit:
                     opened.add(r.id)
                 if accepted and op != "hello" and wire.frame_total_len(r.env.ByteSize(), len(r.tail)) > SMALL_FRAME:
                     oversize.append((p, r))
-                if op == "stream_chunk" and r.id % 2:
+                if op == "stream_chunk":                  # a satellite streams only on captures it opened
                     chunks += 1
                     if r.id in ended:
                         late.append((p, r))
@@ -634,7 +635,7 @@ class SatKit:
                     if r.env.stream_chunk.seq != want:
                         seq_bad.append((p, r, want))
                     seqs[r.id] = r.env.stream_chunk.seq + 1
-                if op in ("stream_end", "stream_cancel") and r.id % 2:
+                if op in ("stream_end", "stream_cancel"):
                     ended.add(r.id)
         self._judge("R6.3-a", bad_ids, ids, "%d satellite-minted ids: odd, from 1, counting by 2" % ids,
                     lambda p, r, last: "id %d on %s%s" % (r.id, r.op, " after %d" % last if last else ""))
@@ -656,7 +657,7 @@ class SatKit:
         if bad:
             if rid in self.results and self.results[rid].verdict != R.FAIL:
                 del self.results[rid]
-            self.put(rid, R.FAIL, say(*bad[0]), bad[0][0])
+            self.put(rid, R.FAIL, say(*bad[0]), bad[0][0], focus=bad[0][1].t)
         elif seen and rid not in self.results:
             self.put(rid, R.PASS, ok)
         elif rid not in self.results:
