@@ -202,6 +202,31 @@ def test_a_peer_that_is_not_a_satellite_ends_in_failed_rows_quickly(what, send, 
     assert all(r.verdict == rows.NOT_OBSERVABLE for r in result if r.rid not in ("R5.1.2-a", "R6-a"))
 
 
+def test_a_peer_trickling_its_handshake_is_cut_off_by_the_whole_handshake_bound():
+    """Each read comes within the step, but the handshake as a whole is bounded (2 steps)."""
+    kit, t, out = _kit_thread(connect_s=5)
+    name = b"Noise_XX_25519_ChaChaPoly_SHA256"
+    c = socket.create_connection(("127.0.0.1", kit.port))
+    t0 = time.monotonic()
+    try:
+        c.sendall(len(name).to_bytes(2, "big") + name + (32).to_bytes(2, "big"))
+        for _ in range(40):                      # 32 bytes of e, one every 0.4 s: 13 s if nothing cut it off
+            if not t.is_alive():
+                break
+            try:
+                c.sendall(b"\x01")
+            except OSError:
+                break
+            time.sleep(0.4)
+        t.join(20)
+    finally:
+        c.close()
+    assert not t.is_alive()
+    (row,) = [r for r in out["rows"] if r.rid == "R5.1.2-a"]
+    assert row.verdict == rows.FAIL and "no answer" in row.detail, row
+    assert time.monotonic() - t0 < 8
+
+
 def test_nothing_connects_ends_in_failed_rows_saying_so():
     kit, t, out = _kit_thread(connect_s=1)
     t.join(10)
