@@ -3,6 +3,7 @@
 The work happens in ``codec_echo.py`` under the real ``micropython`` unix port; this module finds
 the interpreter, sets MICROPYPATH to the firmware tree, and offers record helpers for tests.
 """
+import asyncio
 import os
 import pathlib
 import struct
@@ -69,7 +70,7 @@ def codec_echo(records, timeout=600):
 
 
 def register(subparsers):
-    p = subparsers.add_parser("conformance", help="score a core against the spec's requirements (core), or run "
+    p = subparsers.add_parser("conformance", help="score a core or a satellite against the spec's requirements, or run "
                                                   "firmware code under micropython for differential tests")
     sub = p.add_subparsers(dest="conformance_command", metavar="RUNNER")
     c = sub.add_parser("core", help="score a core: a scripted satellite, one row per requirement ID",
@@ -87,6 +88,31 @@ def register(subparsers):
     c.add_argument("--step-timeout", type=float, default=None, metavar="S",
                    help="seconds any one wait may take (default 5)")
     c.set_defaults(func=_run_core)
+    s = sub.add_parser("satellite",
+                       help="score a satellite: a scripted core it connects to, one row per requirement ID",
+                       description="Listens at HOST:PORT as a core (Noise responder, a fresh static key it prints); "
+                                   "provision the satellite with that address only and start it. The kit drives it "
+                                   "through every satellite-side requirement a core can observe (pings, unknown "
+                                   "fields and arms, a render, a RequestCapture and its cancel, a button press, "
+                                   "pairing and reconnections) and prints one row per requirement ID: pass, fail "
+                                   "(with the frames that show it) or not observable. Exit 0 when nothing failed "
+                                   "(docs/conformance.md).")
+    s.add_argument("--listen", required=True, metavar="HOST:PORT", help="where the kit listens (port 0: any free one, "
+                                                                        "printed)")
+    hook = s.add_mutually_exclusive_group()
+    hook.add_argument("--ctl-port", type=int, metavar="N", help="a virtual board's control port (`alabama board sim` "
+                                                                "prints it): the kit presses its button itself")
+    hook.add_argument("--hook", metavar="CMD", help="a command the kit runs as `CMD press` and `CMD release` to push "
+                                                    "the satellite's button (e.g. a relay on a bench)")
+    hook.add_argument("--no-prompt", action="store_true", help="never ask a person to press the button (the rows "
+                                                                 "that need it are judged on the RequestCapture alone)")
+    s.add_argument("--json", action="store_true", help="the rows as JSON on stdout")
+    s.add_argument("--junit", metavar="FILE", help="also write the rows as a JUnit XML file")
+    s.add_argument("--step-timeout", type=float, default=None, metavar="S",
+                   help="seconds any one wait may take (default 5)")
+    s.add_argument("--connect-timeout", type=float, default=None, metavar="S",
+                   help="seconds to wait for the satellite's first connection (default 120)")
+    s.set_defaults(func=_run_satellite)
     e = sub.add_parser(
         "codec-echo", help="filter: length-prefixed Envelopes on stdin -> re-encoded by the firmware codec on stdout",
         description="Reads records `u32 big-endian length | Envelope` from stdin and writes, per record, the "
@@ -105,12 +131,25 @@ def _run_codec_echo(args):
     return 0
 
 
+def _address(text, what, zero_ok=False):
+    from ..errors import UsageError
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not (0 if zero_ok else 1) <= int(port) < 65536:
+        raise UsageError("%r: give %s as HOST:PORT, e.g. 127.0.0.1:7355" % (text, what))
+    return host, port
+
+
+def _write_junit(path, text):
+    try:
+        pathlib.Path(path).write_text(text)
+    except OSError as e:
+        raise ConformanceError("cannot write --junit %s: %s" % (path, e.strerror or e)) from None
+
+
 def _run_core(args):
     from ..errors import UsageError
     from . import corekit, rows
-    host, sep, port = args.address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError("%r: give the core as HOST:PORT, e.g. 127.0.0.1:7355" % args.address)
+    host, port = _address(args.address, "the core")
     key = None
     if args.core_key is not None:
         try:
@@ -126,9 +165,59 @@ def _run_core(args):
                          step_s=args.step_timeout or corekit.STEP_S)
     target = "%s:%s" % (host, port)
     if args.junit:
-        try:
-            pathlib.Path(args.junit).write_text(rows.junit_xml(result, target, "core"))
-        except OSError as e:
-            raise ConformanceError("cannot write --junit %s: %s" % (args.junit, e.strerror or e)) from None
+        _write_junit(args.junit, rows.junit_xml(result, target, "core"))
     print(rows.as_json(result, target, "core") if args.json else rows.render_text(result, target))
+    return 1 if rows.counts(result)[rows.FAIL] else 0
+
+
+def _run_satellite(args):
+    import shlex
+    import socket
+    from ..errors import UsageError
+    from . import rows, satkit
+    host, port = _address(args.listen, "where the kit listens", zero_ok=True)
+    for name in ("step_timeout", "connect_timeout"):
+        v = getattr(args, name)
+        if v is not None and v <= 0:
+            raise UsageError("--%s %g: give seconds > 0" % (name.replace("_", "-"), v))
+    if args.junit and not pathlib.Path(args.junit).resolve().parent.is_dir():
+        raise ConformanceError("cannot write --junit %s: no directory %s" % (
+            args.junit, pathlib.Path(args.junit).resolve().parent))
+    press = prompt = None
+    if args.ctl_port is not None:
+        if not 0 < args.ctl_port < 65536:
+            raise UsageError("--ctl-port %d is not a TCP port (1-65535)" % args.ctl_port)
+        from ..board import simctl
+        simctl.send(args.ctl_port, "state")          # a wrong port is said now, not after the first rows
+
+        def press(down):
+            simctl.send(args.ctl_port, "press" if down else "release")
+    elif args.hook:
+        cmd = shlex.split(args.hook)
+
+        def press(down):
+            try:
+                r = subprocess.run(cmd + ["press" if down else "release"], capture_output=True, timeout=10)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise ConformanceError("--hook %r did not run: %s" % (args.hook, e)) from None
+            if r.returncode:
+                raise ConformanceError("--hook %r exited %d" % (args.hook, r.returncode))
+    elif not args.no_prompt and sys.stdin.isatty():
+        def prompt(text):
+            print(">>> " + text, file=sys.stderr, flush=True)
+    try:
+        kit = satkit.SatKit(host.strip("[]"), int(port), press=press, prompt=prompt,
+                            step_s=args.step_timeout or satkit.STEP_S,
+                            connect_s=args.connect_timeout or satkit.CONNECT_S,
+                            say=lambda text: print(text, file=sys.stderr, flush=True))
+        result = asyncio.run(kit.run())
+    except OSError as e:
+        if isinstance(e, socket.gaierror) or e.errno is not None:
+            raise ConformanceError("cannot listen on %s: %s" % (args.listen, e.strerror or e)) from None
+        raise
+    target = "%s:%d" % (host, kit.port)
+    if args.junit:
+        _write_junit(args.junit, rows.junit_xml(result, target, "satellite"))
+    print(rows.as_json(result, target, "satellite") if args.json
+          else rows.render_text(result, target, kind="satellite"))
     return 1 if rows.counts(result)[rows.FAIL] else 0

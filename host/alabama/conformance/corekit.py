@@ -11,19 +11,16 @@ import asyncio
 import os
 import time
 
-from alabama.v1 import envelope_pb2, operations_pb2 as ops, surface_pb2
+from alabama.v1 import operations_pb2 as ops, surface_pb2
 from alabama.wire import frame as wire
 
 from ..core import testsat as ts
 from ..noise.state import NoiseError
-from . import rows as R
+from . import probes as P, rows as R
+from .probes import QUIET_S, STEP_S, CheckFailed
 
-#: Seconds any one wait of a check may take (a handshake, an answer, a close).
-STEP_S = 5.0
 #: Seconds one whole check may take, whatever it waits for.
 CHECK_S = 60.0
-#: Seconds of silence that count as "nothing was sent" (a notification not answered, a cancelled id left alone).
-QUIET_S = 1.0
 #: Seconds a voice exchange may take to end in its terminal (the core transcribes, decides and speaks).
 EXCHANGE_S = 30.0
 #: The receive limit the kit's exchange session advertises: under one 20 ms chunk of 16 kHz audio (640 B), so a core
@@ -91,27 +88,12 @@ UNOBSERVABLE = {
 }
 
 
-class CheckFailed(Exception):
-    """A check's verdict is fail; the message is its one-line detail."""
-
-
 class NotObservable(Exception):
     """This core gives the kit no way to see the rule (e.g. closed mode, no token given)."""
 
 
-def _summary(e):
-    op = e.WhichOneof("op") or "(unknown arm)"
-    m = getattr(e, op) if op != "(unknown arm)" else None
-    extra = ""
-    if op == "error":
-        extra = " %s %r" % (_E.Name(m.code) if m.code in _E.values() else m.code, m.message[:60])
-    elif op == "hello_response":
-        extra = " " + (m.WhichOneof("result") or "?")
-    elif op in ("stream_chunk",):
-        extra = " seq %d" % m.seq
-    elif op in ("stream_end", "stream_cancel"):
-        extra = " " + ops.StreamReason.Name(m.reason) if m.reason in ops.StreamReason.values() else ""
-    return "%s {id %d%s}" % (op, e.id, extra)
+_summary = P.summary
+_why = P.why
 
 
 class KitSat(ts.TestSatellite):
@@ -145,15 +127,8 @@ class KitSat(ts.TestSatellite):
         await self.send(h)
         return await self.expect("hello_response", timeout=STEP_S)
 
-    def timeline(self, t0=None):
-        t0 = t0 if t0 is not None else self.kit.t0
-        rows = [(t, "sat -> core", _summary(e) + (" +%d B" % n if n else "")) for t, e, n in self.sent]
-        rows += [(r.t, "core -> sat", _summary(r.env) + (" +%d B" % len(r.tail) if r.tail else ""))
-                 for r in self.received]
-        rows.sort(key=lambda x: x[0])
-        if len(rows) > 40:
-            rows = rows[:10] + [(rows[10][0], "", "... %d frames ..." % (len(rows) - 30))] + rows[-20:]
-        return ["%8.3fs  %-11s %s" % (t - t0, d, s) for t, d, s in rows]
+    def timeline(self, t0=None, focus=None):
+        return P.timeline(self, t0 if t0 is not None else self.kit.t0, "sat -> core", "core -> sat", focus)
 
 
 class CoreKit:
@@ -193,23 +168,16 @@ class CoreKit:
 
     async def quiet(self, sat, pred, seconds=QUIET_S):
         """The frames matching ``pred`` the core sent within ``seconds`` (the kit waits that long)."""
-        start = len(sat.received)
-        await asyncio.sleep(seconds)
-        return [r for r in sat.received[start:] if pred(r)]
+        return await P.quiet(sat, pred, seconds)
 
     async def ping(self, sat):
         """A Ping the core must answer (the connection is alive); raises CheckFailed otherwise."""
-        i = sat.mint()
-        await sat.send(ts.env(i, "ping", t1=time.time_ns() // 1000))
-        try:
-            return await sat.expect("ping_response", id_=i, timeout=self.step_s)
-        except AssertionError:
-            raise CheckFailed("a Ping on id %d was not answered within %.0f s%s" % (
-                i, self.step_s, " (the connection is closed)" if sat.closed.is_set() else "")) from None
+        return await P.ping(sat, self.step_s)
 
-    def put(self, rid, verdict, detail="", sat=None, seconds=0.0):
+    def put(self, rid, verdict, detail="", sat=None, seconds=0.0, focus=None):
         title = dict(ROWS)[rid]
-        self.results[rid] = R.Row(rid, title, verdict, detail, sat.timeline() if sat is not None else (), seconds)
+        self.results[rid] = R.Row(rid, title, verdict, detail, sat.timeline(focus=focus) if sat is not None else (),
+                                  seconds)
 
     # -- the run ----------------------------------------------------------------------------------
     async def run(self):
@@ -360,50 +328,19 @@ class CoreKit:
 
     async def c_notification(self):
         sat = await self.session("XX")
-        await sat.send(ts.env(0, "ping", t1=time.time_ns() // 1000))
-        got = await self.quiet(sat, lambda r: r.id == 0 and r.op in ("ping_response", "error"))
-        if got:
-            raise CheckFailed("a Ping with id 0 (a notification) drew %s" % _summary(got[0].env))
-        await self.ping(sat)
-        self.put("R10.10-b", R.PASS, "a Ping with id 0 drew nothing within %.0f s" % QUIET_S, sat)
+        self.put("R10.10-b", R.PASS, await P.notification(sat, self.step_s), sat)
     c_notification.rids = ("R10.10-b",)
 
     async def c_unknown_fields(self):
         sat = await self.session("XX")
-        i = sat.mint()
-        ping_no = envelope_pb2.Envelope.DESCRIPTOR.fields_by_name["ping"].number
-        body = ts.env(i, "ping", t1=1).ping.SerializeToString() + _key(1000, 0) + _varint(7)
-        header = envelope_pb2.Envelope(id=i).SerializeToString() + _key(ping_no, 2) + _varint(len(body)) + body
-        header += _key(900, 2) + _varint(3) + b"abc"               # an unknown Envelope field too
-        await sat.send_raw(wire.encode_frame(header))
-        try:
-            await sat.expect("ping_response", id_=i, timeout=self.step_s)
-        except AssertionError:
-            raise CheckFailed("a Ping carrying unknown fields (Ping field 1000, Envelope field 900) was not "
-                              "answered") from None
+        await P.unknown_fields(sat, self.step_s)
         self.put("R2.2-a", R.PASS, "a Ping with unknown fields was answered", sat)
-        j = sat.mint()
-        header = envelope_pb2.Envelope(id=j).SerializeToString() + _key(1999, 2) + _varint(2) + b"\x08\x01"
-        await sat.send_raw(wire.encode_frame(header))
-        await asyncio.sleep(0.2)
-        await self.ping(sat)
-        self.put("R2.2-b", R.PASS, "an Envelope whose only arm is unknown (field 1999) left the connection up", sat)
+        self.put("R2.2-b", R.PASS, await P.unknown_arm(sat, self.step_s), sat)
     c_unknown_fields.rids = ("R2.2-a", "R2.2-b")
 
     async def c_split_frames(self):
         sat = self.main
-        i, j, k = sat.mint(), sat.mint(), sat.mint()
-        f = ts.frame(ts.env(i, "ping", t1=1))
-        await sat.stream.send(f[:3])                               # one frame over two Noise messages
-        await sat.stream.send(f[3:])
-        await sat.stream.send(ts.frame(ts.env(j, "ping", t1=2)) + ts.frame(ts.env(k, "ping", t1=3)))
-        for n in (i, j, k):
-            try:
-                await sat.expect("ping_response", id_=n, timeout=self.step_s)
-            except AssertionError:
-                raise CheckFailed("Ping %d (%s) was not answered" % (
-                    n, "split over two Noise messages" if n == i else "two frames in one Noise message")) from None
-        self.put("R5.1.2-b", R.PASS, "a Ping split over two Noise messages and two Pings in one were answered", sat)
+        self.put("R5.1.2-b", R.PASS, await P.split_frames(sat, self.step_s), sat)
     c_split_frames.rids = ("R5.1.2-b",)
 
     async def c_big_hello(self):
@@ -571,15 +508,7 @@ class CoreKit:
 
     async def c_bad_decrypt(self):
         sat = await self.session("XX")
-        msg = bytearray(sat.stream.conn.encrypt(ts.frame(ts.env(sat.mint(), "ping", t1=1))))
-        msg[-1] ^= 0x01                                  # the tag no longer authenticates the message
-        sat.stream.writer.write(bytes(msg))
-        try:
-            await sat.wait_closed(self.step_s)
-        except asyncio.TimeoutError:
-            raise CheckFailed("a transport message with a corrupted tag left the connection open %.0f s"
-                              % self.step_s) from None
-        self.put("R5-a", R.PASS, "a transport message with a corrupted tag ended the connection", sat)
+        self.put("R5-a", R.PASS, await P.bad_decrypt(sat, self.step_s), sat)
     c_bad_decrypt.rids = ("R5-a",)
 
     # -- what every session saw ---------------------------------------------------------------------
@@ -637,7 +566,7 @@ class CoreKit:
     def _judge(self, rid, bad, seen, ok, say):
         if bad:
             s, r = bad[0]
-            self.put(rid, R.FAIL, say(s, r), s)
+            self.put(rid, R.FAIL, say(s, r), s, focus=r.t)     # the lines around the frame that broke it
         elif seen:
             if rid not in self.results:
                 self.put(rid, R.PASS, ok)
@@ -682,22 +611,6 @@ def _references_upload(e):
 
 def _caps(s):
     return ", ".join(surface_pb2.CapabilityKind.Name(k) for k in sorted(s.declared)) or "no capability"
-
-
-def _why(e):
-    if isinstance(e, ConnectionRefusedError):
-        return "connection refused (nothing listens there)"
-    if isinstance(e, asyncio.TimeoutError):
-        return "no answer"
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:160]
-
-
-_varint = wire.varint
-
-
-def _key(field, wiretype):
-    return wire.varint(field << 3 | wiretype)
 
 
 def run(host, port, core_key=None, token=None, step_s=STEP_S):

@@ -37,10 +37,13 @@ def counts(rows):
     return out
 
 
-def render_text(rows, target, timelines=True):
-    """The table a person reads: one line per row, and under each failure the frames that show it."""
+def render_text(rows, target, timelines=True, kind="core"):
+    """The table a person reads: one line per row, and under each failure the frames that show it. ``kind``:
+    "core" (the kit scored the core at ``target``) or "satellite" (the satellite that connected to ``target``)."""
     width = max([len(r.rid) for r in rows] + [4])
-    lines = ["conformance of the core at %s" % target, ""]
+    head = {"satellite": "conformance of the satellite that connected to %s"}.get(kind, "conformance of the %s at %%s"
+                                                                                  % kind)
+    lines = [head % target, ""]
     for r in rows:
         lines.append("%-*s  %-14s  %s%s" % (width, r.rid, r.verdict, r.title, (": " + r.detail) if r.detail else ""))
         if timelines and r.verdict == FAIL and r.timeline:

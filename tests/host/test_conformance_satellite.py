@@ -1,0 +1,253 @@
+"""`alabama conformance satellite`: our firmware on the virtual board passes every row (through the CLI, its button
+pushed over the board's control port); a mutant firmware that breaks one rule fails that row (so rows can fail); a
+peer that is not Alabama, stalls, floods or never comes ends in verdict rows within the step bounds; wrong inputs."""
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from alabama.board import logwords as lw, sim
+from alabama.conformance import rows, satkit
+from alabama.hil import mutants
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BOARD_ENV = {"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"}
+
+
+def _failed(result):
+    return {r.rid for r in result if r.verdict == rows.FAIL}
+
+
+def _board(tmp, port, firmware=None):
+    flash = pathlib.Path(tmp) / "flash"
+    sim.provision(flash, "127.0.0.1", port, fresh_identity=True)       # the address only: a guest, XX first
+    return sim.VirtualBoard(flash, firmware=firmware, speaker=pathlib.Path(tmp) / "speaker.wav", env=BOARD_ENV)
+
+
+def _score(tmp, firmware=None):
+    """The kit (in-process, on its own thread) against a virtual board running ``firmware``; [Row]."""
+    port = sim.free_port()
+    vb = _board(tmp, port, firmware)
+    out = {}
+
+    def press(down):
+        vb.press() if down else vb.release()
+
+    def go():
+        out["rows"] = satkit.run("127.0.0.1", port, press=press, connect_s=90, watch_s=5)
+    t = threading.Thread(target=go)
+    t.start()
+    try:
+        vb.start()
+        t.join(400)
+    finally:
+        vb.stop()
+    assert not t.is_alive() and "rows" in out, vb.log_text()[-3000:]
+    return out["rows"]
+
+
+@pytest.mark.needs_micropython
+@pytest.mark.slow
+def test_our_firmware_passes_every_row_through_the_cli(tmp_path):
+    port = sim.free_port()
+    vb = _board(tmp_path, port)
+    junit = tmp_path / "sat.xml"
+    cmd = [sys.executable, "-m", "alabama.cli", "conformance", "satellite", "--listen", "127.0.0.1:%d" % port,
+           "--ctl-port", str(vb.ctl_port), "--json", "--junit", str(junit), "--connect-timeout", "90"]
+    vb.start()              # first: the CLI checks the control port at once; the board retries the core with backoff
+    p = None
+    try:
+        vb.wait_log(lw.connecting(pattern="XX"), 60)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
+        out, err = p.communicate(timeout=400)
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        vb.stop()
+    assert p.returncode == 0, (out[-3000:], err[-2000:])
+    doc = json.loads(out)
+    assert doc["kind"] == "satellite" and doc["conformance"] == rows.JSON_FORMAT
+    got = {r["id"]: r["verdict"] for r in doc["rows"]}
+    assert list(got) == [rid for rid, _ in satkit.ROWS]
+    assert set(got.values()) == {rows.PASS}, [r for r in doc["rows"] if r["verdict"] != rows.PASS]
+    assert "static key is" in err
+    suite = ET.parse(junit).getroot()
+    assert suite.get("tests") == str(len(satkit.ROWS)) and suite.get("failures") == "0"
+
+
+#: A firmware that answers a failed IK with XX at its next attempt (the HIL catalogue's xx_fallback goes XX on every
+#: retry, so the kit already sees it fail R7.3-e; this one keeps IK after Paired and breaks R7.3-f alone).
+IK_FAIL_THEN_XX = mutants.Mutant(
+    "ik_fail_then_xx", "", "after an IK handshake failure the next attempt is XX (R7.3-f)",
+    [("satellite/runtime.py", "        core_key = rec.core_key or self.ks.pinned_core_key()\n",
+      "        core_key = None if getattr(self, '_xx_next', False) else (rec.core_key or self.ks.pinned_core_key())\n"),
+     ("satellite/runtime.py", "                self.attempts = 16 ",
+      "                self._xx_next = True\n                self.attempts = 16 ")])
+#: Rows no HIL scenario guards the same way: a firmware that leaves a RequestCapture unanswered, one that keeps
+#: streaming after the core's StreamCancel, one whose mic follows PipelineState.
+KIT_MUTANTS = [
+    IK_FAIL_THEN_XX,
+    mutants.Mutant("request_unanswered", "", "a RequestCapture is neither accepted nor declined (R10.4-a)",
+                   [("satellite/device.py", "    def _on_capture_requested(self, ev):\n",
+                     "    def _on_capture_requested(self, ev):\n        return\n")]),
+    mutants.Mutant("cancel_ignored", "", "the capture keeps streaming after the core's StreamCancel (R10.3-a)",
+                   [("satellite/session.py", '        st, ok = self._stream_op(id, _IN_CANCEL, "stream_cancel")\n',
+                     "        st, ok = self._streams.get(id), True\n"),
+                    ("satellite/device.py", "            return\n        if ev.id == self.capture_id:\n",
+                     "            return\n        if ev.id == self.capture_id and not ev.cancelled:\n")]),
+    mutants.Mutant("phase_opens_mic", "", "PipelineState LISTENING opens a capture (R10.4.1-a)",
+                   [("satellite/device.py", "            self.phase = ev.phase\n",
+                     "            self.phase = ev.phase\n            if ev.phase == 1 and not self.capture_id:\n"
+                     "                self.open_capture(pb.Trigger.BUTTON)\n")]),
+]
+#: (mutant of alabama.hil.mutants or above, the one row it must fail)
+MUTANT_ROWS = [("even_capture_ids", "R6.3-a"), ("seq_steps_by_two", "R10.10-c"), ("pin_on_xx", "R7.3-d"),
+               ("xx_fallback", "R7.3-e"), ("ik_fail_then_xx", "R7.3-f"), ("unknown_arm_drops", "R2.2-b"),
+               ("ping_wrong_t1", "R10.2-a"), ("request_unanswered", "R10.4-a"), ("cancel_ignored", "R10.3-a"),
+               ("phase_opens_mic", "R10.4.1-a")]
+
+
+@pytest.mark.needs_micropython
+@pytest.mark.slow
+@pytest.mark.parametrize("name,rid", MUTANT_ROWS, ids=[m for m, _ in MUTANT_ROWS])
+def test_a_mutant_firmware_fails_its_row(name, rid, tmp_path):
+    (m,) = [m for m in mutants.MUTANTS + KIT_MUTANTS if m.name == name]
+    fw = mutants.apply(m, sim.default_firmware(), tmp_path / "firmware")
+    try:
+        result = _score(tmp_path, fw)
+    finally:   # the virtual board caches a compiled tree per firmware path: drop this throwaway one
+        key = hashlib.sha256(str(fw.resolve()).encode()).hexdigest()[:12]
+        shutil.rmtree(ROOT / "build" / "sim" / key, ignore_errors=True)
+    failed = _failed(result)
+    assert rid in failed, [r for r in result if r.rid == rid]
+    (row,) = [r for r in result if r.rid == rid]
+    assert row.detail and row.timeline or rid in ("R7.3-d", "R7.3-f"), row
+    if name == "even_capture_ids":      # a row judged over the whole run shows the frame that broke it, in view
+        assert any("sat -> core hello {id 2}" in t for t in row.timeline[-12:]), row.timeline
+    # the rule it breaks, not a cascade: every other failure is a row the same broken behaviour also breaks
+    assert failed <= {rid} | CASCADE.get(name, set()), [r for r in result if r.verdict == rows.FAIL]
+
+
+#: Rows a mutant may also fail because the one behaviour it breaks shows in them too.
+CASCADE = {"ping_wrong_t1": {"R2.2-a"},                  # the Ping with unknown fields is answered with the wrong t1
+           "xx_fallback": {"R7.2-a"},                     # XX with a key pinned
+           "ik_fail_then_xx": {"R7.3-c"}}                 # the XX session it fell back to is with another key
+
+
+# -- peers that are not an Alabama satellite -----------------------------------------------------------
+def _kit_thread(**kw):
+    kit = satkit.SatKit("127.0.0.1", 0, step_s=1.0, **kw)
+    out = {}
+    ready = threading.Event()
+
+    def go():
+        import asyncio
+
+        async def main():
+            await kit.start()
+            ready.set()
+            kit.start = _noop
+            out["rows"] = await kit.run()
+        asyncio.run(main())
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    return kit, t, out
+
+
+async def _noop():
+    return None
+
+
+@pytest.mark.parametrize("what,send,why", [
+    ("http", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "not a Noise protocol name"),
+    ("tls", bytes.fromhex("16030100a5010000a10303") + os.urandom(64), "not a Noise protocol name"),
+    ("garbage-flood", None, "not a Noise protocol name"),
+    ("stall", b"", "no answer"),
+    ("other-suite", len(b"Noise_XX_25519_AESGCM_SHA256").to_bytes(2, "big") + b"Noise_XX_25519_AESGCM_SHA256",
+     "handshake"),
+])
+def test_a_peer_that_is_not_a_satellite_ends_in_failed_rows_quickly(what, send, why):
+    kit, t, out = _kit_thread(connect_s=5)
+    t0 = time.monotonic()
+    c = socket.create_connection(("127.0.0.1", kit.port))
+    try:
+        if send is None:
+            for _ in range(200):
+                try:
+                    c.sendall(b"\x7f\xff" + os.urandom(4096))
+                except OSError:
+                    break
+        elif send:
+            c.sendall(send)
+        t.join(20)
+    finally:
+        c.close()
+    assert not t.is_alive(), "the kit hung on a %s peer" % what
+    assert time.monotonic() - t0 < 15
+    result = out["rows"]
+    assert _failed(result) == {"R5.1.2-a", "R6-a"}, result
+    (row,) = [r for r in result if r.rid == "R5.1.2-a"]
+    assert why in row.detail, row.detail
+    assert all(r.verdict == rows.NOT_OBSERVABLE for r in result if r.rid not in ("R5.1.2-a", "R6-a"))
+
+
+def test_a_peer_trickling_its_handshake_is_cut_off_by_the_whole_handshake_bound():
+    """Each read comes within the step, but the handshake as a whole is bounded (2 steps)."""
+    kit, t, out = _kit_thread(connect_s=5)
+    name = b"Noise_XX_25519_ChaChaPoly_SHA256"
+    c = socket.create_connection(("127.0.0.1", kit.port))
+    t0 = time.monotonic()
+    try:
+        c.sendall(len(name).to_bytes(2, "big") + name + (32).to_bytes(2, "big"))
+        for _ in range(40):                      # 32 bytes of e, one every 0.4 s: 13 s if nothing cut it off
+            if not t.is_alive():
+                break
+            try:
+                c.sendall(b"\x01")
+            except OSError:
+                break
+            time.sleep(0.4)
+        t.join(20)
+    finally:
+        c.close()
+    assert not t.is_alive()
+    (row,) = [r for r in out["rows"] if r.rid == "R5.1.2-a"]
+    assert row.verdict == rows.FAIL and "no answer" in row.detail, row
+    assert time.monotonic() - t0 < 8
+
+
+def test_nothing_connects_ends_in_failed_rows_saying_so():
+    kit, t, out = _kit_thread(connect_s=1)
+    t.join(10)
+    assert not t.is_alive()
+    (row,) = [r for r in out["rows"] if r.rid == "R5.1.2-a"]
+    assert row.verdict == rows.FAIL and "no satellite connected" in row.detail
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--listen", "nothing"], "give where the kit listens as HOST:PORT"),
+    (["--listen", "127.0.0.1:70000"], "give where the kit listens as HOST:PORT"),
+    (["--listen", "127.0.0.1:0", "--step-timeout", "0"], "--step-timeout 0: give seconds > 0"),
+    (["--listen", "127.0.0.1:0", "--ctl-port", "1"], "no virtual board answers"),
+    (["--listen", "127.0.0.1:0", "--junit", "/nonexistent-dir/x.xml"], "cannot write --junit"),
+    (["--listen", "256.1.1.1:0"], "cannot listen on 256.1.1.1:0"),
+])
+def test_wrong_arguments_say_what_to_do_in_one_line(argv, says):
+    r = subprocess.run([sys.executable, "-m", "alabama.cli", "conformance", "satellite", "--no-prompt"] + argv
+                       if "--ctl-port" not in argv else
+                       [sys.executable, "-m", "alabama.cli", "conformance", "satellite"] + argv,
+                       capture_output=True, text=True, timeout=30, cwd=str(ROOT), stdin=subprocess.DEVNULL)
+    assert r.returncode in (1, 2), r
+    assert says in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
