@@ -18,7 +18,17 @@ MAX_OPS = const(512)
 MAX_WINDOW = const(64)
 FEATURES = const(40)
 
-_k, VIPER = load_fast("satellite.wake._model_viper", "satellite.wake._model_pure")
+# The kernels: the C module _wake_c (firmware/native/wake.c, built into the board image and the 32-bit test
+# interpreters; a built-in, so no heap for its code) when the interpreter has it, else the viper twin, else the
+# pure one. IMPL says which ("c", "viper", "pure"); all three take the same calls and give the same bytes.
+try:
+    import _wake_c as _k
+    IMPL = "c"
+except ImportError:
+    _k, _viper = load_fast("satellite.wake._model_viper", "satellite.wake._model_pure")
+    IMPL = "viper" if _viper else "pure"
+    del _viper
+VIPER = IMPL == "viper"
 _mac = _k.mac
 _dw = _k.dw
 _copy = _k.copy
@@ -123,7 +133,7 @@ class Model:
     def step(self, features):
         """One 10 ms frame of FEATURES uint16 features (array('H')): -1 while the model gathers frames, else the
         inference's probability 0..255 (value/256); .detected then says whether the window's mean is above the
-        cutoff. Allocates nothing on the viper path."""
+        cutoff. Allocates nothing on the c and viper paths."""
         q = self._in
         q[0] = self._in_first + self._frame * FEATURES
         _quant_in(self.arena, self._w8, features, q)
