@@ -8,6 +8,7 @@
 //   copy(arena, params)               a strided row copy (CONCATENATION, SPLIT_V, STRIDED_SLICE, variables)
 //   lut(arena, w8, params)            a 256-entry table (LOGISTIC, QUANTIZE)
 //   quant_in(arena, w8, feats, params) uint16 features through the input table into the input tensor
+//   run(arena, w8, i32, prog)         a whole inference: every op of prog (kind, params; see wake_run_fn)
 // arena and w8 are int8 buffers (array 'b'), i32 and params int32 (array 'i', 4-aligned), feats uint16
 // (array 'H', 2-aligned). Requantization is TFLite's MultiplyByQuantizedMultiplier: the doubling high multiply
 // rounded half away from zero (64-bit product), then the rounding shift right, whose halves round away from
@@ -198,13 +199,8 @@ static void nonneg(int32_t v, const char *what) {
     }
 }
 
-static mp_obj_t conv(mp_obj_t arena, mp_obj_t w8, mp_obj_t i32, mp_obj_t params, int depthwise) {
-    wbuf_t a = get_buf(arena, MP_BUFFER_RW, 1, "arena");
-    wbuf_t w = get_buf(w8, MP_BUFFER_READ, 1, "w8");
-    wbuf_t bt = get_buf(i32, MP_BUFFER_READ, 4, "i32 (an array 'i')");
-    const int32_t *p = get_params(params, NPARAM_MAC);
-    const int32_t *b = (const int32_t *)bt.buf;
-    size_t n32 = bt.len / 4;
+// the checks of one conv / depthwise op (p: NPARAM_MAC values) against the buffers' sizes
+static void check_conv(const int32_t *p, size_t na, size_t n8, const int32_t *b, size_t n32, int depthwise) {
     int32_t in_cols = p[2], out_rows = p[4], out_cols = depthwise ? p[2] : p[5], kh = p[6];
     nonneg(in_cols, "in_cols");
     nonneg(out_rows, "out_rows");
@@ -213,14 +209,14 @@ static mp_obj_t conv(mp_obj_t arena, mp_obj_t w8, mp_obj_t i32, mp_obj_t params,
     nonneg(p[7], "stride");
     nonneg(p[8], "dilation");
     if (out_rows == 0 || out_cols == 0) {
-        return mp_const_none;
+        return;
     }
     if (kh > 0) {
         int64_t rows_in = (int64_t)(out_rows - 1) * p[7] + (int64_t)(kh - 1) * p[8] + 1;
-        inside(p[0], rows_in * in_cols, a.len, "input");
+        inside(p[0], rows_in * in_cols, na, "input");
     }
-    inside(p[3], (int64_t)out_rows * out_cols, a.len, "output");
-    inside(p[9], (int64_t)kh * in_cols * (depthwise ? 1 : out_cols), w.len, "weights");
+    inside(p[3], (int64_t)out_rows * out_cols, na, "output");
+    inside(p[9], (int64_t)kh * in_cols * (depthwise ? 1 : out_cols), n8, "weights");
     inside(p[10], out_cols, n32, "bias");
     inside(p[11], out_cols, n32, "multipliers");
     inside(p[12], out_cols, n32, "shifts");
@@ -231,10 +227,38 @@ static mp_obj_t conv(mp_obj_t arena, mp_obj_t w8, mp_obj_t i32, mp_obj_t params,
                 (int)s, (int)c, SHIFT_MIN, SHIFT_MAX);
         }
     }
-    if (depthwise) {
-        wake_dw((int8_t *)a.buf, (const int8_t *)w.buf, b, p);
-    } else {
-        wake_mac((int8_t *)a.buf, (const int8_t *)w.buf, b, p);
+}
+
+static void check_copy(const int32_t *p, size_t na) {
+    nonneg(p[2], "rows");
+    nonneg(p[3], "cols");
+    nonneg(p[4], "source pitch");
+    nonneg(p[5], "target pitch");
+    if (p[2] > 0 && p[3] > 0) {
+        inside(p[0], (int64_t)(p[2] - 1) * p[4] + p[3], na, "copy source");
+        inside(p[1], (int64_t)(p[2] - 1) * p[5] + p[3], na, "copy target");
+    }
+}
+
+static void check_lut(const int32_t *p, size_t na, size_t n8) {
+    inside(p[0], p[2], na, "table input");
+    inside(p[1], p[2], na, "table output");
+    inside(p[3], 256, n8, "table");
+}
+
+static mp_obj_t conv(mp_obj_t arena, mp_obj_t w8, mp_obj_t i32, mp_obj_t params, int depthwise) {
+    wbuf_t a = get_buf(arena, MP_BUFFER_RW, 1, "arena");
+    wbuf_t w = get_buf(w8, MP_BUFFER_READ, 1, "w8");
+    wbuf_t bt = get_buf(i32, MP_BUFFER_READ, 4, "i32 (an array 'i')");
+    const int32_t *p = get_params(params, NPARAM_MAC);
+    const int32_t *b = (const int32_t *)bt.buf;
+    check_conv(p, a.len, w.len, b, bt.len / 4, depthwise);
+    if (p[4] > 0 && (depthwise ? p[2] : p[5]) > 0) {
+        if (depthwise) {
+            wake_dw((int8_t *)a.buf, (const int8_t *)w.buf, b, p);
+        } else {
+            wake_mac((int8_t *)a.buf, (const int8_t *)w.buf, b, p);
+        }
     }
     return mp_const_none;
 }
@@ -254,13 +278,8 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(wake_dw_obj, 4, 4, wake_dw_fn);
 static mp_obj_t wake_copy_fn(mp_obj_t arena, mp_obj_t params) {
     wbuf_t a = get_buf(arena, MP_BUFFER_RW, 1, "arena");
     const int32_t *p = get_params(params, NPARAM_COPY);
-    nonneg(p[2], "rows");
-    nonneg(p[3], "cols");
+    check_copy(p, a.len);
     if (p[2] > 0 && p[3] > 0) {
-        inside(p[0], (int64_t)(p[2] - 1) * p[4] + p[3], a.len, "copy source");
-        inside(p[1], (int64_t)(p[2] - 1) * p[5] + p[3], a.len, "copy target");
-        nonneg(p[4], "source pitch");
-        nonneg(p[5], "target pitch");
         wake_copy((int8_t *)a.buf, p);
     }
     return mp_const_none;
@@ -271,13 +290,88 @@ static mp_obj_t wake_lut_fn(mp_obj_t arena, mp_obj_t w8, mp_obj_t params) {
     wbuf_t a = get_buf(arena, MP_BUFFER_RW, 1, "arena");
     wbuf_t w = get_buf(w8, MP_BUFFER_READ, 1, "w8");
     const int32_t *p = get_params(params, NPARAM_LUT);
-    inside(p[0], p[2], a.len, "table input");
-    inside(p[1], p[2], a.len, "table output");
-    inside(p[3], 256, w.len, "table");
+    check_lut(p, a.len, w.len);
     wake_lut((int8_t *)a.buf, (const int8_t *)w.buf, p);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_3(wake_lut_obj, wake_lut_fn);
+
+// run(arena, w8, i32, prog): a whole inference in one call. prog (array 'i') is the op list model.py lowers
+// the model to, each op its kind (KIND_MAC, KIND_DW, KIND_COPY, KIND_LUT) then its parameters (17, 17, 6, 4
+// values, as the single calls take them). Every op is checked before any runs: a bad program writes nothing.
+#define KIND_MAC 0
+#define KIND_DW 1
+#define KIND_COPY 2
+#define KIND_LUT 3
+
+static int32_t op_len(int32_t kind) {
+    switch (kind) {
+        case KIND_MAC:
+        case KIND_DW:
+            return NPARAM_MAC;
+        case KIND_COPY:
+            return NPARAM_COPY;
+        case KIND_LUT:
+            return NPARAM_LUT;
+        default:
+            return -1;
+    }
+}
+
+static mp_obj_t wake_run_fn(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    wbuf_t a = get_buf(args[0], MP_BUFFER_RW, 1, "arena");
+    wbuf_t w = get_buf(args[1], MP_BUFFER_READ, 1, "w8");
+    wbuf_t bt = get_buf(args[2], MP_BUFFER_READ, 4, "i32 (an array 'i')");
+    wbuf_t pb = get_buf(args[3], MP_BUFFER_READ, 4, "prog (an array 'i')");
+    const int32_t *prog = (const int32_t *)pb.buf, *b = (const int32_t *)bt.buf;
+    size_t n = pb.len / 4, n32 = bt.len / 4;
+    for (size_t i = 0; i < n;) {
+        int32_t len = op_len(prog[i]);
+        if (len < 0 || i + 1 + (size_t)len > n) {
+            mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("_wake_c: prog op at %d: kind %d or its length"),
+                (int)i, (int)prog[i]);
+        }
+        const int32_t *p = prog + i + 1;
+        if (prog[i] == KIND_COPY) {
+            check_copy(p, a.len);
+        } else if (prog[i] == KIND_LUT) {
+            check_lut(p, a.len, w.len);
+        } else {
+            check_conv(p, a.len, w.len, b, n32, prog[i] == KIND_DW);
+        }
+        i += 1 + (size_t)len;
+    }
+    int8_t *ar = (int8_t *)a.buf;
+    const int8_t *wt = (const int8_t *)w.buf;
+    for (size_t i = 0; i < n;) {
+        int32_t kind = prog[i];
+        const int32_t *p = prog + i + 1;
+        switch (kind) {
+            case KIND_MAC:
+                if (p[4] > 0 && p[5] > 0) {
+                    wake_mac(ar, wt, b, p);
+                }
+                break;
+            case KIND_DW:
+                if (p[4] > 0 && p[2] > 0) {
+                    wake_dw(ar, wt, b, p);
+                }
+                break;
+            case KIND_COPY:
+                if (p[2] > 0 && p[3] > 0) {
+                    wake_copy(ar, p);
+                }
+                break;
+            default:
+                wake_lut(ar, wt, p);
+                break;
+        }
+        i += 1 + (size_t)op_len(kind);
+    }
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(wake_run_obj, 4, 4, wake_run_fn);
 
 static mp_obj_t wake_quant_in_fn(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
@@ -303,6 +397,7 @@ static const mp_rom_map_elem_t wake_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_copy), MP_ROM_PTR(&wake_copy_obj) },
     { MP_ROM_QSTR(MP_QSTR_lut), MP_ROM_PTR(&wake_lut_obj) },
     { MP_ROM_QSTR(MP_QSTR_quant_in), MP_ROM_PTR(&wake_quant_in_obj) },
+    { MP_ROM_QSTR(MP_QSTR_run), MP_ROM_PTR(&wake_run_obj) },
 };
 static MP_DEFINE_CONST_DICT(wake_module_globals, wake_module_globals_table);
 

@@ -49,20 +49,22 @@ def _run(m, frames):
     return probs, hits
 
 
-def _with_kernels(k, fn):
-    saved = (M._mac, M._dw, M._copy, M._lut, M._quant_in)
+def _with_kernels(k, fn, whole=True):
+    """fn() with model.py on the kernels of k; whole: its run() (the whole program in one call) if it has one."""
+    saved = (M._mac, M._dw, M._copy, M._lut, M._quant_in, M._run)
     M._mac, M._dw, M._copy, M._lut, M._quant_in = k.mac, k.dw, k.copy, k.lut, k.quant_in
+    M._run = getattr(k, "run", None) if whole else None
     try:
         return fn()
     finally:
-        M._mac, M._dw, M._copy, M._lut, M._quant_in = saved
+        M._mac, M._dw, M._copy, M._lut, M._quant_in, M._run = saved
 
 
-def test_every_op_matches_the_reference_pure_and_viper():
-    for k in [P] + [x for x in (V, C) if x is not None]:
+def test_every_op_matches_the_reference_pure_viper_and_c():
+    for k, whole in [(P, True)] + [(x, w) for x in (V, C) if x is not None for w in (True, False)]:
         m = M.load(io.BytesIO(_BLOB))
-        probs, hits = _with_kernels(k, lambda: _run(m, _VEC["features"]))
-        assert probs == _VEC["probs"], (k.__name__, probs)
+        probs, hits = _with_kernels(k, lambda: _run(m, _VEC["features"]), whole)
+        assert probs == _VEC["probs"], (k.__name__, whole, probs)
         assert hits == _VEC["detected"], k.__name__
 
 
@@ -142,6 +144,21 @@ def test_every_kernel_equals_pure_on_random_layers_both_rounding_modes():
             assert got == want, (k.__name__, name)
 
 
+def test_both_rounding_modes_on_an_exact_negative_half():
+    # acc = -6, multiplier 2**30 (x/2 in the doubling high multiply: -3), shift -1: -3 / 2 = -1.5 exactly. Channel 0
+    # is below params[16] (ups = 1): halves toward +inf, -1 (TFLite's optimized depthwise); channel 1: away from
+    # zero, -2 (TFLite's reference). Every kernel set, conv and depthwise.
+    half = 1 << 30
+    b = array.array("i", (-6, -6, half, half, -1, -1))
+    for k in [P] + [x for x in (V, C) if x is not None]:
+        for dw in (0, 1):
+            a = array.array("b", bytes(8))
+            w = array.array("b", bytes(4))
+            p = array.array("i", (0, 1, 2, 4, 1, 2, 1, 1, 1, 0, 0, 2, 4, 0, -128, 127, 1))
+            (k.dw if dw else k.mac)(a, w, b, p)
+            assert list(a[4:6]) == [-1, -2], (k.__name__, dw, list(a))
+
+
 def test_c_kernels_allocate_nothing():
     if C is None:
         return                 # no C module in this interpreter (test_impl_is_c_then_viper_then_pure)
@@ -170,6 +187,14 @@ def test_c_refuses_offsets_outside_its_buffers_and_writes_nothing():
     bad(9, len(w), what="weights")
     bad(12, len(b), what="shifts")
     bad(4, -2, what="out_rows")
+    # run(): a program whose last op is bad writes nothing, not even its good first ops
+    good = [0] + list(p)
+    prog = array.array("i", good + [0] + list(p))
+    prog[len(good) + 1 + 3] = len(arena)                 # the second op's output past the arena
+    assert "output" in str(raises(ValueError, C.run, arena, w, b, prog))
+    assert "kind" in str(raises(ValueError, C.run, arena, w, b, array.array("i", [7] + list(p))))
+    assert "kind" in str(raises(ValueError, C.run, arena, w, b, array.array("i", good[:-1])))
+    assert arena == before
     sh = array.array("i", b)
     sh[2 * p[5]] = 40                                    # a shift no model has: refused, not undefined C
     assert "shift" in str(raises(ValueError, C.mac, arena, w, sh, p))

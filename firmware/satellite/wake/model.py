@@ -34,6 +34,7 @@ _dw = _k.dw
 _copy = _k.copy
 _lut = _k.lut
 _quant_in = _k.quant_in
+_run = getattr(_k, "run", None)        # the whole program in one call (the C module only)
 del _k
 
 _MAC = const(0)
@@ -74,7 +75,9 @@ class Model:
         self._state = [tuple(int(v) for v in s) for s in h["state"]]
         self._in = array.array("i", (int(h["input"]), FEATURES, int(h["in_q"]), int(h["in_n"])))
         self._in_first = self._in[0]
-        ops = []
+        # one int array holds the whole program, each op its kind then its parameters (the C module runs it in
+        # one call); each op's parameters are a memoryview into it (the per-op kernels' argument)
+        n_prog = 0
         for op in h["ops"]:
             kind = _KINDS.get(op[0])
             if kind is None:
@@ -82,7 +85,19 @@ class Model:
             if len(op) - 1 != _NPARAM[kind]:
                 raise ModelError("model %s: op %s has %d parameters, not %d" % (self.name, op[0], len(op) - 1,
                                                                                _NPARAM[kind]))
-            ops.append((kind, array.array("i", op[1:])))
+            n_prog += len(op)
+        prog = array.array("i", bytes(4 * n_prog))
+        mv = memoryview(prog)
+        ops = []
+        j = 0
+        for op in h["ops"]:
+            kind = _KINDS[op[0]]
+            prog[j] = kind
+            for i in range(1, len(op)):
+                prog[j + i] = int(op[i])
+            ops.append((kind, mv[j + 1:j + len(op)]))
+            j += len(op)
+        self._prog = prog
         self._check(ops, n_arena, len(w8), len(i32))
         self._ops = tuple(ops)
         self._probs = bytearray(self.window)
@@ -150,6 +165,9 @@ class Model:
         ops = self._ops
         i = 0
         n = len(ops)
+        if _run is not None:
+            _run(a, w, b, self._prog)
+            n = 0
         while i < n:
             kind, p = ops[i]
             if kind == _COPY:
