@@ -133,8 +133,14 @@ WAKE_NOINLINE void wake_copy(int8_t *a, const int32_t *p) {
     for (int32_t r = 0; r < rows; r++) {
         const int8_t *s = a + src + r * sp;
         int8_t *d = a + dst + r * dp;
-        for (int32_t i = 0; i < cols; i++) {     // element by element, front to back, as the twins do
-            d[i] = s[i];
+        if (d <= s || d >= s + cols) {
+            // the twins copy element by element, front to back: with the target below the source, or apart
+            // from it, that is what memmove does (the streaming state's shifts are all of this kind)
+            __builtin_memmove(d, s, (size_t)cols);
+        } else {
+            for (int32_t i = 0; i < cols; i++) {
+                d[i] = s[i];
+            }
         }
     }
 }

@@ -50,6 +50,31 @@ static inline uint32_t le16u(const uint8_t *t, int32_t i) {
     return (uint32_t)t[2 * i] | ((uint32_t)t[2 * i + 1] << 8);
 }
 
+// floor(log2 v) for v > 0, by halving (as the twins do; no count-leading-zeros instruction assumed)
+static inline int32_t floor_log2(uint32_t v) {
+    int32_t n = 0;
+    if (v >= 65536) {
+        n += 16;
+        v >>= 16;
+    }
+    if (v >= 256) {
+        n += 8;
+        v >>= 8;
+    }
+    if (v >= 16) {
+        n += 4;
+        v >>= 4;
+    }
+    if (v >= 4) {
+        n += 2;
+        v >>= 2;
+    }
+    if (v >= 2) {
+        n += 1;
+    }
+    return n;
+}
+
 FE_NOINLINE void fe_push(int16_t *hist, int32_t used, const uint8_t *src) {
     for (int32_t i = 0; i < FE_STEP; i++) {
         hist[used + i] = (int16_t)(uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
@@ -196,22 +221,7 @@ FE_NOINLINE void fe_filterbank(const uint32_t *e, const int16_t *w, const int16_
         lo &= 0xFFFF;
         // the rounded root of hi * 2**16 + lo by bit pairs, from the top pair that holds a bit
         uint32_t r = 0, rem = 0, u = hi ? hi : lo;
-        int32_t n = 0, sh;
-        if (u >= 65536) {
-            n += 16;
-            u >>= 16;
-        }
-        if (u >= 256) {
-            n += 8;
-            u >>= 8;
-        }
-        if (u >= 16) {
-            n += 4;
-            u >>= 4;
-        }
-        if (u >= 4) {
-            n += 2;
-        }
+        int32_t n = u ? (floor_log2(u) & ~1) : 0, sh;      // the even n with u >> n in 1..3
         if (hi) {
             for (sh = n; sh >= 0; sh -= 2) {
                 rem = (rem << 2) | ((hi >> sh) & 3);
@@ -272,29 +282,8 @@ FE_NOINLINE void fe_post(const int32_t *sig, uint16_t *est, const uint8_t *gain,
         int32_t sub = (dh << 6) + (dl >> 10);
         int32_t fl = (s >> 14) * NR_MIN_REMAINING + (((s & 0x3FFF) * NR_MIN_REMAINING) >> 14);
         s = sub > fl ? sub : fl;
-        int32_t n = 0;
-        uint32_t v = el;
-        if (eh) {
-            n = 16;
-            v = eh;
-        }
-        if (v >= 256) {
-            n += 8;
-            v >>= 8;
-        }
-        if (v >= 16) {
-            n += 4;
-            v >>= 4;
-        }
-        if (v >= 4) {
-            n += 2;
-            v >>= 2;
-        }
-        if (v >= 2) {
-            n += 1;
-            v >>= 1;
-        }
-        n += (int32_t)v;
+        // the bit length of the 32-bit estimate eh:el
+        int32_t n = eh ? 17 + floor_log2(eh) : (el ? 1 + floor_log2(el) : 0);
         int32_t g;
         if (eh == 0 && el <= 2) {
             g = le16s(gain, (int32_t)el);
@@ -325,27 +314,7 @@ FE_NOINLINE void fe_post(const int32_t *sig, uint16_t *est, const uint8_t *gain,
         int32_t lv = s * (1 << LOG_CORRECTION_BITS);
         uint32_t o = 0;
         if (lv > 1) {
-            int32_t m = 0;
-            uint32_t uu = (uint32_t)lv;
-            if (uu >= 65536) {
-                m += 16;
-                uu >>= 16;
-            }
-            if (uu >= 256) {
-                m += 8;
-                uu >>= 8;
-            }
-            if (uu >= 16) {
-                m += 4;
-                uu >>= 4;
-            }
-            if (uu >= 4) {
-                m += 2;
-                uu >>= 2;
-            }
-            if (uu >= 2) {
-                m += 1;
-            }
+            int32_t m = floor_log2((uint32_t)lv);
             int32_t f = lv - (1 << m);
             if (m < 16) {
                 f <<= 16 - m;

@@ -39,6 +39,7 @@ def mp_main(argv):
         else:
             from satellite.wake import _model_pure as K
         M._mac, M._dw, M._copy, M._lut, M._quant_in = K.mac, K.dw, K.copy, K.lut, K.quant_in
+        M._run = getattr(K, "run", None)       # c: the whole program in one call, as model.py runs it
         M.IMPL = impl
     gc.collect()
     a0 = gc.mem_alloc()
@@ -160,6 +161,20 @@ def c_xtensa_static(root, aead):
         else:                       # inner: the kernel rows of one channel; then the channels
             res["dw"] = len(nest[0])
             res["dw_out"] = len(nest[1]) - len(nest[0])
+    # copies: per byte the byte loop (an upper bound: the non-overlapping rows go through memmove, word-wise on
+    # the board), per row the rest of the row loop with the memmove call; tables and the input: per element
+    loops = aead.xtensa_loops(funcs["wake_copy"])
+    byte = [lp for lp in loops if not any(x[1].startswith("call") for x in lp)]
+    rows = [lp for lp in loops if any(x[1].startswith("call") for x in lp)]
+    if len(byte) != 1 or len(rows) != 1:
+        raise RuntimeError("wake_copy: expected a byte loop inside a row loop with the memmove call")
+    res["copy_byte"] = len(byte[0])
+    res["copy_row"] = len(rows[0]) - len(byte[0])
+    for name in ("wake_lut", "wake_quant_in"):
+        loops = aead.xtensa_loops(funcs[name])
+        if len(loops) != 1:
+            raise RuntimeError("%s: expected one loop, found %d" % (name, len(loops)))
+        res[name[5:]] = len(loops[0])
     return res
 
 
@@ -174,18 +189,30 @@ def _c_native(header, xt):
         elif op[0] == "DEPTHWISE_CONV_2D":
             outs = p[4] * p[2]
             n += outs * p[6] * xt["dw"] + outs * xt["dw_out"]
+        elif op[0] in ("LOGISTIC", "QUANTIZE"):
+            n += p[2] * xt["lut"]
+        else:                                       # the copies: rows x cols bytes
+            n += p[2] * (p[3] * xt["copy_byte"] + xt["copy_row"])
+    # the input: `stride` frames of FEATURES through the input table
+    n += header["stride"] * header["features"] * xt["quant_in"]
     return n
 
 
+#: the C functions the Xtensa count prices (the x86 count of everything else stays in the figure); memmove is
+#: the copies' (glibc's on the unix port, newlib's on the board)
+C_KERNELS = ("wake_mac", "wake_dw", "wake_copy", "wake_lut", "wake_quant_in", "memmove")
+
+
 def _callgrind_self(path, names):
-    """Instructions spent in the named C functions themselves (callgrind_annotate of a callgrind output)."""
+    """Instructions spent in the named C functions themselves (callgrind_annotate of a callgrind output; a name
+    also matches its libc variants, __memmove_sse2... for memmove)."""
     import re
     import subprocess
     out = subprocess.run(["callgrind_annotate", "--threshold=100", path], capture_output=True, text=True).stdout
     n = 0
     for line in out.splitlines():
         m = re.match(r"^\s*([\d,]+)\s.*?[:\s](\w+)\s*(\[|$)", line)
-        if m and m.group(2) in names:
+        if m and any(m.group(2) == k or (k == "memmove" and "memmove" in m.group(2)) for k in names):
             n += int(m.group(1).replace(",", ""))
     return n
 
@@ -285,8 +312,10 @@ def main():
                                                                           "n/a (no xtensa-lx106-elf-objdump)"))
     if xt:
         print("Xtensa instructions of wake.c (xtensa-lx106-elf-gcc -O2, static): conv %d per MAC + %d per kernel row"
-              " + %d per output (requantization); depthwise %d per MAC + %d per output"
-              % (xt["mac"], xt["mac_k"], xt["mac_out"], xt["dw"], xt["dw_out"]))
+              " + %d per output (requantization); depthwise %d per MAC + %d per output; copies %d per byte + %d per"
+              " row; tables %d, input %d per element"
+              % (xt["mac"], xt["mac_k"], xt["mac_out"], xt["dw"], xt["dw_out"], xt["copy_byte"], xt["copy_row"],
+                 xt["lut"], xt["quant_in"]))
     else:
         print("wake.c Xtensa counts: n/a (apt-get install -y gcc-xtensa-lx106 binutils-xtensa-lx106)")
     if aead_frame:
@@ -316,7 +345,7 @@ def main():
                 ins = native = est = None
                 if have_cg:
                     k = 20
-                    kern = ("wake_mac", "wake_dw") if impl == "c" else ()
+                    kern = C_KERNELS if impl == "c" else ()
                     t1, s1 = callgrind(["--model", path, "--inferences", str(k), "--impl", impl], kern)
                     t0, s0 = callgrind(["--model", path, "--inferences", "0", "--impl", impl], kern)
                     ins = (t1 - t0) / k
@@ -337,12 +366,13 @@ def main():
     print("S3 est %%, viper: MACs x the inner loop's static Xtensa instructions x %.1f inferences/s over a 240 MHz "
           "core, one instruction a cycle, the loop only (no per-output requantization, no op dispatch): a floor."
           % INFERENCES_PER_S)
-    print("S3 est %%, c: wake.c's conv/depthwise kernels at their static Xtensa counts x the model's trip counts "
-          "(every loop body whole at each trip: an upper bound for the code, the lx106's missing SEXT and "
-          "zero-overhead loops counted against it) + the rest of an inference (bytecode dispatch, the binding's "
-          "argument checks, copies, tables) at its x86 callgrind count on the 32-bit build, 1 instruction/cycle, "
-          "no cache misses or load-use stalls modelled. +frontend adds the frontend's figure above (issue 37: "
-          "frontend + one model <= 15 %%, goal <= 8 %%). Estimates, no chip here: `alabama board probe` measures.")
+    print("S3 est %, c: wake.c's kernels (conv, depthwise, copies, tables, input) at their static Xtensa counts x "
+          "the model's trip counts (every loop body whole at each trip, copies as byte loops: an upper bound for "
+          "the code, the lx106's missing SEXT and zero-overhead loops counted against it) + the rest of an "
+          "inference (the bytecode of its three steps, the binding's checks of every op) at its x86 callgrind "
+          "count on the 32-bit build, 1 instruction/cycle, no cache misses or load-use stalls modelled. +frontend "
+          "adds the frontend's figure above (issue 37: frontend + one model <= 15 %, goal <= 8 %). Estimates, no "
+          "chip here: `alabama board probe` measures.")
 
 
 if __name__ == "__main__":
