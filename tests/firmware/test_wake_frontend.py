@@ -2,8 +2,10 @@
 # Wake-word audio frontend (satellite.wake.frontend, issue 37 item 1): every uint16 feature equals
 # pymicro-features 2.0.2's (TFLite-Micro's microfrontend, microWakeWord's) on the stored corpus (espeak-ng
 # speech, silence, dither, noise, full-scale tones and squares, clipping, DC; tools/wake/gen_frontend_vectors.py
-# wrote the reference features, tests/host/test_wake_frontend_ref.py checks them for drift), pure and viper;
-# the stages pure == viper on adversarial inputs the corpus does not reach; 0 B per steady 10 ms step.
+# wrote the reference features, tests/host/test_wake_frontend_ref.py checks them for drift), pure, viper and the
+# C module _wake_fe_c (firmware/native/wake_fe.c: only the 32-bit builds have it, as the board image does; CPython
+# and the 64-bit PyPI port have no C leg, test_wake_frontend_impl_is_c_then_viper_then_pure says so); the stages
+# pure == viper == c on adversarial inputs the corpus does not reach; 0 B per steady 10 ms step.
 from array import array
 
 from mpsupport import IS_MICROPYTHON, mem_alloc_delta, raises
@@ -14,6 +16,10 @@ try:
     from satellite.wake import _frontend_viper as V
 except (ImportError, SyntaxError, NameError):
     V = None
+try:
+    import _wake_fe_c as C
+except ImportError:
+    C = None
 
 _HERE = __file__.rpartition("/")[0] or "."
 _CH = FE.CHANNELS
@@ -93,15 +99,15 @@ def _run(fe, pcm, want, name):
     return frames
 
 
-def _corpus(fast, reuse):
-    fe = FE.Frontend(fast=fast)
-    assert fe.viper == (fast and FE.VIPER)
+def _corpus(impl, reuse):
+    fe = FE.Frontend(impl=impl)
+    assert fe.impl == impl
     total = speech = 0
     for name, pcm, feats in segments():
         if reuse:
             fe.reset()
         else:
-            fe = FE.Frontend(fast=fast)
+            fe = FE.Frontend(impl=impl)
         n = _run(fe, pcm, feats, name)
         total += n
         if name.startswith("speech"):
@@ -109,16 +115,35 @@ def _corpus(fast, reuse):
     assert total >= 1000 and speech >= 400, (total, speech)
 
 
+def test_wake_frontend_impl_is_c_then_viper_then_pure():
+    # the fast path must really be exercised (a silent fallback would hide a broken stage): C where the
+    # interpreter has it built in (the 32-bit builds, like the board image), viper on the 64-bit PyPI port
+    if IS_MICROPYTHON:
+        import sys
+        assert V is not None
+        want = "c" if sys.maxsize < (1 << 32) else "viper"
+        assert FE.IMPL == want and FE.Frontend().impl == want and (C is not None) == (want == "c")
+    else:
+        assert FE.IMPL == "pure" and C is None
+    assert FE.Frontend(fast=False).impl == "pure"
+    assert "not in this interpreter" in str(raises(ValueError, FE.Frontend, True, "nonesuch"))
+
+
 def test_wake_frontend_pure_equals_pymicro_features_on_corpus():
-    _corpus(False, False)
+    _corpus("pure", False)
 
 
 def test_wake_frontend_viper_equals_pymicro_features_on_corpus():
-    if IS_MICROPYTHON:
-        assert FE.VIPER and V is not None
-    elif V is None:
+    if V is None:
+        assert not IS_MICROPYTHON
         return                                     # CPython: no viper (the pure leg above is the proof)
-    _corpus(True, True)
+    _corpus("viper", True)
+
+
+def test_wake_frontend_c_equals_pymicro_features_on_corpus():
+    if C is None:
+        return                                     # no C module here (test_wake_frontend_impl_is_c_then_...)
+    _corpus("c", True)
 
 
 def test_wake_frontend_reset_starts_a_new_stream():
@@ -146,6 +171,16 @@ def test_wake_frontend_stages_viper_equal_pure_on_extremes():
     if V is None:
         assert not IS_MICROPYTHON
         return
+    _extremes(V)
+
+
+def test_wake_frontend_stages_c_equal_pure_on_extremes():
+    if C is None:
+        return                                     # no C module here (test_wake_frontend_impl_is_c_then_...)
+    _extremes(C)
+
+
+def _extremes(V):
     from satellite.wake import _frontend_tables as T
     rnd = _lcg(37)
     tw = array("h", T.TW)
@@ -207,8 +242,16 @@ def test_wake_frontend_step_allocates_nothing():
     _steady(fe, pcm, out, 5)
     d = mem_alloc_delta(_steady, fe, pcm, out, 20)
     if IS_MICROPYTHON:
-        assert fe.viper
+        assert fe.impl in ("c", "viper")
         assert d == 0, d
+    if C is not None:                              # the C stages too, whichever is the default
+        fe = FE.Frontend(impl="c")
+        _steady(fe, pcm, out, 5)
+        assert mem_alloc_delta(_steady, fe, pcm, out, 20) == 0
+    if V is not None:
+        fe = FE.Frontend(impl="viper")
+        _steady(fe, pcm, out, 5)
+        assert mem_alloc_delta(_steady, fe, pcm, out, 20) == 0
 
 
 def test_wake_frontend_refuses_short_buffers_before_touching_state():
@@ -253,3 +296,32 @@ def test_wake_frontend_takes_the_mic_path_at_any_offset():
     d = mem_alloc_delta(one, 5)
     if IS_MICROPYTHON:
         assert d == 0, d
+
+
+def test_wake_frontend_c_refuses_buffers_shorter_than_its_indices():
+    # the C stages trust nothing: every buffer is checked against the indices the stage uses, before it runs
+    if C is None:
+        return                                     # no C module here (test_wake_frontend_impl_is_c_then_...)
+    from satellite.wake import _frontend_tables as T
+    h = array("h", bytes(960))
+    hann = array("h", T.HANN)
+    assert "x holds" in str(raises(ValueError, C.window, h, hann, array("h", bytes(958))))
+    assert "src holds" in str(raises(ValueError, C.push, h, 0, bytes(320), 1))
+    assert "hist holds" in str(raises(ValueError, C.push, h, 321, bytes(320), 0))
+    x = array("h", bytes(1024))
+    c = array("h", bytes(1024))
+    tw = array("h", T.TW)
+    assert "shift" in str(raises(ValueError, C.fft, x, 16, c, tw))
+    assert "tw holds" in str(raises(ValueError, C.fft, x, 0, c, array("h", bytes(758))))
+    e = array("i", bytes(1024))
+    sig = array("i", bytes(160))
+    w, uw = array("h", T.W), array("h", T.UW)
+    falling = bytearray(T.EDGES)
+    falling[10], falling[11] = 0, 0
+    assert "falls" in str(raises(ValueError, C.filterbank, e, w, uw, bytes(falling), sig, 0))
+    assert "e holds" in str(raises(ValueError, C.filterbank, array("i", bytes(800)), w, uw, T.EDGES, sig, 0))
+    assert "gain holds" in str(raises(ValueError, C.post, sig, array("H", bytes(160)), T.GAIN[:-1], T.LOG,
+                                      array("H", bytes(80))))
+    assert "log holds" in str(raises(ValueError, C.post, sig, array("H", bytes(160)), T.GAIN, T.LOG[:-3],
+                                     array("H", bytes(80))))
+    assert list(h) == [0] * 480 and list(c) == [0] * 512 and list(sig) == [0] * 40

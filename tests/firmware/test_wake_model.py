@@ -1,7 +1,9 @@
 # dual: cpython micropython
 # The wake model interpreter (satellite.wake.model): a synthetic model that exercises every op (tests/firmware/data,
 # written by tools/gen_wake_vectors.py with its outputs from an independent numpy evaluation) through the pure
-# kernels and the viper ones, the detection window, reset, 0 bytes allocated per step on the viper path, and the
+# kernels, the viper ones and the C module _wake_c (firmware/native/wake.c: only the 32-bit builds have it, as the
+# board image does; CPython and the 64-bit PyPI port have no C leg, test_impl_is_c_then_viper_then_pure says so),
+# random layers through every kernel against the pure one (both rounding modes), the detection window, reset, 0 bytes allocated per step on the viper path, and the
 # loader's refusals. The shipped models are checked against TFLite in tests/host/test_wake_compile.py.
 import array
 import io
@@ -16,6 +18,10 @@ try:
     from satellite.wake import _model_viper as V
 except (ImportError, SyntaxError, NameError):
     V = None
+try:
+    import _wake_c as C
+except ImportError:
+    C = None
 
 _HERE = __file__.rpartition("/")[0] or "."
 
@@ -43,29 +49,161 @@ def _run(m, frames):
     return probs, hits
 
 
-def _with_kernels(k, fn):
-    saved = (M._mac, M._dw, M._copy, M._lut, M._quant_in)
+def _with_kernels(k, fn, whole=True):
+    """fn() with model.py on the kernels of k; whole: its run() (the whole program in one call) if it has one."""
+    saved = (M._mac, M._dw, M._copy, M._lut, M._quant_in, M._run)
     M._mac, M._dw, M._copy, M._lut, M._quant_in = k.mac, k.dw, k.copy, k.lut, k.quant_in
+    M._run = getattr(k, "run", None) if whole else None
     try:
         return fn()
     finally:
-        M._mac, M._dw, M._copy, M._lut, M._quant_in = saved
+        M._mac, M._dw, M._copy, M._lut, M._quant_in, M._run = saved
 
 
-def test_every_op_matches_the_reference_pure_and_viper():
-    for k in [P] + ([V] if V is not None else []):
+def test_every_op_matches_the_reference_pure_viper_and_c():
+    for k, whole in [(P, True)] + [(x, w) for x in (V, C) if x is not None for w in (True, False)]:
         m = M.load(io.BytesIO(_BLOB))
-        probs, hits = _with_kernels(k, lambda: _run(m, _VEC["features"]))
-        assert probs == _VEC["probs"], (k.__name__, probs)
+        probs, hits = _with_kernels(k, lambda: _run(m, _VEC["features"]), whole)
+        assert probs == _VEC["probs"], (k.__name__, whole, probs)
         assert hits == _VEC["detected"], k.__name__
 
 
-def test_viper_is_there_on_micropython():
-    # the fast path must really be exercised on micropython (a silent fallback would hide a broken kernel)
+def test_impl_is_c_then_viper_then_pure():
+    # the fast path must really be exercised (a silent fallback would hide a broken kernel): C where the
+    # interpreter has it built in (the 32-bit builds, like the board image), viper on the 64-bit PyPI port
     if IS_MICROPYTHON:
-        assert V is not None and M.VIPER
+        import sys
+        assert V is not None
+        if sys.maxsize < (1 << 32):
+            assert C is not None and M.IMPL == "c" and M._mac is C.mac and not M.VIPER
+        else:
+            assert C is None and M.IMPL == "viper" and M.VIPER
     else:
-        assert not M.VIPER
+        assert C is None and M.IMPL == "pure" and not M.VIPER
+
+
+class _Rand:
+    # a small LCG: the same layers on CPython and both MicroPython builds (their `random` modules differ)
+    def __init__(self, seed):
+        self.s = seed
+
+    def int(self, lo, hi):
+        self.s = (self.s * 1103515245 + 12345) & 0x7FFFFFFF
+        return lo + (self.s >> 4) % (hi - lo + 1)
+
+
+def _layer(r, dw):
+    """(arena, w8, i32, params) of a random conv (dw=0) or depthwise (dw=1) layer; multipliers in TFLite's
+    [2**30, 2**31), shifts both ways, some channels rounding halves up (params[16])."""
+    in_cols = r.int(1, 10)
+    out_rows, kh, stride, dil = r.int(1, 3), r.int(1, 4), r.int(1, 2), r.int(1, 2)
+    out_cols = in_cols if dw else r.int(1, 6)
+    rows_in = (out_rows - 1) * stride + (kh - 1) * dil + 1
+    inp = r.int(0, 3)
+    out = inp + rows_in * in_cols + r.int(0, 3)
+    arena = array.array("b", [r.int(-128, 127) for _ in range(out + out_rows * out_cols + 2)])
+    w = array.array("b", [r.int(-128, 127) for _ in range(kh * in_cols * (1 if dw else out_cols))])
+    big = r.int(0, 5) == 0      # accumulators near the int32 edge: the 64-bit product matters
+    bias = [r.int(-(1 << 30), (1 << 30) - 1) if big else r.int(-20000, 20000) for _ in range(out_cols)]
+    mult = [r.int(1 << 30, (1 << 30) - 1 + (1 << 30)) for _ in range(out_cols)]
+    # a left shift only with small accumulators: x << shift past 32 bits is outside TFLite's arithmetic (the
+    # viper twin on the 64-bit port does not wrap it there; the board's 32-bit ints and C do)
+    shift = [r.int(-14, 0 if big else 2) for _ in range(out_cols)]
+    b = array.array("i", bias + mult + shift)
+    p = array.array("i", (inp, rows_in, in_cols, out, out_rows, out_cols, kh, stride, dil, 0, 0, out_cols,
+                          2 * out_cols, r.int(-128, 127), r.int(-128, -100), r.int(100, 127), r.int(0, out_cols)))
+    return arena, w, b, p
+
+
+def test_every_kernel_equals_pure_on_random_layers_both_rounding_modes():
+    r = _Rand(37)
+    fast = [x for x in (V, C) if x is not None]
+    for n in range(120):
+        dw = n & 1
+        arena, w, b, p = _layer(r, dw)
+        want = array.array("b", arena)
+        (P.dw if dw else P.mac)(want, w, b, p)
+        for k in fast:
+            got = array.array("b", arena)
+            (k.dw if dw else k.mac)(got, w, b, p)
+            assert got == want, (k.__name__, n, list(p))
+    # the elementwise kernels on a random arena
+    arena = array.array("b", [r.int(-128, 127) for _ in range(200)])
+    w = array.array("b", [r.int(-128, 127) for _ in range(300)])
+    feats = array.array("H", [r.int(0, 2000) for _ in range(40)])
+    calls = (("copy", (array.array("i", (3, 100, 4, 9, 11, 13)),)),
+             ("lut", (w, array.array("i", (0, 120, 60, 17)))),
+             ("quant_in", (w, feats, array.array("i", (150, 40, 5, 280)))))
+    for name, args in calls:
+        want = array.array("b", arena)
+        getattr(P, name)(want, *args)
+        assert want != arena, name
+        for k in fast:
+            got = array.array("b", arena)
+            getattr(k, name)(got, *args)
+            assert got == want, (k.__name__, name)
+
+
+def test_both_rounding_modes_on_an_exact_negative_half():
+    # acc = -6, multiplier 2**30 (x/2 in the doubling high multiply: -3), shift -1: -3 / 2 = -1.5 exactly. Channel 0
+    # is below params[16] (ups = 1): halves toward +inf, -1 (TFLite's optimized depthwise); channel 1: away from
+    # zero, -2 (TFLite's reference). Every kernel set, conv and depthwise.
+    half = 1 << 30
+    b = array.array("i", (-6, -6, half, half, -1, -1))
+    for k in [P] + [x for x in (V, C) if x is not None]:
+        for dw in (0, 1):
+            a = array.array("b", bytes(8))
+            w = array.array("b", bytes(4))
+            p = array.array("i", (0, 1, 2, 4, 1, 2, 1, 1, 1, 0, 0, 2, 4, 0, -128, 127, 1))
+            (k.dw if dw else k.mac)(a, w, b, p)
+            assert list(a[4:6]) == [-1, -2], (k.__name__, dw, list(a))
+
+
+def test_c_kernels_allocate_nothing():
+    if C is None:
+        return                 # no C module in this interpreter (test_impl_is_c_then_viper_then_pure)
+    r = _Rand(5)
+    for dw in (0, 1):
+        arena, w, b, p = _layer(r, dw)
+        assert mem_alloc_delta(C.dw if dw else C.mac, arena, w, b, p) == 0
+    assert mem_alloc_delta(C.copy, arena, array.array("i", (0, 1, 1, 2, 0, 0))) == 0
+
+
+def test_c_refuses_offsets_outside_its_buffers_and_writes_nothing():
+    if C is None:
+        return                 # no C module in this interpreter (test_impl_is_c_then_viper_then_pure)
+    r = _Rand(9)
+    arena, w, b, p = _layer(r, 0)
+    before = array.array("b", arena)
+
+    def bad(j, v, fn=C.mac, what=""):
+        q = array.array("i", p)
+        q[j] = v
+        e = raises(ValueError, fn, arena, w, b, q)
+        assert what in str(e), str(e)
+        assert arena == before
+    bad(3, len(arena), what="output")                    # output past the arena
+    bad(0, -1, what="input")
+    bad(9, len(w), what="weights")
+    bad(12, len(b), what="shifts")
+    bad(4, -2, what="out_rows")
+    # run(): a program whose last op is bad writes nothing, not even its good first ops
+    good = [0] + list(p)
+    prog = array.array("i", good + [0] + list(p))
+    prog[len(good) + 1 + 3] = len(arena)                 # the second op's output past the arena
+    assert "output" in str(raises(ValueError, C.run, arena, w, b, prog))
+    assert "kind" in str(raises(ValueError, C.run, arena, w, b, array.array("i", [7] + list(p))))
+    assert "kind" in str(raises(ValueError, C.run, arena, w, b, array.array("i", good[:-1])))
+    assert arena == before
+    sh = array.array("i", b)
+    sh[2 * p[5]] = 40                                    # a shift no model has: refused, not undefined C
+    assert "shift" in str(raises(ValueError, C.mac, arena, w, sh, p))
+    assert "params" in str(raises(ValueError, C.mac, arena, w, b, array.array("i", p[:10])))
+    assert "copy target" in str(raises(ValueError, C.copy, arena, array.array("i", (0, len(arena) - 1, 1, 2, 0, 0))))
+    assert "table" in str(raises(ValueError, C.lut, arena, w, array.array("i", (0, 0, 4, len(w) - 255))))
+    f = array.array("H", bytes(20))
+    assert "features" in str(raises(ValueError, C.quant_in, arena, w, f, array.array("i", (0, 40, 0, 10))))
+    assert arena == before
 
 
 def test_one_inference_every_stride_frames_and_the_window():

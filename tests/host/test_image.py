@@ -117,6 +117,12 @@ def test_the_c_module_build_files_keep_the_documented_shape():
     mk = (native / "micropython.mk").read_text()
     assert "AEAD_MOD_DIR := $(USERMOD_DIR)" in mk and "SRC_USERMOD_C += $(AEAD_MOD_DIR)/aead.c" in mk
     assert "MP_REGISTER_MODULE(MP_QSTR__aead_c, " in (native / "aead.c").read_text()
+    # every C file of the directory is in both builds (a file in one only would be a module the board lacks
+    # or the 32-bit test build lacks): the wake word's _wake_c and _wake_fe_c (issue 37) beside _aead_c
+    for c in sorted(native.glob("*.c")):
+        assert "${CMAKE_CURRENT_LIST_DIR}/%s" % c.name in cm and "$(AEAD_MOD_DIR)/%s" % c.name in mk, c.name
+    assert "MP_REGISTER_MODULE(MP_QSTR__wake_c, " in (native / "wake.c").read_text()
+    assert "MP_REGISTER_MODULE(MP_QSTR__wake_fe_c, " in (native / "wake_fe.c").read_text()
 
 
 def test_the_digest_changes_with_any_frozen_file_and_not_with_main(tmp_path):

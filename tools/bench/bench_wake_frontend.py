@@ -10,6 +10,9 @@ its RAM. Prints; asserts nothing (tests/firmware/test_wake_frontend.py proves ex
   (every trip count is fixed except the square root's, priced at its bound of 24 bit pairs per channel;
   both arms of a branch are counted, so the figure is an upper bound), plus the x86 glue.
   The step is priced on speech; its cost hardly depends on the audio (fixed trip counts but the root's).
+* c: the same for the C module _wake_fe_c (firmware/native/wake_fe.c, the board image's path): its stages'
+  static Xtensa counts as xtensa-lx106-elf-gcc -O2 compiles them, times their trip counts, plus the x86
+  callgrind count of everything around them on the 32-bit build (bytecode and the binding's checks).
 * AEAD: bench_crypto_aead's callgrind figure for one 20 ms frame each way (the same driver, same run).
 * RAM: heap bytes of importing the frontend (tables included: a .mpy's bytes constants are heap; frozen,
   they stay in flash) and of one Frontend, on the 32-bit build (4-byte words and headers, as the board).
@@ -39,8 +42,7 @@ from satellite.wake import frontend as FE
 k = int(sys.argv[1]); stub = sys.argv[2] == "stub"
 with open(sys.argv[3], "rb") as f:
     pcm = f.read()
-fe = FE.Frontend()
-assert fe.viper
+fe = FE.Frontend(impl=sys.argv[4] if len(sys.argv) > 4 else "viper")
 if stub:
     import micropython
     @micropython.viper
@@ -75,7 +77,7 @@ b = gc.mem_alloc()
 fe = FE.Frontend()
 gc.collect()
 c = gc.mem_alloc()
-print('{"import": %d, "instance": %d, "viper": %d}' % (b - a, c - b, FE.VIPER))
+print('{"import": %d, "instance": %d, "impl": "%s"}' % (b - a, c - b, FE.IMPL))
 """
 
 
@@ -96,16 +98,89 @@ def _run(mp, script, args, valgrind=False):
     return r
 
 
-def callgrind_per_step(mp, speech, stub=False):
+def callgrind_per_step(mp, speech, stub=False, impl="viper"):
     drv = _script(_DRIVER)
     try:
         n = []
         for k in (K1, K2):
-            r = _run(mp, drv, [k, "stub" if stub else "real", speech], valgrind=True)
+            r = _run(mp, drv, [k, "stub" if stub else "real", speech, impl], valgrind=True)
             n.append(int(re.search(r"Collected\s*:\s*(\d+)", r.stderr).group(1)))
         return (n[1] - n[0]) / (K2 - K1)
     finally:
         os.unlink(drv)
+
+
+C_STAGES = ("fe_push", "fe_window", "fe_fft", "fe_energy", "fe_filterbank", "fe_post")
+
+
+def callgrind_c_step(mp, speech):
+    """(x86 instructions per step on the C stages, of them inside the stages' C code itself): the rest is the
+    bytecode around them and the binding's checks."""
+    import bench_wake as W
+    drv = _script(_DRIVER)
+    try:
+        n, own = [], []
+        with tempfile.TemporaryDirectory() as d:
+            for k in (K1, K2):
+                out = os.path.join(d, "cg%d" % k)
+                env = dict(os.environ, MICROPYPATH=str(ROOT / "firmware"), PYTHONHASHSEED="0")
+                r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, str(mp), drv,
+                                    str(k), "real", speech, "c"], capture_output=True, text=True, env=env,
+                                   timeout=1800, cwd=str(ROOT))
+                if r.returncode:
+                    raise SystemExit("micropython failed:\n" + r.stdout + r.stderr[-2000:])
+                n.append(int(re.search(r"Collected\s*:\s*(\d+)", r.stderr).group(1)))
+                own.append(W._callgrind_self(out, C_STAGES))
+        return (n[1] - n[0]) / (K2 - K1), (own[1] - own[0]) / (K2 - K1)
+    finally:
+        os.unlink(drv)
+
+
+def c_xtensa_stages():
+    """{stage: Xtensa instructions per step} of firmware/native/wake_fe.c compiled by xtensa-lx106-elf-gcc -O2
+    (WAKE_CORE_ONLY, as bench_crypto_aead.py compiles aead.c), each instruction times the trip count of its
+    innermost loop (fixed, but the root's pair loops at their bounds of 16 and 8 per channel; a loop body's
+    branches all counted: an upper bound); None without the compiler."""
+    import shutil
+    import bench_crypto_aead as A
+    from array import array
+    from satellite.wake import _frontend_tables as T
+    gcc, objdump = shutil.which("xtensa-lx106-elf-gcc"), shutil.which("xtensa-lx106-elf-objdump")
+    if not gcc or not objdump:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        obj = os.path.join(d, "fe.o")
+        subprocess.run([gcc, "-O2", "-ffreestanding", "-DWAKE_CORE_ONLY", "-c",
+                        str(ROOT / "firmware" / "native" / "wake_fe.c"), "-o", obj], check=True)
+        funcs = A.xtensa_functions(subprocess.run([objdump, "-d", obj], capture_output=True, text=True,
+                                                  check=True).stdout)
+    edges = list(array("h", T.EDGES))
+    down = sum(edges[j + 1] - edges[j] for j in range(T.CHANNELS))
+    up = sum(edges[j + 2] - edges[j + 1] for j in range(T.CHANNELS))
+    # per function: the total trips of each loop in address order of its back branch, and each loop's parent
+    # (the index of the loop around it, or None)
+    shapes = {
+        "fe_push": ([160], [None]),
+        "fe_window": ([480, 320], [None, None]),
+        "fe_fft": ([256, 171, 85, 4], [None, 2, 3, None]),
+        "fe_energy": ([128], [None]),
+        "fe_filterbank": ([down, up, 40 * 16, 40 * 8, 40], [4, 4, 4, 4, None]),
+        "fe_post": ([40], [None]),
+    }
+    out = {}
+    for name, (trips, parents) in shapes.items():
+        ins = funcs[name]
+        if any(x[1].startswith("call") for x in ins):
+            raise RuntimeError("%s calls out (a 64-bit helper?): the count would miss it" % name)
+        loops = sorted(A.xtensa_loops(ins), key=lambda lp: lp[-1][0])
+        if len(loops) != len(trips):
+            raise RuntimeError("%s: %d loops, the count expects %d" % (name, len(loops), len(trips)))
+        n = len(ins)
+        for i, lp in enumerate(loops):
+            par = parents[i]
+            n += (trips[i] - (trips[par] if par is not None else 1)) * len(lp)
+        out[name[3:]] = n
+    return out
 
 
 def xtensa_stages():
@@ -169,6 +244,34 @@ def ram(mp):
         os.unlink(s)
 
 
+def c_estimate(have_vg):
+    """The C stages' figure per step: {"stages", "native", "x86", "x86_own", "glue", "total", "pct"}, or None
+    (no cross compiler, no valgrind or no _wake_fe_c in build/mp32: said in one line)."""
+    try:
+        xt = c_xtensa_stages()
+    except Exception as e:       # a compiler that cannot build it, or a disassembly the counter does not know
+        print("  c: the Xtensa count of wake_fe.c failed (%s), skipped" % e)
+        return None
+    if xt is None:
+        print("  c: xtensa-lx106-elf-gcc not found (apt-get install -y gcc-xtensa-lx106), skipped")
+        return None
+    has_c = os.access(str(MP32), os.X_OK) and subprocess.run(
+        [str(MP32), "-c", "import _wake_fe_c"], capture_output=True).returncode == 0
+    if not have_vg or not has_c:
+        print("  c: needs valgrind and build/mp32 with _wake_fe_c (tools/mp32/build.sh), skipped")
+        return None
+    import gen_frontend_vectors as GV
+    segs = GV.decode(GV.OUT.read_bytes())
+    with tempfile.NamedTemporaryFile(suffix=".raw") as speech:
+        speech.write(b"".join(p for name, p, _ in segs if name.startswith("speech")))
+        speech.flush()
+        x86, own = callgrind_c_step(MP32, speech.name)
+    native = sum(xt.values())
+    total = native + x86 - own
+    return {"stages": xt, "native": native, "x86": x86, "x86_own": own, "glue": x86 - own, "total": total,
+            "pct": pct(total * STEPS_PER_S)}
+
+
 def pct(instr_per_s):
     return 100.0 * instr_per_s / HZ
 
@@ -182,7 +285,8 @@ def main():
     speech.close()
     try:
         have_vg = shutil.which("valgrind") is not None
-        print("wake-word frontend, one 10 ms step (%d steps/s), viper path, espeak-ng speech" % STEPS_PER_S)
+        print("wake-word frontend, one 10 ms step (%d steps/s), viper path then the C one, espeak-ng speech"
+              % STEPS_PER_S)
         rows = {}
         if not have_vg:
             print("callgrind: valgrind not installed, skipped (apt-get install valgrind)")
@@ -208,6 +312,14 @@ def main():
                   ", ".join("%s %d" % kv for kv in xt.items()))
             print("    = %d native + %.0f x86 glue = %.0f a step = %.2f M/s -> %.1f%% of one 240 MHz core"
                   % (native, glue, total, total * STEPS_PER_S / 1e6, pct(total * STEPS_PER_S)))
+        c = c_estimate(have_vg)
+        if c is not None:
+            print("  c (firmware/native/wake_fe.c, _wake_fe_c: the board image's path), Xtensa static counts of "
+                  "xtensa-lx106-elf-gcc -O2 x trip counts (upper bound), per step: " +
+                  ", ".join("%s %d" % kv for kv in c["stages"].items()))
+            print("    = %d native + %.0f x86 around the stages (bytecode, the binding's checks; callgrind on the "
+                  "32-bit build: %.0f a step, %.0f of it in the C stages) = %.0f a step -> %.1f%% of one 240 MHz "
+                  "core" % (c["native"], c["glue"], c["x86"], c["x86_own"], c["total"], c["pct"]))
         if have_vg:
             fr = aead_frame_x86()
             print("  beside it, same run: AEAD, one 20 ms frame each way (bench_crypto_aead's driver, viper, x86-64 "

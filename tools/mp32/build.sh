@@ -22,7 +22,7 @@ SRC_DIR="micropython-1.26.1"
 
 OUT=build/mp32
 VARIANT="$PWD/tools/mp32/variant"
-# The user C modules (firmware/native: _aead_c, the board's AEAD) are built in, as in the board image.
+# The user C modules (firmware/native: _aead_c, the board's AEAD; _wake_c, _wake_fe_c, the wake word's kernels) are built in, as in the board image.
 USER_C="$PWD/firmware"
 STAMP_WANT="$DEB_VERSION $(cat tools/mp32/build.sh "$VARIANT"/* "$USER_C"/native/* | sha256sum | cut -c1-16)"
 
@@ -89,7 +89,7 @@ make -C "$OUT/$SRC_DIR/ports/unix" -j"$J" VARIANT_DIR="$VARIANT" BUILD="$PWD/$OU
 cp "$OUT/obj/micropython" "$OUT/micropython.new" && mv -f "$OUT/micropython.new" "$OUT/micropython"
 "$OUT/micropython" -c "import sys; assert sys.maxsize == 2**31 - 1, sys.maxsize" \
   || die "the build is not a 32-bit interpreter"
-"$OUT/micropython" -c "import _aead_c" || die "the build has no _aead_c (firmware/native)"
+"$OUT/micropython" -c "import _aead_c, _wake_c, _wake_fe_c" || die "the build lacks a module of firmware/native (_aead_c, _wake_c, _wake_fe_c)"
 rm -rf "$OUT/$SRC_DIR" "$OUT/obj"
 echo "$STAMP_WANT" > "$OUT/STAMP"
 say "built $OUT/micropython ($("$OUT/micropython" -c 'import sys; print(sys.version)'), 32-bit)"

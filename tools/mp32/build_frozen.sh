@@ -23,7 +23,7 @@ FW="${1:-firmware}"
 # what the frozen leg of tests/host/test_memory_fit.py compares with the firmware it would measure
 stamp="$(cd "$FW" && find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
 # STAMP is the firmware's digest alone (test_memory_fit compares it); BUILD_STAMP also covers how the
-# interpreter is built (the variant, this script, the user C modules of firmware/native: _aead_c, built
+# interpreter is built (the variant, this script, the user C modules of firmware/native: _aead_c, _wake_c, _wake_fe_c, built
 # in as in the board image), so a change there rebuilds it too.
 USER_C="$PWD/firmware"
 build_stamp="$(cat tools/mp32/variant/* tools/mp32/build_frozen.sh "$USER_C"/native/* | sha256sum | cut -c1-16)"
@@ -58,7 +58,7 @@ make -C "$OUT/$SRC_DIR/ports/unix" -j"$J" VARIANT_DIR="$PWD/$OUT/variant" BUILD=
   || { tail -20 "$OUT/build.log" >&2; die "the unix port did not build (log: $OUT/build.log)"; }
 cp "$OUT/obj/micropython" "$OUT/micropython"
 rm -rf "$OUT/$SRC_DIR" "$OUT/obj"
-"$OUT/micropython" -c "import sys, _aead_c, satellite.runtime; assert sys.maxsize == 2**31 - 1" \
+"$OUT/micropython" -c "import sys, _aead_c, _wake_c, _wake_fe_c, satellite.runtime; assert sys.maxsize == 2**31 - 1" \
   || die "the build does not import the frozen firmware"
 echo "$stamp" > "$OUT/STAMP"
 echo "$build_stamp" > "$OUT/BUILD_STAMP"

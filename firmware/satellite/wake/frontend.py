@@ -366,22 +366,52 @@ def post(sig, est, gain, log, out):
 
 
 _PURE = (push, window, fft, energy, filterbank, post)
+# The fast stages: the C module _wake_fe_c (firmware/native/wake_fe.c, built into the board image and the 32-bit
+# test interpreters; a built-in, no heap for its code) when the interpreter has it and its constants are these
+# tables', else the viper twin (imported only then: its native code costs RAM), else the pure ones. IMPL says
+# which ("c", "viper", "pure"); Frontend(impl=...) picks another one that is there (tests, benches).
 try:
-    from . import _frontend_viper as _V
-    _FAST = (_V.push, _V.window, _V.fft, _V.energy, _V.filterbank, _V.post)
-except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
-    _FAST = None
-VIPER = _FAST is not None
+    import _wake_fe_c as _C
+    if _C.CONSTS != (T.NR_EVEN, T.NR_ODD, T.NR_MIN_REMAINING, T.PCAN_SNR_SHIFT, T.LOG_CORRECTION_BITS,
+                     T.LOG_SCALE_SHIFT):
+        raise ImportError("_wake_fe_c was built for other frontend constants")
+    _FAST = (_C.push, _C.window, _C.fft, _C.energy, _C.filterbank, _C.post)
+    IMPL = "c"
+except ImportError:
+    _C = None
+    try:
+        from . import _frontend_viper as _V
+        _FAST = (_V.push, _V.window, _V.fft, _V.energy, _V.filterbank, _V.post)
+        IMPL = "viper"
+    except (ImportError, SyntaxError, NameError, NotImplementedError, MemoryError):
+        _FAST = None
+        IMPL = "pure"
+VIPER = IMPL == "viper"
+
+
+def _stages(impl):
+    if impl == IMPL:
+        return _FAST or _PURE
+    if impl == "pure":
+        return _PURE
+    if impl == "viper":
+        from . import _frontend_viper as V
+        return (V.push, V.window, V.fft, V.energy, V.filterbank, V.post)
+    if impl == "c" and _C is not None:
+        return (_C.push, _C.window, _C.fft, _C.energy, _C.filterbank, _C.post)
+    raise ValueError("frontend stages %r are not in this interpreter (it has %r)" % (impl, IMPL))
 
 
 class Frontend:
     """One stream's frontend state. step() takes 10 ms (STEP s16 LE samples) at a time and, from the third
     step on (once 30 ms are in), writes CHANNELS uint16 features; every buffer is allocated here, so a
-    step allocates nothing (viper path). fast=False forces the pure stages (tests)."""
+    step allocates nothing (c and viper paths). fast=False forces the pure stages, impl="c"/"viper"/"pure" one set
+    (tests, benches)."""
 
-    def __init__(self, fast=True):
-        self._f = _FAST if (fast and _FAST is not None) else _PURE
-        self.viper = self._f is not _PURE
+    def __init__(self, fast=True, impl=None):
+        self.impl = impl or (IMPL if fast else "pure")
+        self._f = _stages(self.impl)
+        self.viper = self.impl == "viper"
         self._hist = array("h", bytes(2 * _WINDOW))      # window input
         self._x = array("h", bytes(2 * 512))              # windowed, zero-padded to the FFT size
         self._c = array("h", bytes(4 * _NCFFT))           # the complex FFT, (r, i) pairs

@@ -18,12 +18,23 @@ MAX_OPS = const(512)
 MAX_WINDOW = const(64)
 FEATURES = const(40)
 
-_k, VIPER = load_fast("satellite.wake._model_viper", "satellite.wake._model_pure")
+# The kernels: the C module _wake_c (firmware/native/wake.c, built into the board image and the 32-bit test
+# interpreters; a built-in, so no heap for its code) when the interpreter has it, else the viper twin, else the
+# pure one. IMPL says which ("c", "viper", "pure"); all three take the same calls and give the same bytes.
+try:
+    import _wake_c as _k
+    IMPL = "c"
+except ImportError:
+    _k, _viper = load_fast("satellite.wake._model_viper", "satellite.wake._model_pure")
+    IMPL = "viper" if _viper else "pure"
+    del _viper
+VIPER = IMPL == "viper"
 _mac = _k.mac
 _dw = _k.dw
 _copy = _k.copy
 _lut = _k.lut
 _quant_in = _k.quant_in
+_run = getattr(_k, "run", None)        # the whole program in one call (the C module only)
 del _k
 
 _MAC = const(0)
@@ -64,7 +75,9 @@ class Model:
         self._state = [tuple(int(v) for v in s) for s in h["state"]]
         self._in = array.array("i", (int(h["input"]), FEATURES, int(h["in_q"]), int(h["in_n"])))
         self._in_first = self._in[0]
-        ops = []
+        # one int array holds the whole program, each op its kind then its parameters (the C module runs it in
+        # one call); each op's parameters are a memoryview into it (the per-op kernels' argument)
+        n_prog = 0
         for op in h["ops"]:
             kind = _KINDS.get(op[0])
             if kind is None:
@@ -72,7 +85,19 @@ class Model:
             if len(op) - 1 != _NPARAM[kind]:
                 raise ModelError("model %s: op %s has %d parameters, not %d" % (self.name, op[0], len(op) - 1,
                                                                                _NPARAM[kind]))
-            ops.append((kind, array.array("i", op[1:])))
+            n_prog += len(op)
+        prog = array.array("i", bytes(4 * n_prog))
+        mv = memoryview(prog)
+        ops = []
+        j = 0
+        for op in h["ops"]:
+            kind = _KINDS[op[0]]
+            prog[j] = kind
+            for i in range(1, len(op)):
+                prog[j + i] = int(op[i])
+            ops.append((kind, mv[j + 1:j + len(op)]))
+            j += len(op)
+        self._prog = prog
         self._check(ops, n_arena, len(w8), len(i32))
         self._ops = tuple(ops)
         self._probs = bytearray(self.window)
@@ -123,7 +148,7 @@ class Model:
     def step(self, features):
         """One 10 ms frame of FEATURES uint16 features (array('H')): -1 while the model gathers frames, else the
         inference's probability 0..255 (value/256); .detected then says whether the window's mean is above the
-        cutoff. Allocates nothing on the viper path."""
+        cutoff. Allocates nothing on the c and viper paths."""
         q = self._in
         q[0] = self._in_first + self._frame * FEATURES
         _quant_in(self.arena, self._w8, features, q)
@@ -140,6 +165,9 @@ class Model:
         ops = self._ops
         i = 0
         n = len(ops)
+        if _run is not None:
+            _run(a, w, b, self._prog)
+            n = 0
         while i < n:
             kind, p = ops[i]
             if kind == _COPY:

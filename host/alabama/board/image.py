@@ -34,7 +34,8 @@ from .appimage import (APP_OFFSET, APP_SLOT, OTA_MANIFEST, OUT, RELEASE_FILES, S
                        stamp_text, write_release)
 #: The checked-in list of what is frozen (package satellite + the top-level modules, not main/boot).
 MANIFEST = FIRMWARE / "manifest.py"
-#: The user C modules built into the image (firmware/native: _aead_c, the AEAD's fast path), the CMake
+#: The user C modules built into the image (firmware/native: _aead_c, the AEAD's fast path; _wake_c and
+#: _wake_fe_c, the wake word's), the CMake
 #: file the esp32 port takes as USER_C_MODULES (docs/develop/cmodules.rst at v1.27.0).
 NATIVE_CMAKE = FIRMWARE / "native" / "micropython.cmake"
 #: The release the official images are pinned to, and the one our image is built from.
