@@ -232,10 +232,17 @@ def test_bad_record_options_are_one_line(capsys, argv, msg):
     assert rc in (1, 2) and len(err) == 1 and msg in err[0], err
 
 
-def test_record_source_is_required(capsys):
-    with pytest.raises(SystemExit):
-        cli.main(["provision", "qr"])
-    assert "one of the arguments --data --record is required" in capsys.readouterr().err
+def test_without_data_or_record_the_cores_default_state_is_used(capsys, tmp_path, monkeypatch):
+    """No --data and no --record: the core's default state directory (the user data dir), refused in one line
+    while no core has run there, used once one has (the core's key, a token minted there)."""
+    from alabama.core import datadir, registry as reg
+    monkeypatch.setattr(datadir, "default_data_dir", lambda: tmp_path / "default-core")
+    assert cli.main(["provision", "qr", "--no-terminal", "--host", "10.0.0.2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no core state yet in %s" % (tmp_path / "default-core") in err[0], err
+    reg.load_or_create_key(tmp_path / "default-core")
+    assert cli.main(["provision", "qr", "--no-terminal", "--host", "10.0.0.2"]) == 0
+    assert "token " in capsys.readouterr().out
 
 
 def test_long_wifi_credentials_go_by_qr_and_by_sound(capsys, tmp_path):

@@ -58,9 +58,11 @@ def register(sub):
 
 def _record_options(p, port_flag):
     g = p.add_argument_group("the record")
-    src = g.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", metavar="DIR", help="the core's state directory: mint a pairing token there and "
-                                                    "take the core's key from it")
+    src = g.add_mutually_exclusive_group()
+    from ..core import datadir
+    src.add_argument("--data", metavar="DIR", help=datadir.data_help(
+        "the core's state directory: mint a pairing token there and take the core's key from it") + " when "
+        "--record is not given")
     src.add_argument("--record", metavar="HEX", help="a record as `alabama core token` prints it")
     g.add_argument("--ttl", type=int, default=None, metavar="S",
                    help="with --data: seconds the token stays valid (default %d)" % DEFAULT_TTL_S)
