@@ -42,6 +42,17 @@ def test_each_kit_scores_requirements_of_its_own_side():
     assert len({r for r, _ in satkit.ROWS}) == len(satkit.ROWS)
 
 
+def test_each_kit_lists_every_requirement_of_its_side_scored_or_said_why_not():
+    """The core kit's table names every C requirement, the satellite kit's every S requirement: scored, or not
+    observable with the reason (so a requirement is never silently left out of a kit)."""
+    req = _requirements()
+    assert {r for r, _ in corekit.ROWS} == {r for r, who in req.items() if "C" in who}
+    sat = {r for r, _ in satkit.ROWS} | set(satkit.UNOBSERVABLE)
+    assert sat == {r for r, who in req.items() if "S" in who}, sorted(sat ^ {r for r, who in req.items() if "S" in who})
+    assert not {r for r, _ in satkit.ROWS} & set(satkit.UNOBSERVABLE)
+    assert set(satkit.UNOBSERVABLE) == set(satkit.UNOBSERVABLE_TITLES)
+
+
 def test_the_core_report_and_the_hil_report_name_requirement_ids():
     req = _requirements()
     rules = set()
