@@ -181,7 +181,6 @@ async def _noop():
 ])
 def test_a_peer_that_is_not_a_satellite_ends_in_failed_rows_quickly(what, send, why):
     kit, t, out = _kit_thread(connect_s=5)
-    t0 = time.monotonic()
     c = socket.create_connection(("127.0.0.1", kit.port))
     try:
         if send is None:
