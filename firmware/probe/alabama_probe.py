@@ -236,6 +236,56 @@ def handshake(host, port, core_key_hex, timeout_ms):
     emit({"ik": t, "ik_connect_us": tc})
 
 
+def wake(model_path, steps):
+    """ticks_us of one 10 ms step of the wake word's audio frontend and of one model inference (the fastest of
+    `steps` each), with the path each took ('c', 'viper', 'pure'); the model file at model_path (the host copies a
+    compiled one there) is read, then removed. Figures the budget of docs/wake.md is checked against."""
+    import os
+    try:
+        from satellite.wake import frontend, model
+    except ImportError:
+        if model_path:
+            os.remove(model_path)
+        emit({"wake": None, "wake_note": "no wake word in this firmware (satellite.wake)"})
+        return
+    import array
+    gc.collect()
+    fe = frontend.Frontend()
+    src = bytearray(320)
+    for i in range(160):                     # a loud 1 kHz-ish tone: every stage does its full work
+        v = ((i * 37) % 200 - 100) * 160
+        src[2 * i] = v & 0xFF
+        src[2 * i + 1] = (v >> 8) & 0xFF
+    out = array.array("H", bytes(2 * model.FEATURES))
+    best = 0
+    for n in range(steps + 2):
+        t0 = time.ticks_us()
+        fe.step(src, 0, out)
+        dt = time.ticks_diff(time.ticks_us(), t0)
+        if n >= 2 and (best == 0 or dt < best):    # the first two only fill the window
+            best = dt
+    r = {"frontend_step_us": best, "frontend_impl": frontend.IMPL}
+    if model_path:
+        try:
+            with open(model_path, "rb") as f:
+                m = model.load(f)
+        finally:
+            try:
+                os.remove(model_path)
+            except OSError:
+                pass
+        inf = 0
+        for n in range(m.stride * steps):
+            t0 = time.ticks_us()
+            p = m.step(out)
+            dt = time.ticks_diff(time.ticks_us(), t0)
+            if p >= 0 and (inf == 0 or dt < inf):
+                inf = dt
+        r.update(inference_us=inf, model_impl=model.IMPL, model_stride=m.stride, model_window=m.window)
+        del m
+    emit({"wake": r})
+
+
 def guarded(key, fn, *args):
     """Run one stage; a MemoryError (a small heap: the no-PSRAM devkit) becomes the stage's figure None and a
     note with the heap it met, so the stages after it still run and the report says what did not fit."""

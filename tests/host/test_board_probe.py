@@ -507,3 +507,31 @@ def test_a_chatty_peer_that_is_not_micropython_is_named_without_the_long_wait():
     msg = str(e.value)
     assert "does not answer as a MicroPython board" in msg and "root@router" in msg, msg
     assert "within %d s" % probe.IDENTIFY_SECONDS in msg and probe.IDENTIFY_SECONDS < probe.CONNECT_TIMEOUT
+
+
+@pytest.mark.needs_micropython
+def test_the_wake_stage_times_a_frontend_step_and_an_inference_and_leaves_no_model_behind(tmp_path):
+    """Issue 37: the probe times one 10 ms frontend step and one inference of a compiled model (copied for the stage,
+    removed after it) and prints them beside docs/wake.md's estimates; nothing of it stays on the board's flash."""
+    pytest.importorskip("pymicro_wakeword")
+    vb = VirtualBoard(tmp_path / "flash")
+    vb.start()
+    try:
+        before = _tree(tmp_path / "flash")
+        report = probe.run_probe(vb, stages=("image", "wake"), out=lambda s: None)
+        after = _tree(tmp_path / "flash")
+    finally:
+        vb.stop()
+    rows = _by_name(report["figures"])
+    step, inf, share = rows["wake_frontend_pct"], rows["wake_inference_ms"], rows["wake_pct"]
+    assert step["value"] > 0 and step["estimate"] == 5.0 and "path" in step["note"], step
+    assert inf["value"] > 0 and "hey_jarvis inference" in inf["note"], inf
+    assert share["value"] > step["value"] and share["estimate"] == 10.8, share
+    assert after == before                     # the model file went with the stage, the probe set with the probe
+
+
+def test_without_the_wake_stage_its_figures_say_why():
+    rows = _by_name(probe.figures({"meminfo": {}, "wake_note": "no model timed: pymicro-wakeword is not installed"},
+                                  None, ESTIMATES))
+    assert rows["wake_inference_ms"]["value"] is None and "pymicro-wakeword" in rows["wake_inference_ms"]["note"]
+    assert rows["wake_pct"]["value"] is None

@@ -52,6 +52,10 @@ REMOTE = fwset.PROBE_REMOTE
 AEAD_PAIRS = 20
 GGWAVE_SECONDS = 2
 AUDIO_MS = 1000
+#: Steps (frontend) and inferences timed by the wake stage; the fastest counts (as the crypto stage's pairs).
+WAKE_STEPS = 20
+#: The model the wake stage times: the smallest shipped one (docs/wake.md's cost table has every model).
+WAKE_MODEL = "hey_jarvis"
 WIFI_TIMEOUT_MS = 20000
 #: Seconds the first contact may take (a soft reset and the hash of every firmware file on a slow UART) before
 #: the peer is called "not a MicroPython board".
@@ -65,7 +69,7 @@ HEAP_TOLERANCE = 0.05
 #: Microphone phases: a frame counts as heard when the 1 kHz tone rises this many dB over the quiet room.
 TONE_HEARD_DB = 10.0
 FULL_SCALE = 32768.0
-STAGES = ("image", "wifi", "crypto", "handshake", "ggwave", "audio")
+STAGES = ("image", "wifi", "crypto", "handshake", "ggwave", "audio", "wake")
 #: The memory snapshots the stages take: (label, when).
 SNAPSHOTS = (("boot", "after a soft reset, only the probe loaded"), ("wifi", "with Wi-Fi connected"),
              ("capture", "with the mic and the speaker open"))
@@ -256,6 +260,21 @@ def measured(raw, sim=False):
             % ((au.get("tone_note") if au else None) or raw.get("audio_note") or "stage not run"))
     put("mic_overruns", au.get("overruns"), "count", "mic DMA ring overruns the HAL counted during the probe"
         if au.get("overruns") is not None else "not measured")
+    wk = raw.get("wake") or {}
+    why = raw.get("wake_note") or ("stage not run" if "wake" not in raw else "")
+    core = "% of one host core" if sim else "% of a 240 MHz core"
+    step = wk.get("frontend_step_us")
+    put("wake_frontend_pct", step / 100.0 if step else None, "%",
+        ("one 10 ms step of the wake word's audio frontend (%s path), as %s" % (wk.get("frontend_impl"), core))
+        if step else "not measured: %s" % why)
+    inf = wk.get("inference_us")
+    put("wake_inference_ms", inf / 1000.0 if inf else None, "ms",
+        ("one %s inference (%s path), every %d feature frames" % (WAKE_MODEL, wk.get("model_impl"),
+                                                                  wk.get("model_stride") or 0))
+        if inf else "not measured: %s" % (why or "no model was timed (pymicro-wakeword absent on the host)"))
+    share = step / 100.0 + inf / 100.0 / wk["model_stride"] if step and inf and wk.get("model_stride") else None
+    put("wake_pct", share, "%", "frontend + %s: the steady share of the wake word (%s)" % (WAKE_MODEL, core)
+        if share is not None else "not measured: %s" % (why or "needs both the step and the inference"))
     return f
 
 
@@ -387,7 +406,8 @@ class _Core:
 # --- driving the board ----------------------------------------------------------------------------------------
 
 #: The key under which each stage reports its figure (and `<key>_note` why it has none).
-_STAGE_KEY = {"wifi": "wifi", "crypto": "crypto", "handshake": "ik", "ggwave": "ggwave", "audio": "audio"}
+_STAGE_KEY = {"wifi": "wifi", "crypto": "crypto", "handshake": "ik", "ggwave": "ggwave", "audio": "audio",
+              "wake": "wake"}
 
 
 def _call(code, stage=None):
@@ -517,7 +537,27 @@ def _stage_args(stage, opts):
         return _call("_P.ggwave(%d)" % GGWAVE_SECONDS, "ggwave")
     if stage == "audio":
         return _call("_P.audio(%d)" % opts.get("audio_ms", AUDIO_MS), "audio")
+    if stage == "wake":
+        return _call("_P.wake(%r, %d)" % (opts.get("wake_model_remote"), WAKE_STEPS), "wake")
     raise ValueError(stage)
+
+
+def wake_model(build_dir=None):
+    """The compiled WAKE_MODEL for the wake stage (cached under the build dir), or (None, why) without
+    pymicro-wakeword on this computer: the stage then times the frontend only."""
+    from .. import BUILD
+    from ..wake.reference import ModelError, compile_named
+    out = pathlib.Path(build_dir or BUILD) / "_probe" / (WAKE_MODEL + ".aww")
+    if not out.is_file():
+        try:
+            blob = compile_named(WAKE_MODEL)
+        except ModelError as e:
+            return None, str(e)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(out)
+    return out, None
 
 
 def probe_board(port, runner=mpremote.run_mpremote, core=None, wifi=("", ""), stages=STAGES,
@@ -562,6 +602,17 @@ def probe_board(port, runner=mpremote.run_mpremote, core=None, wifi=("", ""), st
             out("probe: %s" % stage)
             if stage == "handshake":
                 _merge(raw, _handshake(b, core, opts))
+            elif stage == "wake":
+                model, why = wake_model(build_dir)
+                args = ["resume"]
+                opts["wake_model_remote"] = None
+                if model is not None:          # beside the loaded set's directory (removed at load): made again
+                    opts["wake_model_remote"] = REMOTE + "/wake.aww"
+                    args += ["fs", "mkdir", ":" + REMOTE, "+", "fs", "cp", str(model), ":" + REMOTE + "/wake.aww",
+                             "+"]
+                else:
+                    raw["wake_note"] = "no model timed: %s" % why
+                _merge(raw, parse_output(b.run(stage, args + ["exec", _stage_args(stage, opts)])))
             else:
                 _merge(raw, parse_output(b.run(stage, ["resume", "exec", _stage_args(stage, opts)])))
     except ProbeError as e:
