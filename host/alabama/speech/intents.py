@@ -13,6 +13,8 @@ TIMER = "timer"
 LIGHT = "light"
 STOP = "stop"
 FREE = "free_form"
+#: the confidence under which a transcript is not acted on (speech/recognizer.py maps its scores onto it)
+LOW_CONFIDENCE = 0.5
 
 # spoken numbers the timer grammar accepts -> minutes
 NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -72,3 +74,11 @@ def parse(text, tool_names=()):
     if m and tool:
         return Intent(LIGHT, {"tool": tool, "on": (m.group(1) or m.group(2)) == "on"})
     return Intent(FREE, {"text": t})
+
+
+def understand(text, confidence, tool_names=(), low_confidence=LOW_CONFIDENCE):
+    """What the brain acts on: the Intent of a transcript confident enough (>= low_confidence), else None (the
+    brain says it did not catch that). FREE here is what gets echoed as "You said: ..."."""
+    if not text or confidence < low_confidence:
+        return None
+    return parse(text, tool_names)

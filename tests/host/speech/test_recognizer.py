@@ -55,6 +55,12 @@ def test_mutants_change_the_transcript(rec, utterance, mutant):
     assert bad.text != good.text, (mutant, bad)
 
 
+def test_a_quieter_command_is_heard_the_same(rec, utterance):
+    """audio.shift8 (48 dB quieter): batch CMN takes the utterance's own mean, so the gain does not matter."""
+    pcm = utterance("turn the light on")
+    assert rec.transcribe(audio.shift8(pcm), chunk=640).text == rec.transcribe(pcm, chunk=640).text
+
+
 def test_loader_one_line_when_pocketsphinx_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "pocketsphinx", None)       # import blocked
     with pytest.raises(speech.SpeechUnavailable) as e:
