@@ -156,16 +156,15 @@ def write_positives(path, seed, word, n):
 
 # ------------------------------------------------------------------------------------------ scoring
 def detected(spans, hits_ms, slack_ms=SLACK_MS):
-    """Per span: whether a hit ends inside it or within ``slack_ms`` after its end (a hit counts for one span)."""
+    """Per span (sorted, not overlapping): whether a hit ends inside it or within ``slack_ms`` after its end but
+    before the next span starts (a hit counts for one span)."""
     hits = sorted(hits_ms)
     out, j = [], 0
-    for start, end, *_ in spans:
+    for k, (start, end, *_) in enumerate(spans):
+        limit = end + slack_ms if k + 1 == len(spans) else min(end + slack_ms, spans[k + 1][0] - 1)
         while j < len(hits) and hits[j] < start:
             j += 1
-        ok = j < len(hits) and hits[j] <= end + slack_ms
-        if ok:
-            j += 1
-        out.append(ok)
+        out.append(j < len(hits) and hits[j] <= limit)
     return out
 
 
