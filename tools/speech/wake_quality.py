@@ -255,6 +255,9 @@ def main(argv=None):
         limits = {k: float(v) for k, v in (kv.split("=") for kv in a.neg_hours.split(",") if kv)}
     except ValueError:
         p.error("--neg-hours takes ENGINE=HOURS pairs, e.g. micro=2,open=0.5")
+    if set(limits) - set(wakeword.ENGINES) or any(v <= 0 for v in limits.values()):
+        p.error("--neg-hours takes ENGINE=HOURS pairs (engines %s, hours > 0), e.g. micro=2,open=0.5" %
+                ", ".join(wakeword.ENGINES))
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
