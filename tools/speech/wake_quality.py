@@ -222,6 +222,18 @@ def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S):
     return hits, fed / BYTES_PER_SECOND, cpu
 
 
+def neg_seconds(text):
+    """``--neg-hours`` "open=0.5,phrase=1" -> {"open": 1800.0, "phrase": 3600.0}; ValueError when malformed."""
+    from alabama.speech import wakeword
+    out = {}
+    for kv in (x for x in text.split(",") if x):
+        engine, hours = kv.split("=")
+        if engine not in wakeword.ENGINES or not float(hours) > 0:
+            raise ValueError(kv)
+        out[engine] = float(hours) * 3600
+    return out
+
+
 def _load():
     try:
         return os.getloadavg()[0]
@@ -252,10 +264,8 @@ def main(argv=None):
     if a.hours <= 0 or a.positives <= 0:
         p.error("--hours and --positives must be > 0")
     try:
-        limits = {k: float(v) for k, v in (kv.split("=") for kv in a.neg_hours.split(",") if kv)}
+        limits = neg_seconds(a.neg_hours)
     except ValueError:
-        p.error("--neg-hours takes ENGINE=HOURS pairs, e.g. micro=2,open=0.5")
-    if set(limits) - set(wakeword.ENGINES) or any(v <= 0 for v in limits.values()):
         p.error("--neg-hours takes ENGINE=HOURS pairs (engines %s, hours > 0), e.g. micro=2,open=0.5" %
                 ", ".join(wakeword.ENGINES))
     out = pathlib.Path(a.out)

@@ -120,6 +120,14 @@ def test_issue40_run_stream_times_hits_and_honours_the_limit(wq, tmp_path, monke
     assert wq.per_hour(len(hits5), secs5) == 2 * 720.0
 
 
+def test_issue40_neg_hours_are_seconds_per_engine(wq):
+    assert wq.neg_seconds("open=0.5,phrase=2") == {"open": 1800.0, "phrase": 7200.0}
+    assert wq.neg_seconds("") == {}
+    for bad in ("open", "nope=1", "open=0", "open=x"):
+        with pytest.raises(ValueError):
+            wq.neg_seconds(bad)
+
+
 def test_issue40_the_cli_refuses_an_unknown_engine_in_one_line(wq, capsys):
     with pytest.raises(SystemExit) as e:
         wq.main(["--engines", "micro,nope"])
