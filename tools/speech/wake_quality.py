@@ -46,8 +46,7 @@ PHRASES = {"okay_nabu": "okay nabu", "hey_jarvis": "hey jarvis", "alexa": "alexa
 #: The words only the keyphrase spotter can spot (no shipped model): its default phrase.
 PHRASE_ONLY = ("hey_alabama",)
 #: For the keyphrase spotter: words of those phrases that pocketsphinx's dictionary lacks (CMU phones).
-PRONUNCIATIONS = {"nabu": "N AA B UW", "mycroft": "M AY K R AO F T", "jarvis": "JH AA R V IH S",
-                  "alexa": "AH L EH K S AH"}
+PRONUNCIATIONS = {"nabu": "N AA B UW", "mycroft": "M AY K R AO F T"}
 SNRS = (20, 10, 5)
 NOISES = ("white", "pink", "brown", "hum")
 SLACK_MS = 1000          # a hit this long after a positive's end still counts (engines decide on a window)
@@ -330,6 +329,8 @@ def main(argv=None):
                 e, w, r["false_accepts"], r["fa_per_hour"], nsecs / 3600,
                 " / ".join("%d/%d" % tuple(snr.get(str(s), (0, 0))) for s in SNRS), r["detected"], r["positives"],
                 r["cpu_xrt"], r["wall_s"], r["load"]), flush=True)
+            if a.json:                     # after every row: a long run stopped half-way keeps what it measured
+                pathlib.Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
     report["wall_s"] = round(time.time() - t0, 1)
     print("total %.0f s wall" % report["wall_s"])
     if a.json:
