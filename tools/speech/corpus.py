@@ -171,7 +171,8 @@ def plan(seed, split, commands=120, oog=40, junk=24):
     for i in range(junk):
         kind = JUNK_KINDS[i % len(JUNK_KINDS)]
         if kind == "babble":
-            text = " ".join(rng.choice(SYLLABLES[split]) + rng.choice(SYLLABLES[split]) for _ in range(rng.randint(2, 5)))
+            syl = SYLLABLES[split]
+            text = " ".join(rng.choice(syl) + rng.choice(syl) for _ in range(rng.randint(2, 5)))
         elif kind == "reversed":
             text = rng.choice(OUT_OF_GRAMMAR[split] + tuple(COMMANDS[split]))
         else:

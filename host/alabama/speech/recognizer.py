@@ -1,4 +1,4 @@
-"""Streaming speech recogniser: pocketsphinx over 16 kHz s16le mono PCM, grammar first, free-form after.
+"""Speech recogniser: pocketsphinx over 16 kHz s16le mono PCM fed as it streams, decoded whole at the end.
 
 Responsible for one utterance at a time: ``start()``, ``feed(bytes)`` as chunks arrive (any
 length, odd byte counts included), ``finish() -> Transcript``. Uses only pocketsphinx's own
@@ -14,9 +14,10 @@ decode got 61 of 120 commands, the whole one 71, docs/speech.md). A grammar hypo
 command and is confident wins; otherwise the utterance is decoded with the wheel's language model
 (free-form fallback).
 
-Input floor: a deterministic +-1..2 LSB noise pattern (``DITHER``, indexed by sample position, so chunking
-does not change it) is added before decoding: runs of exact digital zeros (synthetic audio, a muted mic)
-make pocketsphinx's log-energy features degenerate and lost 11 of 30 clean commands on the tuning corpus.
+Input floor: a deterministic noise pattern of rms DITHER_RMS (10 LSB, -70 dBFS; ``DITHER``, indexed by
+sample position, so chunking does not change it) is added before decoding: runs of exact digital zeros
+(synthetic audio, a muted mic) make pocketsphinx's log-energy features degenerate and lost 11 of 30 clean
+commands on the tuning corpus.
 
 Confidence (0..1), one mapping per mode:
 * grammar: r = (grammar path score - phone-loop score) / frames, both pocketsphinx path scores in

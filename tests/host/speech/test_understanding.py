@@ -51,7 +51,7 @@ def test_issue40_junk_is_not_echoed(heard):
 
 
 def test_issue40_mean_word_probability_052_is_not_confident():
-    """main let a free-form transcript with mean word posterior 0.52 pass the 0.5 cut ('You said: that i report ...')."""
+    """main let a free-form transcript of mean word posterior 0.52 pass the 0.5 cut ('You said: that i report ...')."""
     words = tuple(recognizer.Word(w, 0, 0, 0.52) for w in "that i report and the eighties".split())
     assert recognizer.free_form_confidence(words) < recognizer.LOW_CONFIDENCE
     assert intents.understand("that i report and the eighties", recognizer.free_form_confidence(words)) is None
