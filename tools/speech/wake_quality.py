@@ -20,7 +20,8 @@ Scoring: a positive is detected when a hit ends inside its clip or within ``SLAC
 negatives is a false accept (the detector restarts after a hit, as in the core).
 
     .venv/bin/python tools/speech/wake_quality.py [--seed 40] [--hours 2] [--positives 324]
-        [--engines micro,open,phrase] [--words okay_nabu,hey_jarvis,alexa,hey_mycroft] [--neg-hours H]
+        [--engines micro,open,phrase] [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
+        [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
 """
 import argparse
 import json
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(HERE))
 
 import corpus  # noqa: E402
+from alabama.core.spotting import BATCH_S  # noqa: E402
 from alabama.speech import BYTES_PER_SECOND, SAMPLE_RATE, audio  # noqa: E402
 
 #: The shipped models' phrases (pymicro-wakeword and pyopen-wakeword ship these four).
@@ -51,7 +53,7 @@ SNRS = (20, 10, 5)
 NOISES = ("white", "pink", "brown", "hum")
 SLACK_MS = 1000          # a hit this long after a positive's end still counts (engines decide on a window)
 GAP_S = 1.0              # quiet between positives in their stream
-CHUNK_S = 0.1            # bytes per feed: the core's spotting batch (core/spotting.BATCH_S)
+CHUNK_S = BATCH_S        # seconds per feed: the core's spotting batch
 #: Read text for the negatives: near misses of every wake phrase, and ordinary household talk.
 NEAR_MISS = (
     "okay now let us go", "okay then, nobody knew", "okay, a new book", "he nabbed the last bun", "a bamboo chair",
