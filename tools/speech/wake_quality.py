@@ -1,0 +1,344 @@
+"""Wake words measured, not asserted: false accepts per hour and detection rate of every wake engine on one seeded
+espeak-ng corpus (issue 40 part 2, issue 37 part 5).
+
+Responsible for the wake corpus (built from tools/speech/corpus.py's pieces: its voices, ``Clip``, ``render``,
+``noise``), for feeding it to each engine through the core's own seam (``alabama.speech.wakeword.open_detector``,
+the pocketsphinx ``Spotter`` with the same phrase) and for scoring the hits. Not responsible for the engines
+themselves or for what a hit does in the core; never lowers a model's published cutoff (the engines run with the
+configs ``wakeword.choose`` gives the core).
+
+Corpus (deterministic in the seed; written to build/wake-quality, not committed):
+  positives  per wake word, ``--positives`` clips (default 324): the phrase in the 64 voices of corpus.py (both
+             splits' accents x variants), speeds, pitches, SNR 20 / 10 / 5 dB in turn, white/pink/brown/hum noise;
+  negatives  ``--hours`` (default 2.0) of one continuous stream: paragraphs of read text containing near-miss words
+             ("okay now", "hey travis", "alexander", "microsoft", "hey obama", ...) in those voices, two voices
+             over each other (overlaps), noise bursts and tones, clean or at 20/10 dB.
+espeak-ng voices are outside what the microWakeWord/openWakeWord models were trained on (Piper voices + real
+speech): detection here is a floor, not the field figure.
+
+Scoring: a positive is detected when a hit ends inside its clip or within ``SLACK_MS`` after it; every hit on the
+negatives is a false accept (the detector restarts after a hit, as in the core).
+
+    .venv/bin/python tools/speech/wake_quality.py [--seed 40] [--hours 2] [--positives 324]
+        [--engines micro,open,phrase] [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
+        [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
+"""
+import argparse
+import json
+import os
+import pathlib
+import random
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "host"))
+sys.path.insert(0, str(HERE))
+
+import corpus  # noqa: E402
+from alabama.core.spotting import BATCH_S  # noqa: E402
+from alabama.speech import BYTES_PER_SECOND, SAMPLE_RATE, audio  # noqa: E402
+
+#: The shipped models' phrases (pymicro-wakeword and pyopen-wakeword ship these four).
+PHRASES = {"okay_nabu": "okay nabu", "hey_jarvis": "hey jarvis", "alexa": "alexa", "hey_mycroft": "hey mycroft",
+           "hey_alabama": "hey alabama"}
+#: The words only the keyphrase spotter can spot (no shipped model): its default phrase.
+PHRASE_ONLY = ("hey_alabama",)
+#: For the keyphrase spotter: words of those phrases that pocketsphinx's dictionary lacks (CMU phones).
+PRONUNCIATIONS = {"nabu": "N AA B UW", "mycroft": "M AY K R AO F T"}
+SNRS = (20, 10, 5)
+NOISES = ("white", "pink", "brown", "hum")
+SLACK_MS = 1000          # a hit this long after a positive's end still counts (engines decide on a window)
+GAP_S = 1.0              # quiet between positives in their stream
+CHUNK_S = BATCH_S        # seconds per feed: the core's spotting batch
+#: Read text for the negatives: near misses of every wake phrase, and ordinary household talk.
+NEAR_MISS = (
+    "okay now let us go", "okay then, nobody knew", "okay, a new book", "he nabbed the last bun", "a bamboo chair",
+    "hey travis, come here", "hey, jarvie is late", "the harvest was good this year", "hey jars and bottles",
+    "alexander the great", "the election is next week", "a lexicon of words", "alex said yes",
+    "my crofter friend", "microsoft released an update", "hey michael", "my craft beer", "hey mike, roughly",
+    "hey obama", "alabama is a state in the south", "hey, a banana", "hello mama", "la bamba",
+    "hey alan", "hey, can you hear me", "okay google is not here", "hey siri is another phone")
+SENTENCES = corpus.OUT_OF_GRAMMAR[corpus.TUNE] + corpus.OUT_OF_GRAMMAR[corpus.HELD] + tuple(
+    corpus.COMMANDS[corpus.TUNE]) + (
+    "the weather is nice today and we should go for a walk in the park", "please water the plants on the balcony",
+    "the train to the city leaves at half past seven", "our neighbours are painting their fence green",
+    "we need eggs, flour, butter and a little bit of sugar", "the football match starts at eight o clock",
+    "my phone battery is almost empty", "the children are asleep upstairs so keep it down",
+    "a quick brown fox jumps over the lazy dog", "can you read me the news headlines from this morning")
+NEG_KINDS = ("speech", "speech", "speech", "speech", "overlap", "noise", "tones")
+
+
+def all_voices():
+    return corpus.voices(corpus.TUNE) + corpus.voices(corpus.HELD)
+
+
+def _speeds():
+    return sorted(set(corpus.SPEEDS[corpus.TUNE] + corpus.SPEEDS[corpus.HELD]))
+
+
+def _pitches():
+    return sorted(set(corpus.PITCHES[corpus.TUNE] + corpus.PITCHES[corpus.HELD]))
+
+
+# ------------------------------------------------------------------------------------------ corpus
+def positive_plan(seed, word, n):
+    """n Clips of ``word``'s phrase: seeded voices x speeds x pitches, SNR 20/10/5 dB in turn."""
+    rng = random.Random("%s/pos/%s" % (seed, word))
+    vs, sp, pi = all_voices(), _speeds(), _pitches()
+    return [corpus.Clip(PHRASES[word], rng.choice(vs), rng.choice(sp), rng.choice(pi), SNRS[i % len(SNRS)],
+                        NOISES[(i // len(SNRS)) % len(NOISES)], 0.3, 0.3) for i in range(n)]
+
+
+def negative_plan(seed):
+    """An endless seeded sequence of negative segments: (kind, [Clip, ...]); an overlap has two clips."""
+    rng = random.Random("%s/neg" % seed)
+    vs, sp, pi = all_voices(), _speeds(), _pitches()
+
+    def speech():
+        k = rng.randint(2, 4)
+        text = ". ".join(rng.choice(NEAR_MISS) if rng.random() < 0.4 else rng.choice(SENTENCES) for _ in range(k))
+        return corpus.Clip(text, rng.choice(vs), rng.choice(sp), rng.choice(pi), rng.choice((None, None, 20, 10)),
+                           rng.choice(NOISES), 0.2, 0.3)
+
+    while True:
+        kind = rng.choice(NEG_KINDS)
+        if kind == "speech":
+            yield kind, [speech()]
+        elif kind == "overlap":
+            yield kind, [speech(), speech()]
+        else:
+            yield kind, [corpus.Clip("", "", 0, 0, rng.choice((None, 20)), rng.choice(NOISES), 0.2, 0.3, kind)]
+
+
+def render_segment(clips, seed):
+    """PCM of one negative segment: an overlap is the second voice 6 dB down, starting 0.7 s into the first."""
+    first = np.frombuffer(corpus.render(clips[0], seed), "<i2").astype(np.int32)
+    for c in clips[1:]:
+        other = np.frombuffer(corpus.render(c, seed), "<i2").astype(np.int32) // 2
+        at = int(0.7 * SAMPLE_RATE)
+        n = max(len(first), at + len(other))
+        mix = np.zeros(n, np.int32)
+        mix[:len(first)] += first
+        mix[at:at + len(other)] += other
+        first = mix
+    return np.clip(first, -32768, 32767).astype("<i2").tobytes()
+
+
+def write_negatives(path, seed, seconds):
+    """Render negatives until ``seconds`` of audio, to ``path`` (raw s16le); -> {"seconds", "segments", kinds}."""
+    want, n, kinds = int(seconds * BYTES_PER_SECOND), 0, {}
+    with open(path, "wb") as f:
+        for kind, clips in negative_plan(seed):
+            if n >= want:
+                break
+            pcm = render_segment(clips, seed)
+            f.write(pcm)
+            n += len(pcm)
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return {"seconds": n / BYTES_PER_SECOND, "segments": sum(kinds.values()), "kinds": kinds}
+
+
+def write_positives(path, seed, word, n):
+    """The positives of ``word`` as one stream (GAP_S quiet between clips) to ``path``; -> spans
+    [[start_ms, end_ms, snr], ...]."""
+    spans, pos, gap = [], 0, audio.silence(GAP_S)
+    with open(path, "wb") as f:
+        for clip in positive_plan(seed, word, n):
+            pcm = corpus.render(clip, seed)
+            f.write(pcm + gap)
+            spans.append([pos * 1000 // BYTES_PER_SECOND, (pos + len(pcm)) * 1000 // BYTES_PER_SECOND, clip.snr])
+            pos += len(pcm) + len(gap)
+    return spans
+
+
+# ------------------------------------------------------------------------------------------ scoring
+def detected(spans, hits_ms, slack_ms=SLACK_MS):
+    """Per span (sorted, not overlapping): whether a hit ends inside it or within ``slack_ms`` after its end but
+    before the next span starts (a hit counts for one span)."""
+    hits = sorted(hits_ms)
+    out, j = [], 0
+    for k, (start, end, *_) in enumerate(spans):
+        limit = end + slack_ms if k + 1 == len(spans) else min(end + slack_ms, spans[k + 1][0] - 1)
+        while j < len(hits) and hits[j] < start:
+            j += 1
+        out.append(j < len(hits) and hits[j] <= limit)
+    return out
+
+
+def by_snr(spans, flags):
+    """{snr: [detected, total]} of the positives."""
+    out = {}
+    for (_, _, snr), ok in zip(spans, flags):
+        d = out.setdefault(str(snr), [0, 0])
+        d[0] += bool(ok)
+        d[1] += 1
+    return out
+
+
+def per_hour(hits, seconds):
+    return hits * 3600.0 / seconds if seconds else float("nan")
+
+
+# ------------------------------------------------------------------------------------------ engines
+def engine_config(engine, word):
+    """The config the core would run for this engine and wake word (published cutoffs, never lowered)."""
+    from alabama.speech import spotter, wakeword
+    if engine == wakeword.PHRASE:
+        return {"engine": engine, "phrase": PHRASES[word], "label": PHRASES[word],
+                "threshold": spotter.DEFAULT_THRESHOLD}
+    return wakeword.choose("%s:%s" % (engine, word), check=False)
+
+
+def open_engine(cfg):
+    from alabama.speech import spotter, wakeword
+    if cfg["engine"] == wakeword.PHRASE:
+        words = cfg["phrase"].split()
+        return spotter.Spotter(cfg["phrase"], cfg["threshold"],
+                               pronunciations={w: p for w, p in PRONUNCIATIONS.items() if w in words})
+    return wakeword.open_detector(cfg)
+
+
+def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S):
+    """Feed a raw s16le file to a fresh detector ``chunk_s`` at a time -> (hit end times in ms, audio s, CPU s).
+    A hit's time is the end of the chunk it fired in (the detector restarts after it)."""
+    det = open_engine(cfg)
+    step = int(chunk_s * BYTES_PER_SECOND) & ~1
+    limit = int(limit_s * BYTES_PER_SECOND) if limit_s else None
+    hits, fed = [], 0
+    t0 = time.process_time()
+    with open(path, "rb") as f:
+        while limit is None or fed < limit:
+            data = f.read(step if limit is None else min(step, limit - fed))
+            if not data:
+                break
+            fed += len(data)
+            if det.feed(data) is not None:
+                hits.append(fed * 1000 // BYTES_PER_SECOND)
+    cpu = time.process_time() - t0
+    det.close()
+    return hits, fed / BYTES_PER_SECOND, cpu
+
+
+def neg_seconds(text):
+    """``--neg-hours`` "open=0.5,phrase=1" -> {"open": 1800.0, "phrase": 3600.0}; ValueError when malformed."""
+    from alabama.speech import wakeword
+    out = {}
+    for kv in (x for x in text.split(",") if x):
+        engine, hours = kv.split("=")
+        if engine not in wakeword.ENGINES or not float(hours) > 0:
+            raise ValueError(kv)
+        out[engine] = float(hours) * 3600
+    return out
+
+
+def _load():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def main(argv=None):
+    from alabama.speech import wakeword
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seed", type=int, default=40)
+    p.add_argument("--out", default=str(ROOT / "build" / "wake-quality"))
+    p.add_argument("--hours", type=float, default=2.0, help="hours of negatives generated (default 2)")
+    p.add_argument("--neg-hours", default="",
+                   help="per engine, hours of those negatives fed (e.g. micro=2,open=0.5,phrase=0.25; default all)")
+    p.add_argument("--positives", type=int, default=324, help="positive clips per wake word (default 324)")
+    p.add_argument("--engines", default="micro,open,phrase")
+    p.add_argument("--words", default=",".join(PHRASES), help="default: all; %s only by the phrase engine" %
+                   ", ".join(PHRASE_ONLY))
+    p.add_argument("--json", default="", help="write the results here too")
+    a = p.parse_args(argv)
+    engines = [e for e in a.engines.split(",") if e]
+    words = [w for w in a.words.split(",") if w]
+    bad = [e for e in engines if e not in wakeword.ENGINES] + [w for w in words if w not in PHRASES]
+    if bad:
+        p.error("unknown engine or word %s: engines %s, words %s" % (", ".join(bad), ", ".join(wakeword.ENGINES),
+                                                                    ", ".join(PHRASES)))
+    if a.hours <= 0 or a.positives <= 0:
+        p.error("--hours and --positives must be > 0")
+    try:
+        limits = neg_seconds(a.neg_hours)
+    except ValueError:
+        p.error("--neg-hours takes ENGINE=HOURS pairs (engines %s, hours > 0), e.g. micro=2,open=0.5" %
+                ", ".join(wakeword.ENGINES))
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        for e in engines:
+            if e != wakeword.PHRASE:
+                wakeword._require(e)
+            else:
+                from alabama.speech import load
+                load()
+    except Exception as e:  # noqa: BLE001 — WakeUnavailable / SpeechUnavailable: one line
+        sys.exit("wake_quality: %s" % e)
+
+    report = {"seed": a.seed, "load_start": _load(), "corpus": {}, "results": []}
+    t0 = time.time()
+    neg = out / "negatives.s16"
+    meta_path = out / "negatives.json"
+    key = {"seed": a.seed, "hours": a.hours}
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    try:
+        if meta.get("key") != key or not neg.exists():
+            meta = dict(write_negatives(neg, a.seed, a.hours * 3600), key=key)
+            meta_path.write_text(json.dumps(meta))
+        pos = {}
+        for w in words:
+            path = out / ("positives-%s.s16" % w)
+            spans_path = out / ("positives-%s.json" % w)
+            pkey = {"seed": a.seed, "n": a.positives}
+            old = json.loads(spans_path.read_text()) if spans_path.exists() else {}
+            if old.get("key") != pkey or not path.exists():
+                old = {"key": pkey, "spans": write_positives(path, a.seed, w, a.positives)}
+                spans_path.write_text(json.dumps(old))
+            pos[w] = (path, old["spans"])
+    except audio.ToolMissing as e:
+        sys.exit("wake_quality: %s" % e)
+    report["corpus"] = {"negatives": meta, "positives_per_word": a.positives, "generate_s": round(time.time() - t0, 1)}
+    print("corpus (seed %d): %.2f h of negatives (%s), %d positives per word; %.0f s to make or load" % (
+        a.seed, meta["seconds"] / 3600, ", ".join("%d %s" % (v, k) for k, v in sorted(meta["kinds"].items())),
+        a.positives, time.time() - t0), flush=True)
+
+    print("%-8s %-12s %8s %8s %6s  %s" % ("engine", "word", "FA", "FA/h", "neg h", "detected at 20 / 10 / 5 dB "
+                                          "(all)  [CPU xRT, load]"), flush=True)
+    for w in words:
+        path, spans = pos[w]
+        for e in engines:
+            if w in PHRASE_ONLY and e != wakeword.PHRASE:
+                continue
+            cfg = engine_config(e, w)
+            load0 = _load()
+            w0 = time.time()
+            hits, secs, cpu = run_stream(cfg, path)
+            flags = detected(spans, hits)
+            snr = by_snr(spans, flags)
+            nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e))
+            r = {"engine": e, "word": w, "config": cfg, "false_accepts": len(nhits), "neg_seconds": nsecs,
+                 "fa_per_hour": per_hour(len(nhits), nsecs), "detected": sum(flags), "positives": len(flags),
+                 "by_snr": snr, "cpu_xrt": (cpu + ncpu) / (secs + nsecs), "wall_s": round(time.time() - w0, 1),
+                 "load": round((load0 + _load()) / 2, 2)}
+            report["results"].append(r)
+            print("%-8s %-12s %8d %8.2f %6.2f  %s  (%d/%d)  [%.4f xRT, %.1f s, load %.1f]" % (
+                e, w, r["false_accepts"], r["fa_per_hour"], nsecs / 3600,
+                " / ".join("%d/%d" % tuple(snr.get(str(s), (0, 0))) for s in SNRS), r["detected"], r["positives"],
+                r["cpu_xrt"], r["wall_s"], r["load"]), flush=True)
+            if a.json:                     # after every row: a long run stopped half-way keeps what it measured
+                pathlib.Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
+    report["wall_s"] = round(time.time() - t0, 1)
+    print("total %.0f s wall" % report["wall_s"])
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
