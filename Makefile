@@ -11,7 +11,7 @@ RELEASE ?=
 DEVICE ?=
 DATA ?= ./alabama-core
 
-.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient clean
+.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient wake-parity clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -34,6 +34,7 @@ help:
 	@echo "make deferred           >= 100 random cuts during DEFERRED uploads: delivered exactly once (tools/deferred)"
 	@echo "make soak               500+ exchanges with link cuts; heap and core RSS trends (tools/soak)"
 	@echo "make soak-ambient       2 h of ambient audio through the core's spotting workers; memory trends"
+	@echo "make wake-parity        on-board wake models vs pymicro-wakeword: 216 positives x 4 models, 30 min negatives"
 	@echo "make devkit-heap        the e2e and HIL suites at the no-PSRAM devkit's heap (its board file), firmware frozen"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"
 	@echo "make test32             every dual firmware test file on the 32-bit micropython"
@@ -141,6 +142,9 @@ soak: install test-deps
 
 soak-ambient: install test-deps
 	$(BIN)/python tools/soak/ambient.py --hours 2
+
+wake-parity: install
+	$(BIN)/python tools/wake_parity.py --minutes 30
 
 # The e2e and HIL suites on the virtual board at the no-PSRAM devkit's heap (boards/devkitc1-inmp441.json), with
 # the firmware frozen into the 32-bit interpreter as a custom image would carry it (docs/memory.md): every test

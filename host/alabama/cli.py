@@ -22,6 +22,7 @@ COMMANDS = [
     "alabama.core.cli",
     "alabama.provision.cli",
     "alabama.hil.cli",
+    "alabama.wake.cli",
 ]
 
 

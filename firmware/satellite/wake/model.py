@@ -1,0 +1,203 @@
+# Wake-word inference: loads a board model file (written on the host by `alabama wake compile`, host/alabama/wake)
+# and runs it streaming, one call per 10 ms feature frame, one inference every `stride` frames, with TFLite's int8
+# arithmetic. Responsible for the file's checks (every length against a named limit before anything is
+# allocated), the preallocated arena/state/tables and the detection rule (the window's sum of uint8 probabilities
+# against the compiled cutoff); not for audio features (frontend.py), the mic, or what a detection does.
+from micropython import const
+import array
+import json
+import struct
+
+from satellite.audio import load_fast
+
+MAGIC = b"AWW1"
+MAX_HEADER = const(16384)       # the header (JSON op list); the compiler writes at most this
+MAX_BLOB = const(262144)        # weights, tables and initial state
+MAX_ARENA = const(65536)        # activations + streaming state
+MAX_OPS = const(512)
+MAX_WINDOW = const(64)
+FEATURES = const(40)
+
+_k, VIPER = load_fast("satellite.wake._model_viper", "satellite.wake._model_pure")
+_mac = _k.mac
+_dw = _k.dw
+_copy = _k.copy
+_lut = _k.lut
+_quant_in = _k.quant_in
+del _k
+
+_MAC = const(0)
+_DW = const(1)
+_COPY = const(2)
+_LUT = const(3)
+_KINDS = {"CONV_2D": _MAC, "FULLY_CONNECTED": _MAC, "DEPTHWISE_CONV_2D": _DW, "CONCATENATION": _COPY,
+          "STRIDED_SLICE": _COPY, "SPLIT_V": _COPY, "READ_VARIABLE": _COPY, "ASSIGN_VARIABLE": _COPY,
+          "LOGISTIC": _LUT, "QUANTIZE": _LUT}
+_NPARAM = {_MAC: 17, _DW: 17, _COPY: 6, _LUT: 4}
+
+
+class ModelError(ValueError):
+    """A model file this board cannot run; str() says what is wrong with it."""
+
+
+class Model:
+    """One loaded wake model. step(features) per 10 ms frame; .detected after it returned a probability."""
+
+    def __init__(self, header, w8, i32):
+        h = header
+        self.name = str(h["name"])
+        self.wake_word = str(h["wake_word"])
+        self.stride = int(h["stride"])
+        self.window = int(h["window"])
+        self.cutoff_sum = int(h["cutoff_sum"])
+        n_arena = int(h["arena"])
+        n_ops = len(h["ops"])
+        if not 0 < n_arena <= MAX_ARENA or not 0 < n_ops <= MAX_OPS or not 0 < self.window <= MAX_WINDOW \
+                or not 0 < self.stride <= 16 or int(h["features"]) != FEATURES:
+            raise ModelError("model %s: arena %d, %d ops, window %d, stride %d outside this board's limits"
+                             % (self.name, n_arena, n_ops, self.window, self.stride))
+        self._w8 = w8
+        self._i32 = i32
+        self.arena = array.array("b", bytes(n_arena))
+        self._out = int(h["output"])
+        self._out_xor = int(h["out_xor"])
+        self._state = [tuple(int(v) for v in s) for s in h["state"]]
+        self._in = array.array("i", (int(h["input"]), FEATURES, int(h["in_q"]), int(h["in_n"])))
+        self._in_first = self._in[0]
+        ops = []
+        for op in h["ops"]:
+            kind = _KINDS.get(op[0])
+            if kind is None:
+                raise ModelError("model %s uses the op %s, which this firmware does not implement" % (self.name, op[0]))
+            if len(op) - 1 != _NPARAM[kind]:
+                raise ModelError("model %s: op %s has %d parameters, not %d" % (self.name, op[0], len(op) - 1,
+                                                                               _NPARAM[kind]))
+            ops.append((kind, array.array("i", op[1:])))
+        self._check(ops, n_arena, len(w8), len(i32))
+        self._ops = tuple(ops)
+        self._probs = bytearray(self.window)
+        self.reset()
+
+    def _check(self, ops, n_arena, n8, n32):
+        """Every offset the kernels will use inside its buffer, so a damaged file fails here, never mid-run."""
+        def inside(off, n, size, what):
+            if off < 0 or n < 0 or off + n > size:
+                raise ModelError("model %s: %s [%d, +%d) outside its %d bytes" % (self.name, what, off, n, size))
+        for kind, p in ops:
+            if kind == _COPY:
+                if p[2] > 0:
+                    inside(p[0], (p[2] - 1) * p[4] + p[3], n_arena, "copy source")
+                    inside(p[1], (p[2] - 1) * p[5] + p[3], n_arena, "copy target")
+            elif kind == _LUT:
+                inside(p[0], p[2], n_arena, "table input")
+                inside(p[1], p[2], n_arena, "table output")
+                inside(p[3], 256, n8, "table")
+            else:
+                rows_in = (p[4] - 1) * p[7] + (p[6] - 1) * p[8] + 1
+                inside(p[0], rows_in * p[2], n_arena, "input")
+                inside(p[3], p[4] * p[5], n_arena, "output")
+                inside(p[9], p[6] * (p[2] if kind == _DW else p[2] * p[5]), n8, "weights")
+                for j in (10, 11, 12):
+                    inside(p[j], p[5], n32, "per-channel table")
+        inside(self._in[0], self.stride * FEATURES, n_arena, "input tensor")
+        inside(self._in[2], self._in[3], n8, "input table")
+        inside(self._out, 1, n_arena, "output")
+        for off, n, init in self._state:
+            inside(off, n, n_arena, "state")
+            inside(init, n, n8, "initial state")
+
+    def reset(self):
+        """The streaming state back to the model's initial values (CALL_ONCE's), no frames, an empty window."""
+        a = self.arena
+        w = self._w8
+        for off, n, init in self._state:
+            for i in range(n):
+                a[off + i] = w[init + i]
+        self._frame = 0
+        self._n = 0
+        self._pos = 0
+        self.detected = False
+        for i in range(self.window):
+            self._probs[i] = 0
+
+    def step(self, features):
+        """One 10 ms frame of FEATURES uint16 features (array('H')): -1 while the model gathers frames, else the
+        inference's probability 0..255 (value/256); .detected then says whether the window's mean is above the
+        cutoff. Allocates nothing on the viper path."""
+        q = self._in
+        q[0] = self._in_first + self._frame * FEATURES
+        _quant_in(self.arena, self._w8, features, q)
+        self._frame += 1
+        if self._frame < self.stride:
+            return -1
+        self._frame = 0
+        return self._infer()
+
+    def _infer(self):
+        a = self.arena
+        w = self._w8
+        b = self._i32
+        ops = self._ops
+        i = 0
+        n = len(ops)
+        while i < n:
+            kind, p = ops[i]
+            if kind == _COPY:
+                _copy(a, p)
+            elif kind == _MAC:
+                _mac(a, w, b, p)
+            elif kind == _DW:
+                _dw(a, w, b, p)
+            else:
+                _lut(a, w, p)
+            i += 1
+        prob = (a[self._out] & 255) ^ self._out_xor
+        probs = self._probs
+        probs[self._pos] = prob
+        self._pos += 1
+        if self._pos == self.window:
+            self._pos = 0
+        if self._n < self.window:
+            self._n += 1
+        s = 0
+        for j in range(self.window):
+            s += probs[j]
+        self.detected = self._n == self.window and s >= self.cutoff_sum
+        return prob
+
+
+def load(f):
+    """A Model from an open binary file (or anything with read/readinto) holding a board model file."""
+    head = f.read(12)
+    if len(head) != 12 or head[:4] != MAGIC:
+        raise ModelError("not a wake model file (no %s header): compile it with `alabama wake compile`" % MAGIC)
+    hl, bl = struct.unpack("<II", head[4:])
+    if hl > MAX_HEADER or bl > MAX_BLOB:
+        raise ModelError("wake model of %d + %d bytes is larger than this board takes (%d + %d)"
+                         % (hl, bl, MAX_HEADER, MAX_BLOB))
+    raw = f.read(hl)
+    if len(raw) != hl:
+        raise ModelError("wake model file is truncated (header)")
+    try:
+        header = json.loads(raw)
+        n8 = int(header["n8"])
+        n32 = int(header["n32"])
+    except (ValueError, KeyError, TypeError):
+        raise ModelError("wake model header is damaged")
+    pad = -n8 % 4
+    if n8 < 0 or n32 < 0 or n8 + pad + 4 * n32 != bl:
+        raise ModelError("wake model sizes disagree: %d + %d int32 in a %d-byte blob" % (n8, n32, bl))
+    w8 = array.array("b", bytes(n8))
+    if f.readinto(w8) != n8:
+        raise ModelError("wake model file is truncated (weights)")
+    if pad:
+        f.read(pad)
+    i32 = array.array("i", bytes(4 * n32))
+    if f.readinto(i32) != 4 * n32:
+        raise ModelError("wake model file is truncated (tables)")
+    if f.read(1):
+        raise ModelError("wake model file has bytes after its tables")
+    try:
+        return Model(header, w8, i32)
+    except (KeyError, TypeError, IndexError) as e:
+        raise ModelError("wake model header is damaged (%r)" % (e,))
