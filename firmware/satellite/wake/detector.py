@@ -9,28 +9,15 @@
 from micropython import const
 from array import array
 
+from satellite.wake import MODEL_DIR, SUFFIX, deployed
 from satellite.wake import frontend as F
 
-MODEL_DIR = "lib/satellite/wake"   # where deploy puts the compiled models (<name>.aww), relative to the board's root
-SUFFIX = ".aww"
 RATE = const(16000)                # the only mic rate the models were trained at
 REFRACTORY_MS = const(2000)        # after a detection, no other for this long: one utterance wakes once
 
 
 class WakeUnavailable(Exception):
     """The wake engine cannot run on this board: str() says why (no model deployed, too large for the heap...)."""
-
-
-def deployed(d=MODEL_DIR):
-    """The names of the model files deployed in d, sorted (empty when there is none)."""
-    import os
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return []
-    out = [n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX)]
-    out.sort()
-    return out
 
 
 def load(name, rate=RATE, d=MODEL_DIR):
