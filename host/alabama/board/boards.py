@@ -70,7 +70,8 @@ def settings_shape():
     """The shape of a board file's "settings": one optional field per row of the firmware's settings table."""
     fields = {}
     for key, (_default, lo, hi) in firmware_settings().items():
-        fields[key] = opt(("enum", tuple(lo)) if hi is None else ("int", lo, hi))
+        # an enum without options is one whose options the board has (wake_word: its wake.models), _check_wake
+        fields[key] = opt((("enum", tuple(lo)) if lo else STR) if hi is None else ("int", lo, hi))
     return _obj(**fields)
 
 
@@ -141,6 +142,10 @@ SCHEMA = _obj(
     # e.g. {"capture_mode": "ambient"} for a board that streams ambiently from connect; keys and ranges are the
     # firmware's table (firmware/satellite/device.py SETTINGS), read when a board is checked.
     settings=opt(("lazy", settings_shape)),
+    # The on-device wake word (docs/wake.md): the models deploy compiles and puts on the board (pymicro-wakeword's
+    # names, or a .tflite of your own with its JSON beside it), and whether the board hears its wake word while a
+    # reply plays (a barge-in by voice: full duplex only; a half-duplex board says false).
+    wake=opt(_obj(models=opt(("list", STR, 0)), barge_in=opt(("bool",)))),
 )
 
 
@@ -194,6 +199,9 @@ def _check_shape(v, shape, field, errs):
     if kind == "str":
         if not isinstance(v, str) or not v.strip():
             errs.append((field, "must be a non-empty string, got %s" % _type_name(v)))
+    elif kind == "bool":
+        if not isinstance(v, bool):
+            errs.append((field, "must be true or false, got %s" % _type_name(v)))
     elif kind in ("int", "pin"):
         if isinstance(v, bool) or not isinstance(v, int):
             errs.append((field, "must be %s, got %s" % ("a GPIO number" if kind == "pin" else "an integer",
@@ -333,6 +341,33 @@ def _check_pins(d, errs):
             errs.append((where, "GPIO %d is used twice: %s" % (pin, " and ".join(fields))))
 
 
+def wake_model_name(model):
+    """The board's name of a wake.models entry: a shipped model's name, or a .tflite path's stem."""
+    return pathlib.Path(model).stem if model.endswith(".tflite") else model
+
+
+def _check_wake(d, errs):
+    wake = d.get("wake") or {}
+    models = wake.get("models") or []
+    names = [wake_model_name(m) for m in models]
+    if models:
+        from ..wake.reference import BUILTIN        # (imports the compiler: only for a board with models)
+    for i, m in enumerate(models):
+        if not m.endswith(".tflite") and m not in BUILTIN:
+            errs.append(("wake.models[%d]" % i, "%s is neither a model pymicro-wakeword ships (%s) nor a .tflite path"
+                         % (json.dumps(m), ", ".join(BUILTIN))))
+    if len(set(names)) != len(names):
+        errs.append(("wake.models", "two models have the same name: rename one .tflite"))
+    if d["duplex"] == "half" and "wake" in d and wake.get("barge_in") is not False:
+        errs.append(("wake.barge_in", "a half-duplex board cannot hear its wake word while it plays: set false"))
+    st = d.get("settings") or {}
+    if st.get("capture_mode") == "wake" and not models:
+        errs.append(("settings.capture_mode", "\"wake\" needs a wake model: list one in wake.models (e.g. \"okay_nabu\")"))
+    if "wake_word" in st and st["wake_word"] not in names:
+        errs.append(("settings.wake_word", "%s is not one of wake.models (%s)" % (json.dumps(st["wake_word"]),
+                                                                                 ", ".join(names) or "none")))
+
+
 def _check_rest(d, errs):
     chip, psram, image = d["chip"], d["psram"], d["image"]
     if chip == "esp32s3":
@@ -402,6 +437,7 @@ def check(data, path="<board>"):
         _check_audio(data, errs)
         _check_pins(data, errs)
         _check_rest(data, errs)
+        _check_wake(data, errs)
         stem = pathlib.Path(path).stem
         if stem != data["id"] and stem != "<board>":
             errs.append(("id", "%s does not match the file name %s.json" % (json.dumps(data["id"]), stem)))

@@ -5,7 +5,8 @@ source) with the board file written as /board.json and the manifests, the conten
 board reports (mpremote.probe), the copy, and the final soft reset. It owns exactly these
 paths on the board: ``main.py``, ``boot.py``, ``board.json``, ``lib/otaboot.mpy``, everything under
 ``lib/satellite/`` (its ``_manifest.json`` included, as an OTA installs it) and the manifest
-``lib/.alabama-manifest.json``. It never reads, writes or deletes anything else (``/data``
+``lib/.alabama-manifest.json``; the board file's wake models go to ``lib/satellite/wake/<name>.aww`` (wake_files:
+compiled at deploy time, in both the .mpy and the frozen case). It never reads, writes or deletes anything else (``/data``
 keys, pins and the provisioning record survive every deploy).
 On an image with the firmware frozen in (`alabama image`, docs/image.md: the probe finds ``satellite`` on
 ``.frozen``) it installs only what is not frozen: ``main.py``, ``boot.py``, ``board.json`` and its manifest,
@@ -27,6 +28,10 @@ from .fwset import ARCHS, BOARD_FILE, FIRMWARE, OWNED_DIR, SOURCE_KEPT, build, s
 from .mpremote import probe, resolve_port, run_mpremote, soft_reset
 
 MANIFEST = fwset.DEPLOY_MANIFEST
+#: Where the firmware looks for its wake models (firmware/satellite/wake/__init__.py MODEL_DIR, SUFFIX): inside the
+#: owned tree, so a model dropped from wake.models is removed by the next deploy.
+WAKE_DIR = OWNED_DIR + "/wake"
+WAKE_SUFFIX = ".aww"
 #: Board-file keys that only document the board (citations); left out of /board.json to save flash and RAM.
 DOC_ONLY_KEYS = ("sources", "notes")
 #: The .mpy architecture each chip needs (mpy-cross -march); None: take the one the board reports.
@@ -52,6 +57,28 @@ def board_json_bytes(board):
     return (json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
+def wake_files(board, out_dir):
+    """{remote path: local file} of the board file's wake models (wake.models), compiled now from the installed
+    pymicro-wakeword (or the user's .tflite + JSON) into out_dir; never taken from the repository. A model the
+    board cannot run (damaged, too large, an op the firmware lacks) is a DeployError naming it."""
+    from ..wake.compile import ModelError
+    from ..wake.reference import compile_named
+    from .boards import wake_model_name
+    files = {}
+    for m in (board.data.get("wake") or {}).get("models") or []:
+        name = wake_model_name(m)
+        try:
+            blob = compile_named(m)
+        except (ModelError, OSError) as e:
+            raise DeployError("wake model %s cannot go on the board: %s (fix wake.models in %s)"
+                              % (m, getattr(e, "strerror", None) or e, shown(board.path))) from None
+        path = pathlib.Path(out_dir) / "wake" / (name + WAKE_SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fwset.write_atomic(path, blob)
+        files[WAKE_DIR + "/" + name + WAKE_SUFFIX] = path
+    return files
+
+
 def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     """{remote path: local file} for the whole deploy, manifest included, and {remote path: sha256}."""
     files = build(march, root, build_dir, out)
@@ -63,6 +90,7 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     files[OWNED_DIR + "/" + fwset.SET_MANIFEST] = extra / fwset.SET_MANIFEST
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
+    files.update(wake_files(board, extra))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, root=root)
     fwset.write_atomic(extra / "manifest.json", man)
@@ -72,14 +100,15 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
 
 
 def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None):
-    """Like stage(), for an image with the firmware frozen in: only main.py, boot.py, /board.json and the
-    manifest (which names the frozen firmware's digest)."""
+    """Like stage(), for an image with the firmware frozen in: only main.py, boot.py, /board.json, the wake models
+    and the manifest (which names the frozen firmware's digest)."""
     root = pathlib.Path(root)
     extra = pathlib.Path(build_dir or fwset.BUILD) / march / "_frozen" / board.id
     extra.mkdir(parents=True, exist_ok=True)
     files = {name: root / name for name in SOURCE_KEPT if (root / name).is_file()}
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
+    files.update(wake_files(board, extra))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, frozen=digest or "", root=root)
     fwset.write_atomic(extra / "manifest.json", man)
