@@ -263,7 +263,7 @@ class Runtime:
             from satellite.wake import detector
             self.wake = detector.load(name or "(none)", self.mic_rate)
             self.wake_error = None
-            self.log("wake: listening for %s (model %s)" % (self.wake.word, name))
+            self.log("wake: model %s listening for %s" % (name, self.wake.word))
         except Exception as e:  # noqa: BLE001 - WakeUnavailable, and MemoryError while importing the engine
             self.wake_error = "%s: %s" % (type(e).__name__, e) if type(e).__name__ != "WakeUnavailable" else str(e)
             self.log("wake: cannot run (%s): the button captures instead" % self.wake_error)

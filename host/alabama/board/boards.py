@@ -460,6 +460,31 @@ def read(path):
         raise BoardError("%s: line %d: not valid JSON (%s)" % (shown(path), e.lineno, e.msg)) from None
 
 
+#: The virtual board's heap when it wakes by itself: sim.json's 320k holds the .mpy firmware with ~84 KB free at
+#: connect, not the okay_nabu engine's ~75 KB in one piece (54 KB of weights, 7.7 KB arena, the frontend's
+#: buffers and tables) beside it; a PSRAM board has 8124k. The no-PSRAM devkit cannot wake (docs/wake.md).
+WAKE_SIM_HEAP = "512k"
+
+
+def with_wake(board, model="okay_nabu"):
+    """A copy of `board` that wakes by itself: `model` in its wake.models, settings capture_mode wake and wake_word
+    (the demo and the HIL's virtual boards; a real board says so in its own file), and on the virtual board the
+    heap a wake engine needs (WAKE_SIM_HEAP). BoardError when it cannot."""
+    import copy
+    d = copy.deepcopy(board.data)
+    if d["chip"] == "unix":
+        d["heap"] = WAKE_SIM_HEAP
+    wake = d.setdefault("wake", {})
+    models = wake.setdefault("models", [])
+    if model not in models:
+        models.append(model)
+    d.setdefault("settings", {}).update(capture_mode="wake", wake_word=wake_model_name(model))
+    problems = check(d, board.path)
+    if problems:
+        raise BoardError(problems[0])
+    return Board(d, board.path)
+
+
 def board_paths(directory=None):
     d = pathlib.Path(directory) if directory else BOARDS_DIR
     return sorted(d.glob("*.json"))
