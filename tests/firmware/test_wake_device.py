@@ -253,3 +253,65 @@ def test_an_idle_chunk_allocates_nothing():
     _ticks(sat, buf, 3)
     d = mem_alloc_delta(_ticks, sat, buf, 50)
     assert d is None or d == 0, d
+
+
+class _AlwaysModel:
+    """A model double that says "detected" at every inference (every 3rd frame), as a loud wake word would."""
+    name = wake_word = "always"
+
+    def __init__(self):
+        self.detected = False
+        self.frames = 0
+
+    def reset(self):
+        self.frames = 0
+
+    def step(self, feat):
+        self.frames += 1
+        if self.frames % 3:
+            return -1
+        self.detected = True
+        return 255
+
+
+class _Frontend:
+    viper = False
+
+    def __init__(self):
+        self.steps = 0
+
+    def reset(self):
+        pass
+
+    def step(self, src, pos, out):
+        self.steps += 1
+        return True
+
+
+def _chunks_to_hit(det, buf, limit=200):
+    for k in range(1, limit):
+        if det.feed(buf, 0, 320):
+            return k
+    return None
+
+
+def test_the_refractory_time_counts_heard_audio_and_a_gap_ends_it():
+    det = W.Detector(_AlwaysModel(), _Frontend(), refractory_ms=1000)
+    buf = bytearray(640)
+    assert _chunks_to_hit(det, buf) == 2             # the 3rd 10 ms frame's inference fires
+    k = _chunks_to_hit(det, buf)
+    assert 50 <= k <= 52, k                          # not before 1000 ms of audio (50 chunks of 20 ms) were heard
+    det.feed(buf, 0, 320)
+    det.reset()                                      # the mic was away (a capture took it): the hold is over
+    assert _chunks_to_hit(det, buf) == 2
+
+
+def test_odd_chunks_are_cut_into_whole_10ms_steps():
+    fe = _Frontend()
+    det = W.Detector(_AlwaysModel(), fe)
+    buf = bytearray(2 * 250)
+    for _ in range(8):                               # 8 x 250 samples = 2000 = 12 whole steps + 80 carried
+        det.feed(buf, 0, 250)
+    assert fe.steps == 12
+    det.feed(buf, 0, 250)                            # + 250: 330 = 2 steps, 10 carried
+    assert fe.steps == 14

@@ -1,7 +1,7 @@
 # The wake-word detector: mic chunks in (s16 LE, 16 kHz, any length), "the word was said" out. Responsible for
 # cutting chunks into the frontend's 10 ms steps, handing each feature frame to the model (which infers every
-# `stride` frames and keeps the sliding window), the refractory time after a detection, and finding and loading
-# the deployed model files (MODEL_DIR). Not for the frontend's maths (frontend.py), the inference (model.py), the
+# `stride` frames and keeps the sliding window), the refractory time after a detection, and loading a deployed
+# model file (satellite.wake: where they are). Not for the frontend's maths (frontend.py), the inference (model.py), the
 # mic or what a detection does (satellite.device).
 #
 # Steady state allocates nothing: the feature frame and the carry of a chunk that is not a whole number of steps
@@ -57,10 +57,13 @@ class Detector:
         self.detections = 0
 
     def reset(self):
-        """A new stretch of audio (the mic was closed): empty frontend window, model state and sliding window."""
+        """A new stretch of audio (the mic was away: a capture took it, or the core was thinking): empty frontend
+        window, model state and sliding window, and no refractory time left (it counts audio heard, and the
+        utterance that woke the board went to the capture: a barge-in by voice during the reply must be heard)."""
         self.fe.reset()
         self.model.reset()
         self._fill = 0
+        self._hold = 0
 
     def feed(self, buf, pos, nframes):
         """Run the 16-bit samples buf[pos:pos + 2 * nframes] through the engine; True when the wake word fired."""
