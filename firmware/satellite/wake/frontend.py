@@ -16,8 +16,14 @@ into 16-bit limbs so that every intermediate stays below 2**31 and non-negative 
 values): the same code is exact with viper's 32-bit int on the board, its 64-bit int on the unix port,
 and CPython's; a pure-path intermediate can reach [2**30, 2**31) (energy, twiddle products), which the
 32-bit port holds as a heap int: exact, but not allocation-free (the viper path is; tests prove both).
-Bounds that make the limbs sufficient (one channel's weight sum < 2**16, PCAN gains in [0, 32767], the
-LUT interpolation inside int32) are asserted by the table generator.
+Bounds that make the limbs sufficient (half-triangle weight sums < 2**15, a channel's < 65,000, PCAN gains
+in [0, 32767], the LUT interpolation inside int32) are asserted by the table generator.
+
+Tables: generated on the host into _frontend_tables.py (bytes constants), not computed here: the reference
+builds them with float32 C maths (cosf, log1pf, powf) and double twiddles, which no MicroPython port here
+reproduces (the board and the 32-bit build use single-precision floats and their own libm, the 64-bit port
+doubles). A frozen image keeps them in flash; each Frontend copies the ones read per sample, bin or
+butterfly (window, twiddles, filterbank weights: 3.4 KB) into aligned RAM once, for 16-bit loads.
 """
 from array import array
 
