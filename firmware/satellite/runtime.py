@@ -105,9 +105,10 @@ class Runtime:
         self.watchdog = None         # its timeout in ms while the runtime feeds it (device.info watchdog_ms)
         self._fed = 0
         self.record_wait_ms = _RECORD_WAIT_MS
-        from satellite import wake
-        D.WAKE_WORDS[:] = wake.deployed()          # the wake_word setting's options: the models on the flash
         wk = board.get("wake") or {}
+        if wk.get("models"):         # deploy put models on the flash (a board without any imports nothing here)
+            from satellite import wake
+            D.WAKE_WORDS[:] = wake.deployed()      # the wake_word setting's options: the models on the flash
         self.wake_barge_in = self.duplex == "full" and wk.get("barge_in", True)
         self.wake = None             # the wake detector once capture_mode wake needed it (wake_engine)
         self.wake_error = None       # why it cannot run (device.info): the board then captures by button

@@ -54,8 +54,8 @@ class LedHal(H.FakeHal):
 def _board(**wake):
     b = dict(H.BOARD)
     b["settings"] = {"capture_mode": "wake"}
-    if wake:
-        b["wake"] = wake
+    b["wake"] = {"models": ["okay_nabu", "hey_jarvis"]}      # as deploy writes /board.json
+    b["wake"].update(wake)
     return b
 
 
