@@ -79,3 +79,17 @@ def test_a_model_the_board_cannot_run_is_refused_in_one_line(tmp_path, capsys):
     assert main(["wake", "compile", str(bad), "-o", str(tmp_path)]) != 0
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_model_larger_than_the_heap_the_firmware_leaves_is_refused_at_deploy(tmp_path):
+    d = _data("devkitc1-inmp441")                 # no PSRAM: 130k of heap, ~71 KB of it the frozen firmware at rest
+    d["wake"] = {"models": ["okay_nabu"]}
+    bd = boards.Board(d, boards.BOARDS_DIR / "devkitc1-inmp441.json")
+    with pytest.raises(deploy.DeployError) as e:
+        deploy.stage_frozen(bd, "xtensawin", "0" * 64, build_dir=tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("wake model okay_nabu needs ~8") and "devkitc1-inmp441's 130k" in msg
+    assert "leaves ~58 KB" in msg and "PSRAM" in msg
+    # the estimate is the measured one: file + arena + WAKE_ENGINE_RAM (83,936 B loaded on build/mp32)
+    blob = deploy.wake_files(boards.load("xiao-esp32s3-sense-inmp441"), tmp_path)["lib/satellite/wake/okay_nabu.aww"]
+    assert 83936 <= deploy.wake_engine_bytes(blob.read_bytes()) <= 83936 + 1024

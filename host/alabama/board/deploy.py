@@ -20,6 +20,7 @@ import json
 import os
 import pathlib
 import re
+import struct
 import time
 
 from ..errors import AlabamaError, UsageError
@@ -43,6 +44,12 @@ MARCH_FOR_CHIP = {"esp32s3": "xtensawin", "unix": None}
 #: (frozen: 72,880 B at rest).
 MPY_SET_AT_REST = 181376
 FREE_AT_REST = 0.125
+#: The same for the frozen image (docs/memory.md).
+FROZEN_AT_REST = 72880
+#: What a loaded wake engine takes beyond its model file and arena on a 32-bit board: the frontend's buffers and
+#: RAM copies of its tables and the parsed op list; measured on build/mp32 (okay_nabu 83,936 B loaded = 54,254
+#: file + 7,721 arena + 21,961; hey_jarvis 62,688 B), rounded up.
+WAKE_ENGINE_RAM = 22528
 
 
 class DeployError(AlabamaError):
@@ -57,10 +64,18 @@ def board_json_bytes(board):
     return (json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
-def wake_files(board, out_dir):
+def wake_engine_bytes(blob):
+    """The heap one wake model takes on a 32-bit board once loaded, from its compiled file: the file's weights and
+    tables, its arena, and WAKE_ENGINE_RAM (the frontend's buffers and tables, the parsed op list)."""
+    hl = struct.unpack_from("<I", blob, 4)[0]
+    return len(blob) + json.loads(blob[12:12 + hl])["arena"] + WAKE_ENGINE_RAM
+
+
+def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST):
     """{remote path: local file} of the board file's wake models (wake.models), compiled now from the installed
     pymicro-wakeword (or the user's .tflite + JSON) into out_dir; never taken from the repository. A model the
-    board cannot run (damaged, too large, an op the firmware lacks) is a DeployError naming it."""
+    board cannot run (damaged, an op the firmware lacks, or larger than the heap the firmware leaves free at rest,
+    `at_rest`) is a DeployError naming it."""
     from ..wake.compile import ModelError
     from ..wake.reference import compile_named
     from .boards import wake_model_name
@@ -72,6 +87,11 @@ def wake_files(board, out_dir):
         except (ModelError, OSError) as e:
             raise DeployError("wake model %s cannot go on the board: %s (fix wake.models in %s)"
                               % (m, getattr(e, "strerror", None) or e, shown(board.path))) from None
+        need, free = wake_engine_bytes(blob), heap_bytes(board.heap) - at_rest
+        if need > free:
+            raise DeployError("wake model %s needs ~%d KB of heap, board %s's %s leaves ~%d KB beside the firmware: "
+                              "remove it from wake.models in %s, or use a board with PSRAM"
+                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path)))
         path = pathlib.Path(out_dir) / "wake" / (name + WAKE_SUFFIX)
         path.parent.mkdir(parents=True, exist_ok=True)
         fwset.write_atomic(path, blob)
@@ -90,7 +110,7 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     files[OWNED_DIR + "/" + fwset.SET_MANIFEST] = extra / fwset.SET_MANIFEST
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
-    files.update(wake_files(board, extra))
+    files.update(wake_files(board, extra, MPY_SET_AT_REST))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, root=root)
     fwset.write_atomic(extra / "manifest.json", man)
@@ -108,7 +128,7 @@ def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None):
     files = {name: root / name for name in SOURCE_KEPT if (root / name).is_file()}
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
-    files.update(wake_files(board, extra))
+    files.update(wake_files(board, extra, FROZEN_AT_REST))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, frozen=digest or "", root=root)
     fwset.write_atomic(extra / "manifest.json", man)
