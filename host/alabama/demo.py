@@ -195,6 +195,11 @@ def make_utterance(path, text=UTTERANCE):
     return len(pcm) / 32000.0, source
 
 
+def wake_words(model):
+    """What to say for a wake model: okay_nabu -> "Okay nabu,"; a .tflite of your own -> its name the same way."""
+    return pathlib.Path(model).stem.replace("_", " ").capitalize() + ","
+
+
 def make_wake_utterance(path, text=UTTERANCE, words=WAKE_WORDS, pause_ms=300):
     """The wake words (WAKE_VOICE), a pause, then the command (the voice pocketsphinx hears best): one WAV."""
     from alabama import audio
@@ -228,6 +233,10 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     (a model name) hands-free on the board itself (it detects the word and opens a WAKEWORD capture)."""
     from alabama.board import boards, sim
     if wake:
+        from .wake.reference import BUILTIN
+        if wake not in BUILTIN and not (wake.endswith(".tflite") and pathlib.Path(wake).is_file()):
+            raise DemoError("--wake %s: give a model pymicro-wakeword ships (%s) or the path of your .tflite (its "
+                            ".json beside it)" % (wake, ", ".join(BUILTIN)))
         board = boards.with_wake(boards.load(board) if isinstance(board, str) else board, wake)
     from alabama.core.server import CoreServer
     work = pathlib.Path(workdir)
@@ -262,7 +271,7 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             echo("settings  : capture_mode = ambient (streams from connect); the core listens for %r" % wake_phrase)
         utt = work / "utterance.wav"
         if wake:
-            seconds, source = make_wake_utterance(utt, text)
+            seconds, source = make_wake_utterance(utt, text, wake_words(wake))
             echo("settings  : capture_mode = wake (board file), wake_word = %s: the board listens by itself" % wake)
         else:
             seconds, source = make_utterance(utt, text)
