@@ -1,5 +1,5 @@
 """The board file's wake section and what deploy puts on the board for it (issue 37 item 3): the models compiled at
-deploy time into lib/satellite/wake/<name>.aww (the firmware's MODEL_DIR), never from the repository; a model the
+deploy time into wake/<name>.aww (the firmware's MODEL_DIR), never from the repository; a model the
 board cannot run refused in one line; a half-duplex board saying it cannot barge in by voice; capture_mode wake
 and wake_word checked against the models the board file lists."""
 import copy
@@ -55,11 +55,11 @@ def test_capture_mode_wake_and_wake_word_need_the_models_the_board_lists():
 def test_deploy_compiles_the_models_onto_the_board(tmp_path):
     bd = boards.load("xiao-esp32s3-sense-inmp441")
     files = deploy.wake_files(bd, tmp_path)
-    assert list(files) == ["lib/satellite/wake/okay_nabu.aww"]
-    blob = files["lib/satellite/wake/okay_nabu.aww"].read_bytes()
+    assert list(files) == ["wake/okay_nabu.aww"]
+    blob = files["wake/okay_nabu.aww"].read_bytes()
     assert blob[:4] == b"AWW1"
     local, hashes = deploy.stage_frozen(bd, "xtensawin", "0" * 64, build_dir=tmp_path)
-    assert "lib/satellite/wake/okay_nabu.aww" in local and "lib/satellite/wake/okay_nabu.aww" in hashes
+    assert "wake/okay_nabu.aww" in local and "wake/okay_nabu.aww" in hashes
     assert deploy.wake_files(boards.load("devkitc1-inmp441"), tmp_path) == {}
 
 
@@ -91,5 +91,15 @@ def test_a_model_larger_than_the_heap_the_firmware_leaves_is_refused_at_deploy(t
     assert "\n" not in msg and msg.startswith("wake model okay_nabu needs ~8") and "devkitc1-inmp441's 130k" in msg
     assert "leaves ~58 KB" in msg and "PSRAM" in msg
     # the estimate is the measured one: file + arena + WAKE_ENGINE_RAM (83,936 B loaded on build/mp32)
-    blob = deploy.wake_files(boards.load("xiao-esp32s3-sense-inmp441"), tmp_path)["lib/satellite/wake/okay_nabu.aww"]
+    blob = deploy.wake_files(boards.load("xiao-esp32s3-sense-inmp441"), tmp_path)["wake/okay_nabu.aww"]
     assert 83936 <= deploy.wake_engine_bytes(blob.read_bytes()) <= 83936 + 1024
+
+
+def test_the_models_live_outside_the_set_an_ota_swaps_and_deploy_owns_them():
+    from alabama.board import fwset
+    assert not deploy.WAKE_DIR.startswith(fwset.OWNED_DIR)          # otaboot swaps lib/satellite whole
+    assert fwset.owned("wake/okay_nabu.aww") and not fwset.owned("data/settings.json")
+    # a model dropped from wake.models is removed by the next deploy, its directory with it when empty
+    copy, remove = deploy.plan({}, {"wake/alexa.aww": "ab"})
+    assert remove == ["wake/alexa.aww"]
+    assert "'wake'" in deploy.prepare_code(remove, copy)

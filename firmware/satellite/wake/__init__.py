@@ -1,7 +1,9 @@
 """On-device wake word: the audio frontend (frontend.py), int8 inference (model.py), the detector that joins them
 (detector.py); here only where the deployed model files are (MODEL_DIR) and their names, which the settings table
 reads at boot without loading the engine."""
-MODEL_DIR = "lib/satellite/wake"   # deploy puts the compiled models here as <name>.aww, relative to the board's root
+# Deploy puts the compiled models here as <name>.aww, relative to the board's root: outside lib/satellite, which a
+# module-set OTA swaps whole (otaboot), so an update keeps them.
+MODEL_DIR = "wake"
 SUFFIX = ".aww"
 
 

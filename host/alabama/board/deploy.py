@@ -5,8 +5,9 @@ source) with the board file written as /board.json and the manifests, the conten
 board reports (mpremote.probe), the copy, and the final soft reset. It owns exactly these
 paths on the board: ``main.py``, ``boot.py``, ``board.json``, ``lib/otaboot.mpy``, everything under
 ``lib/satellite/`` (its ``_manifest.json`` included, as an OTA installs it) and the manifest
-``lib/.alabama-manifest.json``; the board file's wake models go to ``lib/satellite/wake/<name>.aww`` (wake_files:
-compiled at deploy time, in both the .mpy and the frozen case). It never reads, writes or deletes anything else (``/data``
+``lib/.alabama-manifest.json``; the board file's wake models go to ``wake/<name>.aww`` (wake_files: compiled at
+deploy time, in both the .mpy and the frozen case; outside lib/satellite, which a module-set OTA swaps whole). It
+never reads, writes or deletes anything else (``/data``
 keys, pins and the provisioning record survive every deploy).
 On an image with the firmware frozen in (`alabama image`, docs/image.md: the probe finds ``satellite`` on
 ``.frozen``) it installs only what is not frozen: ``main.py``, ``boot.py``, ``board.json`` and its manifest,
@@ -29,9 +30,10 @@ from .fwset import ARCHS, BOARD_FILE, FIRMWARE, OWNED_DIR, SOURCE_KEPT, build, s
 from .mpremote import probe, resolve_port, run_mpremote, soft_reset
 
 MANIFEST = fwset.DEPLOY_MANIFEST
-#: Where the firmware looks for its wake models (firmware/satellite/wake/__init__.py MODEL_DIR, SUFFIX): inside the
-#: owned tree, so a model dropped from wake.models is removed by the next deploy.
-WAKE_DIR = OWNED_DIR + "/wake"
+#: Where the firmware looks for its wake models (firmware/satellite/wake/__init__.py MODEL_DIR, SUFFIX; fwset.WAKE_DIR:
+#: owned by deploy, so a model dropped from wake.models is removed by the next deploy, and outside lib/satellite,
+#: which a module-set OTA swaps whole).
+WAKE_DIR = fwset.WAKE_DIR
 WAKE_SUFFIX = ".aww"
 #: Board-file keys that only document the board (citations); left out of /board.json to save flash and RAM.
 DOC_ONLY_KEYS = ("sources", "notes")
@@ -161,7 +163,8 @@ def prepare_code(remove, copy):
     """The code run on the board before copying (onboard/prepare.py): drop the stale owned files and the
     manifest (rewritten last, so a half-finished deploy never looks finished), remove the owned directories
     left empty (deepest first), create the directories the copies need."""
-    rmdirs = sorted((d for d in _dirs_for(remove) if d.startswith(OWNED_DIR + "/")), key=lambda d: -d.count("/"))
+    rmdirs = sorted((d for d in _dirs_for(remove) if d.startswith(OWNED_DIR + "/") or d == WAKE_DIR),
+                    key=lambda d: -d.count("/"))
     return mpremote.script("prepare", remove + [MANIFEST], rmdirs, _dirs_for(copy))
 
 
