@@ -53,8 +53,10 @@ class _Build:
         return off
 
 
-def _requant(acc, mult, shift, zp, lo, hi, upward=False):
-    return np.array([min(hi, max(lo, mbqm(int(a), m, s, upward) + zp)) for a, m, s in zip(acc, mult, shift)])
+def _requant(acc, mult, shift, zp, lo, hi, ups=0):
+    """ups: the leading channels that round halves upward (the rest away from zero)."""
+    return np.array([min(hi, max(lo, mbqm(int(a), m, s, c < ups) + zp))
+                     for c, (a, m, s) in enumerate(zip(acc, mult, shift))])
 
 
 def build():
@@ -83,25 +85,25 @@ def build():
     folded1 = bias1 - in_zp * w1.reshape(oc, -1).sum(axis=1)
     b.ops.append(["CONV_2D", c0, 5, F, v1, 3, oc, kh, 1, 1, b.w8(w1.ravel()), b.w32(folded1),
                   b.w32([m for m, _ in m1]), b.w32([s for _, s in m1]), z1, z1, 127, 0])
-    # DEPTHWISE_CONV_2D: 3x8 -> 1x8, kh 2, dilation 2, halves rounded upward (TFLite's optimized kernel)
+    # DEPTHWISE_CONV_2D: 3x8 -> 1x8, kh 2, dilation 2; channels 0-1 round halves upward, 2-7 away from zero
     w2 = rng.integers(-127, 128, (2, oc))
     bias2 = rng.integers(-500, 500, oc)
     m2 = [quantize_multiplier(s) for s in rng.uniform(0.002, 0.02, oc)]
-    # channels 0-3 scale by exactly 1/4 with small weights: half the results are ties, where the rounding shows
-    w2[:, :4] = rng.integers(-2, 3, (2, 4))
-    bias2[:4] = rng.integers(-50, 50, 4)
-    m2[:4] = [quantize_multiplier(0.25)] * 4
+    # every channel scales by exactly 1/4 with small weights: half the results are ties, where the rounding shows
+    w2 = rng.integers(-2, 3, (2, oc))
+    bias2 = rng.integers(-50, 50, oc)
+    m2 = [quantize_multiplier(0.25)] * oc
     z2 = 5
     v2 = b.t(oc)
     folded2 = bias2 - z1 * w2.sum(axis=0)
     b.ops.append(["DEPTHWISE_CONV_2D", v1, 3, oc, v2, 1, oc, 2, 1, 2, b.w8(w2.ravel()), b.w32(folded2),
-                  b.w32([m for m, _ in m2]), b.w32([s for _, s in m2]), z2, -128, 127, 1])
+                  b.w32([m for m, _ in m2]), b.w32([s for _, s in m2]), z2, -128, 127, 2])
     # SPLIT_V along channels, then CONCATENATION the other way round
     va, vb, v4 = b.t(4), b.t(4), b.t(oc)
     b.ops += [["SPLIT_V", v2, va, 1, 4, oc, 4], ["SPLIT_V", v2 + 4, vb, 1, 4, oc, 4],
               ["CONCATENATION", vb, v4, 1, 4, 4, oc], ["CONCATENATION", va, v4 + 4, 1, 4, 4, oc]]
     # FULLY_CONNECTED 8 -> 1
-    w3 = rng.integers(-1, 2, (1, oc))                      # scaled by exactly 1/4: ties, rounded upward
+    w3 = rng.choice([-1, 1], (1, oc))                      # scaled by exactly 1/4: ties, rounded upward
     bias3 = rng.integers(-20, 20, 1)
     m3 = quantize_multiplier(0.25)
     z3 = 10
@@ -114,9 +116,10 @@ def build():
     qt = requantize_table(1 / 256, -128, 1 / 256, 0, 0)
     b.ops += [["LOGISTIC", v5, v6, 1, b.w8(lg)], ["QUANTIZE", v6, out, 1, b.w8(qt)]]
     table = input_table(in_scale, in_zp)
-    window, cutoff = 3, 0.25
+    window, cutoff = 3, 0.7
     header = {"name": "synthetic", "wake_word": "synthetic", "stride": 3, "features": F, "step_ms": 10,
-              "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": "tflite", "arena": b.arena,
+              "window": window, "cutoff": cutoff, "cutoff_sum": cutoff_sum(cutoff, window), "rounding": "tflite",
+              "arena": b.arena,
               "input": tin, "output": out, "out_xor": 0, "in_q": b.w8(np.frombuffer(table, np.int8)),
               "in_n": IN_TABLE, "state": [[state, 2 * F, state_init]], "n8": len(b.b8), "n32": len(b.b32),
               "ops": b.ops}
@@ -139,7 +142,7 @@ def build():
                         for t in range(3)])
         y1 = np.array([_requant(acc[t], *zip(*m1), z1, z1, 127) for t in range(3)])
         acc2 = np.array([int((y1[0, o] - z1) * w2[0, o] + (y1[2, o] - z1) * w2[1, o]) + bias2[o] for o in range(oc)])
-        y2 = _requant(acc2, *zip(*m2), z2, -128, 127, upward=True)
+        y2 = _requant(acc2, *zip(*m2), z2, -128, 127, ups=2)
         y4 = np.concatenate([y2[4:], y2[:4]])
         acc3 = int((y4 - z2) @ w3[0]) + int(bias3[0])
         y5 = min(127, max(-128, mbqm(acc3, *m3, True) + z3))

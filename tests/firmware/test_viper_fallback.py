@@ -11,6 +11,7 @@ from mpsupport import unhex
 from satellite.noise import chachapoly, transport, x25519  # noqa: F401  (their dependencies are cached first)
 from satellite.provision import ggwave_rx  # noqa: F401
 from satellite.wire import _copy, frame  # noqa: F401
+from satellite.wake import model as _wake_model  # noqa: F401
 
 _ORIG_IMPORT = builtins.__import__
 _PKG = [""]     # the package of the module being re-imported (for its relative imports)
@@ -107,3 +108,9 @@ def test_frame_reader_falls_back_to_the_pure_copy_on_memoryerror():
     data = F.encode_frame(b"\x08\x07", b"tail")                 # the reader copies it in with that copy
     assert r.feed(data) == len(data) and r.next() == F.FRAME
     assert (bytes(r.header()), bytes(r.tail())) == (b"\x08\x07", b"tail")
+
+
+def test_wake_model_falls_back_to_the_pure_kernels_on_memoryerror():
+    from satellite.wake import _model_pure
+    W = _fresh_under_bomb("satellite.wake.model")
+    assert not W.VIPER and W._mac is _model_pure.mac and W._dw is _model_pure.dw

@@ -28,10 +28,11 @@ def _mbqm(x, m, shift, up):
 
 def mac(a, w, b, p):
     # CONV_2D / FULLY_CONNECTED over time: p = inp, in_rows, in_cols, out, out_rows, out_cols, kh, stride, dil,
-    # w, bias, mult, shift (tables of out_cols), out_zp, act_min, act_max, round_up; weights [out_cols][kh][in_cols]
+    # w, bias, mult, shift (tables of out_cols), out_zp, act_min, act_max, ups (channels below it round halves
+    # upward, the rest away from zero); weights [out_cols][kh][in_cols]
     inp, in_cols, out, out_rows, out_cols = p[0], p[2], p[3], p[4], p[5]
     kh, stride, dil, wo, bo, mo, so, ozp, lo, hi = p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
-    up = p[16]
+    ups = p[16]
     for t in range(out_rows):
         base = inp + t * stride * in_cols
         wi = wo
@@ -42,7 +43,7 @@ def mac(a, w, b, p):
                 for i in range(in_cols):
                     acc += a[xi + i] * w[wi + i]
                 wi += in_cols
-            v = _mbqm(acc, b[mo + oc], b[so + oc], up) + ozp
+            v = _mbqm(acc, b[mo + oc], b[so + oc], oc < ups) + ozp
             a[out + t * out_cols + oc] = lo if v < lo else (hi if v > hi else v)
 
 
@@ -50,13 +51,13 @@ def dw(a, w, b, p):
     # DEPTHWISE_CONV_2D over time (depth multiplier 1): the same p; weights [kh][channels]
     inp, cols, out, out_rows = p[0], p[2], p[3], p[4]
     kh, stride, dil, wo, bo, mo, so, ozp, lo, hi = p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
-    up = p[16]
+    ups = p[16]
     for t in range(out_rows):
         for c in range(cols):
             acc = b[bo + c]
             for k in range(kh):
                 acc += a[inp + (t * stride + k * dil) * cols + c] * w[wo + k * cols + c]
-            v = _mbqm(acc, b[mo + c], b[so + c], up) + ozp
+            v = _mbqm(acc, b[mo + c], b[so + c], c < ups) + ozp
             a[out + t * cols + c] = lo if v < lo else (hi if v > hi else v)
 
 

@@ -2,7 +2,10 @@
 # what each p holds. Nothing allocated. viper's int is 32-bit on the board (64-bit on the unix port): TFLite's 64-bit
 # rounding multiply is done in 16-bit limbs whose sums stay below 2**31, so it is exact on both; bytes are read
 # unsigned through ptr8 and sign-extended with (v ^ 0x80) - 0x80; int32 through ptr32 is signed on the board but
-# zero-extended by the 64-bit unix port, so biases, shifts, zero points and clamps are sign-extended from their top 16 bits.
+# zero-extended by the 64-bit unix port, so biases, shifts, zero points and clamps are sign-extended from their
+# top 16 bits.
+# mac and dw each carry the requantization inline: a shared viper function would box the accumulator and the
+# multiplier (>= 2**30) into heap ints on the 32-bit board at every output; the same vectors test both copies.
 import micropython
 
 
@@ -30,7 +33,7 @@ def mac(arena, w8, i32, params):
     lo = (((lo >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (lo & 0xFFFF)
     hi = p[15]
     hi = (((hi >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (hi & 0xFFFF)
-    away = 1 - p[16]
+    ups = p[16]
     half = 0x4000
     half = half << 16      # 2**30 as a machine int (the literal would be a big-int object on a 32-bit port)
     t = 0
@@ -81,8 +84,8 @@ def mac(arena, w8, i32, params):
             if rs > 0:
                 mask = (1 << rs) - 1
                 th = mask >> 1
-                if r < 0:
-                    th += away
+                if r < 0 and oc >= ups:
+                    th += 1
                 rem = r & mask
                 r = r >> rs
                 if rem > th:
@@ -120,7 +123,7 @@ def dw(arena, w8, i32, params):
     lo = (((lo >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (lo & 0xFFFF)
     hi = p[15]
     hi = (((hi >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (hi & 0xFFFF)
-    away = 1 - p[16]
+    ups = p[16]
     half = 0x4000
     half = half << 16      # 2**30 as a machine int (the literal would be a big-int object on a 32-bit port)
     t = 0
@@ -167,8 +170,8 @@ def dw(arena, w8, i32, params):
             if rs > 0:
                 mask = (1 << rs) - 1
                 th = mask >> 1
-                if r < 0:
-                    th += away
+                if r < 0 and c >= ups:
+                    th += 1
                 rem = r & mask
                 r = r >> rs
                 if rem > th:

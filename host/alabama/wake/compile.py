@@ -83,8 +83,9 @@ def _np_of(t, dtype):
 
 
 #: how the requantizing ops round: "tflite" is TFLite's builtin (optimized) kernels, which pymicro-wakeword runs
-#: and the board must equal: their int8 DEPTHWISE_CONV_2D (DepthwiseConvRound kUpward), FULLY_CONNECTED and CONV_2D
-#: (through ruy) round the halves of the final shift upward; "reference" is TFLite's reference kernels (and
+#: and the board must equal: their int8 FULLY_CONNECTED and CONV_2D (through ruy) round the halves of the final
+#: shift upward, and DEPTHWISE_CONV_2D does in its blocks of 8 channels (the channels past the last whole block go
+#: through its scalar tail, rounded as the reference); "reference" is TFLite's reference kernels (and
 #: TFLite-Micro's, which ESPHome runs): halves away from zero. Measured, not assumed: tools/wake_parity.py and
 #: docs/wake.md ("Two roundings")
 ROUNDINGS = ("tflite", "reference")
@@ -228,7 +229,8 @@ class Compiler:
         return self._pack(tin, stride, remap(in_off), tout, out_xor)
 
     def _output_rule(self, t):
-        if abs(t.scale - 1 / 256) > 1e-9 or not ((t.type == _UINT8 and t.zp == 0) or (t.type == _INT8 and t.zp == -128)):
+        probability = (t.type == _UINT8 and t.zp == 0) or (t.type == _INT8 and t.zp == -128)
+        if abs(t.scale - 1 / 256) > 1e-9 or not probability:
             raise ModelError("%s: output is not a probability in 1/256 steps (type %d, scale %g, zero point %d)"
                              % (self.name, t.type, t.scale, t.zp))
         return 0 if t.type == _UINT8 else 128
@@ -256,7 +258,8 @@ class Compiler:
             elif name == "ASSIGN_VARIABLE":
                 value = tensors[op.Inputs(1)]
                 if value.data is None or value.type != _INT8:
-                    raise ModelError("%s: the state's initial value %r is not an int8 constant" % (self.name, value.name))
+                    raise ModelError("%s: the state's initial value %r is not an int8 constant"
+                                     % (self.name, value.name))
                 key = handles[op.Inputs(0)]
                 self.vars[key] = [self._alloc(value.size, ("var", key)), value.size, self._b8(value.data), value]
                 self._persist.add(("var", key))
@@ -425,8 +428,8 @@ class Compiler:
         mult, shift = [], []
         for c in range(out_cols):
             ws = w.scales[c] if per_channel_w else w.scale
-            if per_channel_w:                          # PopulateConvolutionQuantizationParams: doubles throughout
-                real = float(inp.scale) * float(ws) / float(out.scale)
+            if name != "FULLY_CONNECTED":              # PopulateConvolutionQuantizationParams: doubles throughout,
+                real = float(inp.scale) * float(ws) / float(out.scale)     # per-channel or per-tensor weights
             else:                                      # GetQuantizedConvolutionMultipler: the float32 product first
                 real = float(np.float32(inp.scale) * np.float32(ws)) / float(out.scale)
             q, s = quantize_multiplier(real)
@@ -437,7 +440,14 @@ class Compiler:
         lo, hi = self._act_range(out, fused, name)
         self.ops.append([name, self._at(inp), in_rows, in_cols, self._at(out), out_rows, out_cols, kh, stride, dil,
                          self._b8(wt.astype(np.int8).tobytes()), self._b32(folded), self._b32(mult), self._b32(shift),
-                         out.zp, lo, hi, 1 if self.rounding == "tflite" else 0])
+                         out.zp, lo, hi, self._ups(depthwise, out_cols)])
+
+    def _ups(self, depthwise, channels):
+        """How many leading output channels round halves upward (ROUNDINGS): TFLite's optimized depthwise kernel
+        does so in its 8-channel vector blocks and rounds the remaining channels as the reference does."""
+        if self.rounding != "tflite":
+            return 0
+        return channels // 8 * 8 if depthwise else channels
 
     def _conv_shape(self, op, ins, outs, name, opt):
         inp, w = ins[0], ins[1]
@@ -513,8 +523,8 @@ class Compiler:
         except (KeyError, TypeError, ValueError):
             raise ModelError("%s: its JSON lacks micro.probability_cutoff / sliding_window_size" % self.name)
         if not 1 <= window <= 64 or not 0.0 < cutoff < 1.0 or step != 10:
-            raise ModelError("%s: window %d, cutoff %r, feature step %d ms (need 1..64, 0..1, 10)"
-                             % (self.name, window, cutoff, step))
+            raise ModelError("%s: its JSON says sliding_window_size %d, probability_cutoff %r, feature_step_size %d; "
+                             "the board takes 1..64, between 0 and 1, and 10" % (self.name, window, cutoff, step))
         table = self._b8(input_table(tin.scale, tin.zp))
         header = {
             "name": self.name, "wake_word": str(self.config.get("wake_word", self.name)),
