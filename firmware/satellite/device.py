@@ -373,7 +373,7 @@ class Satellite:
     # while it streams; while the core thinks the mic is off (as after a button capture); while a reply plays a
     # full-duplex board keeps listening, so the word then is a barge-in (spec 4.3), a half-duplex one cannot.
     def wake_start(self):
-        if self.waking or self.closed or not self.has_mic or self.rt.wake_engine() is None:
+        if self.waking or self.closed or self.rt.wake_engine() is None:
             return                   # no engine: the runtime said why (device.info wake_error); the button captures
         self.waking = True
         self.spawn(self._wake_loop())

@@ -259,6 +259,10 @@ class Runtime:
             return self.wake
         self.wake = None
         self._wake_name = name
+        if not self.has_mic:
+            self.wake_error = "no usable microphone: %s" % getattr(self.hal, "mic_error", "")
+            self.log("wake: cannot run (%s): the button captures instead" % self.wake_error)
+            return None
         gc.collect()
         try:
             from satellite.wake import detector

@@ -239,6 +239,14 @@ def test_a_board_whose_engine_cannot_run_says_so_and_captures_by_button():
     sat.gesture(RELEASE)
 
 
+def test_a_board_without_a_usable_mic_says_so():
+    hal = LedHal()
+    hal.mic_supported = False                        # an ES7210 board on the official image (docs/boards.md)
+    hal.mic_error = "ES7210 needs MCLK"
+    rt, sat, core, hal = _make(det=FakeDetector(), hal=hal)
+    assert rt.wake is None and not sat.waking and rt.wake_error == "no usable microphone: ES7210 needs MCLK"
+
+
 def test_the_real_loader_refuses_what_it_cannot_run():
     e = raises(W.WakeUnavailable, W.load, "okay_nabu", 16000, "/nonexistent-wake-dir")
     assert "no wake model okay_nabu deployed" in str(e)
