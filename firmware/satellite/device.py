@@ -69,8 +69,8 @@ def descriptors(settings):
         if hi is None:
             if not (lo or WAKE_WORDS):
                 continue             # wake_word on a board without a wake model
-            d = pb.SettingDescriptor(key=key, label=label, type=pb.SettingType.SETTING_ENUM, options=list(lo or WAKE_WORDS),
-                                     value=pb.SettingValue(string_value=settings[key]))
+            d = pb.SettingDescriptor(key=key, label=label, type=pb.SettingType.SETTING_ENUM,
+                                     options=list(lo or WAKE_WORDS), value=pb.SettingValue(string_value=settings[key]))
         else:
             d = pb.SettingDescriptor(key=key, label=label, type=pb.SettingType.SETTING_INT, min=lo, max=hi,
                                      value=pb.SettingValue(int_value=settings[key]))

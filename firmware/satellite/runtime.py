@@ -248,7 +248,7 @@ class Runtime:
         return {"board": self.board.get("id"), "firmware": VERSION, "duplex": self.duplex,
                 "heap_free": gc.mem_free() if hasattr(gc, "mem_free") else 0,
                 "uptime_ms": time.ticks_diff(time.ticks_ms(), self.t_boot), "pattern": self.pattern,
-                "wake": self.wake.name if self.wake is not None else None, "wake_error": self.wake_error}
+                "wake": self._wake_name if self.wake is not None else None, "wake_error": self.wake_error}
 
     def wake_engine(self):
         """The wake detector of the wake_word setting, loaded once (and again when the setting changes); None when
