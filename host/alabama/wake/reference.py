@@ -16,7 +16,8 @@ def builtin_dir():
     try:
         import pymicro_wakeword
     except ImportError:
-        raise ModelError("pymicro-wakeword is not installed: run `make install` (it is a dependency of alabama)")
+        raise ModelError("pymicro-wakeword is not installed (`make install` installs it on Linux x86_64/aarch64/"
+                         "armv7l and Windows, where its wheels exist): give the path of a .tflite with its .json")
     return Path(pymicro_wakeword.__file__).parent / "models"
 
 
