@@ -237,6 +237,10 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
         if wake not in BUILTIN and not (wake.endswith(".tflite") and pathlib.Path(wake).is_file()):
             raise DemoError("--wake %s: give a model pymicro-wakeword ships (%s) or the path of your .tflite (its "
                             ".json beside it)" % (wake, ", ".join(BUILTIN)))
+        import importlib.util
+        if wake in BUILTIN and importlib.util.find_spec("pymicro_wakeword") is None:
+            raise DemoError("--wake %s: pymicro-wakeword, which ships it, is not installed (it has no wheel for this "
+                            "system): give --wake the path of a .tflite with its .json beside it" % wake)
         board = boards.with_wake(boards.load(board) if isinstance(board, str) else board, wake)
     from alabama.core.server import CoreServer
     work = pathlib.Path(workdir)

@@ -52,7 +52,12 @@ def test_capture_mode_wake_and_wake_word_need_the_models_the_board_lists():
     assert "wake.barge_in: must be true or false, got a string" in _problems(d)
 
 
+def _need_models():
+    pytest.importorskip("pymicro_wakeword", reason="pymicro-wakeword (the shipped models) has no wheel here")
+
+
 def test_deploy_compiles_the_models_onto_the_board(tmp_path):
+    _need_models()
     bd = boards.load("xiao-esp32s3-sense-inmp441")
     files = deploy.wake_files(bd, tmp_path)
     assert list(files) == ["wake/okay_nabu.aww"]
@@ -82,6 +87,7 @@ def test_a_model_the_board_cannot_run_is_refused_in_one_line(tmp_path, capsys):
 
 
 def test_a_model_larger_than_the_heap_the_firmware_leaves_is_refused_at_deploy(tmp_path):
+    _need_models()
     d = _data("devkitc1-inmp441")                 # no PSRAM: 130k of heap, ~71 KB of it the frozen firmware at rest
     d["wake"] = {"models": ["okay_nabu"]}
     bd = boards.Board(d, boards.BOARDS_DIR / "devkitc1-inmp441.json")
@@ -103,3 +109,13 @@ def test_the_models_live_outside_the_set_an_ota_swaps_and_deploy_owns_them():
     copy, remove = deploy.plan({}, {"wake/alexa.aww": "ab"})
     assert remove == ["wake/alexa.aww"]
     assert "'wake'" in deploy.prepare_code(remove, copy)
+
+
+def test_without_pymicro_wakeword_a_shipped_model_is_left_out_in_one_line(tmp_path, monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "pymicro_wakeword" else real(n, *a))
+    lines = []
+    assert deploy.wake_files(boards.load("xiao-esp32s3-sense-inmp441"), tmp_path, out=lines.append) == {}
+    assert len(lines) == 1 and lines[0].startswith("wake model okay_nabu left out: pymicro-wakeword") and \
+        "capture by button" in lines[0]

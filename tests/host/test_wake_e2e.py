@@ -19,6 +19,7 @@ from alabama.board import logwords as lw
 import vb_support
 
 pytestmark = pytest.mark.needs_micropython
+pytest.importorskip("pymicro_wakeword", reason="pymicro-wakeword (the shipped models) has no wheel here")
 
 
 def test_demo_wake_the_board_wakes_by_itself_and_the_core_answers_the_question(tmp_path):

@@ -73,17 +73,23 @@ def wake_engine_bytes(blob):
     return len(blob) + json.loads(blob[12:12 + hl])["arena"] + WAKE_ENGINE_RAM
 
 
-def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST):
+def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print):
     """{remote path: local file} of the board file's wake models (wake.models), compiled now from the installed
     pymicro-wakeword (or the user's .tflite + JSON) into out_dir; never taken from the repository. A model the
     board cannot run (damaged, an op the firmware lacks, or larger than the heap the firmware leaves free at rest,
-    `at_rest`) is a DeployError naming it."""
+    `at_rest`) is a DeployError naming it. A shipped model on a system pymicro-wakeword has no wheel for is left out
+    with one line saying so (the board then captures by button and says why in device.info)."""
+    import importlib.util
     from ..wake.compile import ModelError
-    from ..wake.reference import compile_named
+    from ..wake.reference import BUILTIN, compile_named
     from .boards import wake_model_name
     files = {}
     for m in (board.data.get("wake") or {}).get("models") or []:
         name = wake_model_name(m)
+        if m in BUILTIN and importlib.util.find_spec("pymicro_wakeword") is None:
+            out("wake model %s left out: pymicro-wakeword, which ships it, is not installed (no wheel for this system:"
+                " give wake.models the path of the model's .tflite instead); the board will capture by button" % m)
+            continue
         try:
             blob = compile_named(m)
         except (ModelError, OSError) as e:
@@ -112,7 +118,7 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     files[OWNED_DIR + "/" + fwset.SET_MANIFEST] = extra / fwset.SET_MANIFEST
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
-    files.update(wake_files(board, extra, MPY_SET_AT_REST))
+    files.update(wake_files(board, extra, MPY_SET_AT_REST, out))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, root=root)
     fwset.write_atomic(extra / "manifest.json", man)

@@ -33,6 +33,9 @@ def _wake_board(hil):
             pytest.skip("this board's file does not set capture_mode wake (wake.models + settings)")
         yield t.board
         return
+    import importlib.util
+    if importlib.util.find_spec("pymicro_wakeword") is None:
+        pytest.skip("pymicro-wakeword (which ships okay_nabu) is not installed: no model to deploy")
     from alabama.board import boards
     saved = t.board
     t.board = boards.with_wake(saved, MODEL)
