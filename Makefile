@@ -12,7 +12,7 @@ DEVICE ?=
 # the core's state directory; empty: the platform's user data dir (`alabama core serve --help`)
 DATA ?=
 
-.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient wake-parity speech-corpus speech-accuracy wake-quality clean
+.PHONY: help install test-deps test test32 mp32 devkit-heap codegen codegen-check demo demo-ambient demo-wake flash deploy image ota repl logs hil probe bench snr-table fuzz faults deferred soak soak-ambient wake-parity speech-corpus speech-accuracy wake-quality clean
 
 help:
 	@echo "make install            venv with the host toolchain and the micropython unix port"
@@ -20,6 +20,7 @@ help:
 	@echo "make codegen            regenerate pb2 + firmware codec from proto/"
 	@echo "make demo               reference core + virtual board + one voice exchange"
 	@echo "make demo-ambient       the same hands-free: ambient board, \"hey alabama, what time is it\""
+	@echo "make demo-wake          the board wakes by itself: on-device okay_nabu, \"okay nabu, what time is it\""
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware (RELEASE=vX.Y.Z: a release image)"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
 	@echo "make image BOARD= MICROPY_DIR=  MicroPython v1.27.0 with the firmware frozen in (needs ESP-IDF; docs/image.md)"
@@ -84,6 +85,9 @@ demo: install
 
 demo-ambient: install
 	$(ALABAMA) demo --ambient --wake-phrase "hey alabama"
+
+demo-wake: install
+	$(ALABAMA) demo --wake okay_nabu
 
 hil: install $(HILDEPS)
 	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD),sim) --report build/hil

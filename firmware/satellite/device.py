@@ -34,8 +34,13 @@ SETTINGS = const((
     ("volume", 60, 0, 100, "Volume"),
     ("mic_gain", 0, 0, _MAX_GAIN_DB, "Microphone gain (dB)"),
     ("led_brightness", 50, 0, 100, "LED brightness"),
-    ("capture_mode", "ptt", ("ptt", "ambient"), None, "Capture mode"),
+    ("capture_mode", "ptt", ("ptt", "ambient", "wake"), None, "Capture mode"),
+    ("wake_word", "", (), None, "Wake word"),       # options (): the deployed models, WAKE_WORDS
 ))
+
+# The deployed wake models' names (satellite.wake.deployed), which Runtime fills at boot before the settings are
+# loaded: the wake_word setting's options. Empty: no model on this board (no wake_word descriptor then).
+WAKE_WORDS = []
 
 
 def row(key):
@@ -52,7 +57,7 @@ def check_setting_raw(key, v):
     if r is None:
         return None
     if r[3] is None:
-        return v if v in r[2] else None
+        return v if v in (r[2] or WAKE_WORDS) else None
     if type(v) is not int or not r[2] <= v <= r[3]:
         return None
     return v
@@ -62,8 +67,10 @@ def descriptors(settings):
     out = []
     for key, _, lo, hi, label in SETTINGS:
         if hi is None:
-            d = pb.SettingDescriptor(key=key, label=label, type=pb.SettingType.SETTING_ENUM, options=list(lo),
-                                     value=pb.SettingValue(string_value=settings[key]))
+            if not (lo or WAKE_WORDS):
+                continue             # wake_word on a board without a wake model
+            d = pb.SettingDescriptor(key=key, label=label, type=pb.SettingType.SETTING_ENUM,
+                                     options=list(lo or WAKE_WORDS), value=pb.SettingValue(string_value=settings[key]))
         else:
             d = pb.SettingDescriptor(key=key, label=label, type=pb.SettingType.SETTING_INT, min=lo, max=hi,
                                      value=pb.SettingValue(int_value=settings[key]))
@@ -93,6 +100,8 @@ def load_settings(ks, log, board=None):
             for k in st:
                 if k in d and check_setting_raw(k, d[k]) is not None:
                     st[k] = d[k]
+    if not st["wake_word"] and WAKE_WORDS:
+        st["wake_word"] = WAKE_WORDS[0]         # none chosen: the first deployed model
     return st
 
 
@@ -136,6 +145,9 @@ class Satellite:
         self.mic_rate = rt.mic_rate
         self.spk_rate = rt.spk_rate
         self.half = rt.duplex == "half"
+        self.wake_barge = rt.wake_barge_in       # the wake word is heard while a reply plays (full duplex only)
+        self.waking = False                      # the wake loop runs (capture_mode wake)
+        self._wake_fed = None                    # the detector the mic has fed without a gap
         self.nframes = self.mic_rate * _FRAME_MS // 1000            # samples per capture chunk
         self.pframes = self.spk_rate * _FRAME_MS // 1000            # samples per playout step
         self.play_buf = rt.buffers.play
@@ -306,6 +318,8 @@ class Satellite:
                 self.log("core max_frame_bytes %d: capture chunks of %d samples" % (peer_max, self.nframes))
         if self.settings["capture_mode"] == "ambient":
             self.open_ambient()
+        elif self.settings["capture_mode"] == "wake":
+            self.wake_start()
 
     def close(self):
         self.closed = True
@@ -336,7 +350,8 @@ class Satellite:
         self.capture_t0 = time.ticks_ms()
         if request_id:
             self.requested_id = cid
-        self.log("capture %d opened (%s%s)" % (cid, "ambient" if ambient else ("button" if ptt else "requested"),
+        self.log("capture %d opened (%s%s)" % (cid, "ambient" if ambient else ("button" if ptt else (
+            "wake word" if trigger == pb.Trigger.WAKEWORD else "requested")),
                                                 ", answers request %d" % request_id if request_id else ""))
         if not (self.half and self.spk_open):
             self._mic_on()
@@ -352,6 +367,76 @@ class Satellite:
             self.open_capture(0, ambient=True)
         except S.SessionError as e:
             self.log("ambient capture not opened: %s" % e)
+
+    # -- the wake word (capture_mode wake) -------------------------------------------------------------
+    # While idle the mic feeds the detector (satellite.wake.detector) 20 ms at a time; a detection opens a
+    # WAKEWORD capture at once with the audio that follows it (no pre-roll: docs/core.md). A capture owns the mic
+    # while it streams; while the core thinks the mic is off (as after a button capture); while a reply plays a
+    # full-duplex board keeps listening, so the word then is a barge-in (spec 4.3), a half-duplex one cannot.
+    def wake_start(self):
+        if self.waking or self.closed or self.rt.wake_engine() is None:
+            return                   # no engine: the runtime said why (device.info wake_error); the button captures
+        self.waking = True
+        self.spawn(self._wake_loop())
+
+    def _wake_idle(self):
+        """True while the detector may hear the mic."""
+        if self.capture_id:
+            return False
+        if self.render_id:
+            return self.wake_barge and not self.render_muted
+        return not self.pending
+
+    async def _wake_loop(self):
+        buf = bytearray(2 * self.nframes)    # one per session; the detector keeps its own buffers for good
+        try:
+            while True:
+                d = self.wake_tick(buf)
+                if d < 0:
+                    break
+                await asyncio.sleep_ms(d)
+        finally:
+            self.waking = False
+            if not self.capture_id:
+                self._mic_off()
+
+    def wake_tick(self, buf):
+        """One pass of the wake loop: ms to wait before the next (0: at once), -1 when the loop is over (the
+        session closed, capture_mode left wake, no engine). Allocates nothing when it hears a chunk."""
+        if self.closed or self.settings["capture_mode"] != "wake":
+            return -1
+        det = self.rt.wake
+        if det is None:
+            return -1
+        if not self._wake_idle():
+            self._wake_fed = None
+            if not self.capture_id and self.mic_open:
+                self._mic_off()                  # thinking, or a reply this board cannot listen through
+            return _FRAME_MS
+        if not self.mic_open:
+            self._mic_on()
+        if self._wake_fed is not det:
+            det.reset()                          # a gap in the audio: the window starts afresh
+            self._wake_fed = det
+        d = self.hal.mic_wait_ms()
+        if d > 0:
+            return d
+        n = self.nframes
+        self.hal.mic_take(buf, 0, n)
+        if det.feed(buf, 0, n):
+            self._woke(det)
+        return 0
+
+    def _woke(self, det):
+        self.hal.led(1, self.settings["led_brightness"])     # LISTENING now, before the core's PipelineState
+        self.log("wake word %s detected" % det.name)
+        if self.render_id:
+            self.stop_sound()                                 # barge-in: silence now, the core cancels its render
+            self.log("barge-in over render %d (wake word)" % self.render_id)
+        try:
+            self.open_capture(pb.Trigger.WAKEWORD)
+        except S.SessionError as e:
+            self.log("capture not opened: %s" % e)
 
     def _mic_on(self):
         if not self.mic_open:
@@ -685,6 +770,11 @@ class Satellite:
                     self.open_ambient()
             elif self.capture_id and self.capture_ambient:
                 self.cancel_capture(pb.StreamReason.STOPPED)
+            if v == "wake":
+                self.wake_start()
+        elif key == "wake_word" and v != old and self.settings["capture_mode"] == "wake":
+            self.rt.wake_engine()        # the new model, loaded now: a running loop picks it up
+            self.wake_start()
 
     def report_setting(self, key, rid=0):
         """SettingState of `key`: id 0 when the device moved it, else the SettingWrite's id."""

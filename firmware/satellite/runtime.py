@@ -111,6 +111,14 @@ class Runtime:
         self._fed = 0
         self.trial = None            # satellite.trial.Trial while the firmware must prove itself (run())
         self.record_wait_ms = _RECORD_WAIT_MS
+        wk = board.get("wake") or {}
+        if wk.get("models"):         # deploy put models on the flash (a board without any imports nothing here)
+            from satellite import wake
+            D.WAKE_WORDS[:] = wake.deployed()      # the wake_word setting's options: the models on the flash
+        self.wake_barge_in = self.duplex == "full" and wk.get("barge_in", True)
+        self.wake = None             # the wake detector once capture_mode wake needed it (wake_engine)
+        self.wake_error = None       # why it cannot run (device.info): the board then captures by button
+        self._wake_name = None
         self.settings = D.load_settings(keystore, self._log, board)
         D.apply_settings(hal, self.settings)
         self.sat = None
@@ -282,7 +290,33 @@ class Runtime:
     def info(self):
         return {"board": self.board.get("id"), "firmware": VERSION, "duplex": self.duplex,
                 "heap_free": gc.mem_free() if hasattr(gc, "mem_free") else 0,
-                "uptime_ms": time.ticks_diff(time.ticks_ms(), self.t_boot), "pattern": self.pattern}
+                "uptime_ms": time.ticks_diff(time.ticks_ms(), self.t_boot), "pattern": self.pattern,
+                "wake": self._wake_name if self.wake is not None else None, "wake_error": self.wake_error}
+
+    def wake_engine(self):
+        """The wake detector of the wake_word setting, loaded once (and again when the setting changes); None when
+        it cannot run here (no model, too large for the heap, a damaged file): wake_error says why, logged once,
+        and the board goes on capturing by button. Never raises: a board that cannot wake must not crash-loop."""
+        name = self.settings["wake_word"]
+        if name == self._wake_name:
+            return self.wake
+        self.wake = None
+        self._wake_name = name
+        if not self.has_mic:
+            self.wake_error = "no usable microphone: %s" % getattr(self.hal, "mic_error", "")
+            self.log("wake: cannot run (%s): the button captures instead" % self.wake_error)
+            return None
+        gc.collect()
+        try:
+            from satellite.wake import detector
+            self.wake = detector.load(name or "(none)", self.mic_rate)
+            self.wake_error = None
+            self.log("wake: model %s listening for %s" % (name, self.wake.word))
+        except Exception as e:  # noqa: BLE001 - WakeUnavailable, and MemoryError while importing the engine
+            self.wake_error = "%s: %s" % (type(e).__name__, e) if type(e).__name__ != "WakeUnavailable" else str(e)
+            self.log("wake: cannot run (%s): the button captures instead" % self.wake_error)
+            gc.collect()
+        return self.wake
 
     # -- provisioning -----------------------------------------------------------------------------------
     def load_record(self):

@@ -8,6 +8,9 @@ frames in the style of the spec's §4 listings, write the reply WAV, and exit 0 
 completed with an empty conformance report. ``--ambient`` (``make demo-ambient``): no button — the board
 streams ambiently from connect (its stored setting capture_mode = ambient), the core runs the wake phrase
 spotter on that stream, and the utterance starts with the phrase ("hey alabama, what time is it").
+``--wake`` (``make demo-wake``): the board wakes by itself — capture_mode wake, the okay_nabu model compiled onto
+it by deploy, its own frontend and model listening to the mic; "okay nabu, what time is it" played into the mic
+opens a WAKEWORD capture with the question only, and the core answers it.
 ``--say "turn off the light"``: the speech brain Invokes the virtual board's ``light.set`` (its simulated lamp);
 the board's ``light off`` line is printed.
 """
@@ -27,6 +30,9 @@ from .errors import AlabamaError
 UTTERANCE = "What time is it?"     # a command the speech brain knows (alabama.speech.intents)
 WAKE_PHRASE = "hey alabama"
 AMBIENT_UTTERANCE = "Hey alabama, what time is it?"
+WAKE_MODEL = "okay_nabu"
+WAKE_WORDS = "Okay nabu,"       # spoken in WAKE_VOICE: okay_nabu hears espeak-ng's male voices, not its f2
+WAKE_VOICE = "en-us"
 
 
 def demo_brain():
@@ -185,6 +191,28 @@ def make_utterance(path, text=UTTERANCE):
     return len(pcm) / 32000.0, source
 
 
+def wake_words(model):
+    """What to say for a wake model: okay_nabu -> "Okay nabu,"; a .tflite of your own -> its name the same way."""
+    return pathlib.Path(model).stem.replace("_", " ").capitalize() + ","
+
+
+def make_wake_utterance(path, text=UTTERANCE, words=WAKE_WORDS, pause_ms=300):
+    """The wake words (WAKE_VOICE), a pause, then the command (the voice pocketsphinx hears best): one WAV."""
+    from alabama import audio
+    exe = shutil.which("espeak-ng")
+    if exe is None:
+        raise DemoError("the wake demo speaks the wake word: it needs espeak-ng (apt-get install espeak-ng)")
+    from .speech.audio import SPEED, VOICE
+    pcm = b""
+    for voice, said in ((WAKE_VOICE, words), (VOICE, text)):
+        raw = subprocess.run([exe, "-v", voice, "-s", str(SPEED), "--stdout", said], capture_output=True,
+                             timeout=30, check=True).stdout
+        rate, ch, data = audio.parse(raw)
+        pcm += audio.resample(data, rate, ch, 16000, 1) + bytes(32 * pause_ms)
+    audio.write(path, pcm, 16000)
+    return len(pcm) / 32000.0, "espeak-ng: %r (%s) + %r (%s)" % (words, WAKE_VOICE, text, VOICE)
+
+
 def store_ambient_setting(flash):
     """The board's stored settings say capture_mode = ambient: it opens an ambient capture at connect
     (firmware satellite/device.py, Satellite.started) and resumes it after every turn."""
@@ -195,9 +223,21 @@ def store_ambient_setting(flash):
     (d / rc.SETTINGS).write_text(json.dumps({"capture_mode": "ambient"}))
 
 
-async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, verbose=False, wake_phrase=None):
-    """One exchange; with ``wake_phrase`` hands-free (the board ambient, the core spotting the phrase)."""
-    from alabama.board import sim
+async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, verbose=False, wake_phrase=None,
+                   wake=None):
+    """One exchange; with ``wake_phrase`` hands-free (the board ambient, the core spotting the phrase); with ``wake``
+    (a model name) hands-free on the board itself (it detects the word and opens a WAKEWORD capture)."""
+    from alabama.board import boards, sim
+    if wake:
+        from .wake.reference import BUILTIN
+        if wake not in BUILTIN and not (wake.endswith(".tflite") and pathlib.Path(wake).is_file()):
+            raise DemoError("--wake %s: give a model pymicro-wakeword ships (%s) or the path of your .tflite (its "
+                            ".json beside it)" % (wake, ", ".join(BUILTIN)))
+        import importlib.util
+        if wake in BUILTIN and importlib.util.find_spec("pymicro_wakeword") is None:
+            raise DemoError("--wake %s: pymicro-wakeword, which ships it, is not installed (it has no wheel for this "
+                            "system): give --wake the path of a .tflite with its .json beside it" % wake)
+        board = boards.with_wake(boards.load(board) if isinstance(board, str) else board, wake)
     from alabama.core.server import CoreServer
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -230,14 +270,29 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             store_ambient_setting(flash)
             echo("settings  : capture_mode = ambient (streams from connect); the core listens for %r" % wake_phrase)
         utt = work / "utterance.wav"
-        seconds, source = make_utterance(utt, text)
+        if wake:
+            seconds, source = make_wake_utterance(utt, text, wake_words(wake))
+            echo("settings  : capture_mode = wake (board file), wake_word = %s: the board listens by itself" % wake)
+        else:
+            seconds, source = make_utterance(utt, text)
         echo("utterance : %.2f s, %s" % (seconds, source))
         vb = sim.VirtualBoard(flash, board=board, speaker=work / "speaker.wav")
         vb.start()
         echo("board     : %s under micropython (heap %s), REPL on %s" % (vb.board.id, vb.heap_limit, vb.pty_path))
         await loop.run_in_executor(None, vb.wait_log, r"accepted", 30)
         echo("session   : %s" % vb.wait_log(lw.HANDSHAKE_DONE, 1).group(0))
-        if wake_phrase:
+        if wake:
+            await loop.run_in_executor(None, vb.wait_log, lw.WAKE_LISTENING, 10)
+            m = vb.mark()
+            echo("mic       : %r" % source)
+            vb.set_mic(utt)
+            try:
+                hit = await loop.run_in_executor(None, vb.wait_log, lw.WAKE_DETECTED, seconds + 5, m)
+            except sim.SimError:
+                raise DemoError("the board did not hear its wake word %s in %s" % (wake, source))
+            cap = await loop.run_in_executor(None, vb.wait_log, lw.CAPTURE_OPENED_WAKE, 2, m)
+            echo("board     : %s, capture %s opened (WAKEWORD), the question streams" % (hit.group(0), cap.group(1)))
+        elif wake_phrase:
             amb = await loop.run_in_executor(None, vb.wait_log, r"capture (\d+) opened \(ambient", 10)
             echo("board     : ambient capture %s streaming, no button" % amb.group(1))
             m = vb.mark()
@@ -301,6 +356,8 @@ def register(sub):
     p.add_argument("--ambient", action="store_true", help="hands-free: the board streams ambiently, the core "
                    "listens for the wake phrase (make demo-ambient); needs pocketsphinx and espeak-ng")
     p.add_argument("--wake-phrase", default=WAKE_PHRASE, metavar="TEXT", help="with --ambient (default %(default)r)")
+    p.add_argument("--wake", nargs="?", const=WAKE_MODEL, metavar="MODEL", help="hands-free on the board: it "
+                   "detects the wake word itself (default model %s; make demo-wake); needs espeak-ng" % WAKE_MODEL)
     p.add_argument("--board", default="sim", metavar="NAME", help="board file to simulate (default: sim)")
     p.set_defaults(func=cmd_demo)
 
@@ -315,7 +372,7 @@ def cmd_demo(args):
         text = args.say or (AMBIENT_UTTERANCE if args.ambient else UTTERANCE)
         return asyncio.run(run_demo(work, args.out, board=args.board, text=text,
                                     echo=lambda s: print(s, flush=True), verbose=args.verbose > 1,
-                                    wake_phrase=args.wake_phrase if args.ambient else None))
+                                    wake_phrase=args.wake_phrase if args.ambient else None, wake=args.wake))
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

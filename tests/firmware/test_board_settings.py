@@ -46,7 +46,8 @@ def test_each_setting_falls_through_on_its_own():
     st = store_with({"volume": 20, "mic_gain": 999})          # mic_gain out of range: the board's value holds
     got = D.load_settings(st, print, board_with({"capture_mode": "ambient", "mic_gain": 6, "volume": 90,
                                                  "led_brightness": "bright", "no_such": 1}))
-    assert got == {"volume": 20, "mic_gain": 6, "led_brightness": 50, "capture_mode": "ambient"}
+    assert got == {"volume": 20, "mic_gain": 6, "led_brightness": 50, "capture_mode": "ambient",
+                   "wake_word": ""}          # no wake model deployed here: none chosen
 
 
 def test_a_write_stores_only_its_key_so_the_board_keeps_owning_the_rest():

