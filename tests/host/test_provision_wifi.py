@@ -262,3 +262,19 @@ def test_issue36_the_png_carries_a_caption_under_an_intact_code(tmp_path, capsys
     assert grey.shape[0] > side + len(caption) * qr.CAPTION_PX                 # the caption's rows
     assert (grey[side:] < 128).sum() > 500                                      # with text drawn in them
     assert (grey[side - qr.BORDER * qr.PNG_SCALE:side] == 255).all()            # the quiet zone left whole
+
+
+def test_issue36_core_token_mints_no_token_for_a_record_it_cannot_build(tmp_path, capsys):
+    """`alabama core token` checks the record (here a 70-character passphrase, and a TTL past the registry's limit)
+    with a placeholder before it mints: a refusal is one line and costs no token; a good one mints exactly one."""
+    data_dir = tmp_path / "core"
+    reg.load_or_create_key(data_dir)
+    reg.Registry(data_dir)
+    for extra in (["--wifi-ssid", "Home", "--wifi-passphrase", "p" * 70], ["--ttl", str(reg.MAX_TTL_S + 1)]):
+        rc = cli.main(["core", "token", "--data", str(data_dir), "--host", "10.0.0.2"] + extra)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, err
+    assert _tokens(data_dir) == 0
+    assert cli.main(["core", "token", "--data", str(data_dir), "--host", "10.0.0.2", "--wifi-ssid", "Home",
+                     "--wifi-passphrase", "hunter2-hunter2"]) == 0
+    assert _tokens(data_dir) == 1 and "record " in capsys.readouterr().out

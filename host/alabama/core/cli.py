@@ -9,6 +9,7 @@ import datetime
 import json
 import logging
 import signal
+import time
 import sys
 
 from .. import CORE_PORT
@@ -202,17 +203,19 @@ def cmd_token(args):
     if not 0 < args.port < 65536:         # before a token is minted for a record that cannot carry it
         raise UsageError("--port %d is not a TCP port: give the port the core listens on (1..65535, default %d)"
                          % (args.port, CORE_PORT))
+    if not 0 < args.ttl <= reg.MAX_TTL_S:
+        raise UsageError("--ttl is 1..%d seconds, got %d" % (reg.MAX_TTL_S, args.ttl))
     args.data = datadir.resolve(args.data, create=True)
-    r = reg.Registry(args.data)
-    token, expires = r.mint_token(args.ttl)
-    rec = record.build(args.host or lan_address(), args.port, None if args.no_key else reg.server_public_key(args.data),
-                       token, expires, args.wifi_ssid, args.wifi_passphrase)
-    print(token)
-    try:
-        data = record.encode(rec)
-        print("record %s" % data.hex())
+    host, key = args.host or lan_address(), None if args.no_key else reg.server_public_key(args.data)
+    try:            # the record checked with a placeholder of the token's length first: a refused one costs no token
+        record.encode(record.build(host, args.port, key, "x" * reg.TOKEN_CHARS, int(time.time()) + args.ttl,
+                                   args.wifi_ssid, args.wifi_passphrase))
     except record.RecordError as e:
-        print("record: %s" % e, file=sys.stderr)
+        raise UsageError("the record cannot carry this: %s (no token was minted)" % e) from None
+    token, expires = reg.Registry(args.data).mint_token(args.ttl)
+    data = record.encode(record.build(host, args.port, key, token, expires, args.wifi_ssid, args.wifi_passphrase))
+    print(token)
+    print("record %s" % data.hex())
     print("expires %s (in %d s)" % (datetime.datetime.fromtimestamp(expires).isoformat(timespec="seconds"), args.ttl))
     return 0
 
