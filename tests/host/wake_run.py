@@ -2,7 +2,7 @@
 # detector (satellite.wake.detector: the real frontend and model) over 16 kHz s16 WAV files, fed 20 ms at a time as
 # the device's wake loop feeds it. argv: MODEL_DIR NAME REFRACTORY_MS WAV... ; prints one JSON line per WAV:
 # {"hits": [ms of the chunk end at each detection], "ms": length, "alloc": bytes allocated by the steady-state
-# chunks (MicroPython; null on CPython), "viper": whether the fast paths ran}.
+# chunks (MicroPython; null on CPython), "fast": whether a fast path (the C module or viper) ran, "impl": which}.
 import gc
 import json
 import sys
@@ -53,7 +53,7 @@ def main():
         if refractory >= 0:
             det = W.Detector(det.model, det.fe, refractory)
         hits, ms, alloc = run(det, pcm_of(path))
-        print(json.dumps({"hits": hits, "ms": ms, "alloc": alloc, "viper": det.fe.viper}))
+        print(json.dumps({"hits": hits, "ms": ms, "alloc": alloc, "fast": det.fe.impl != "pure", "impl": det.fe.impl}))
 
 
 main()
