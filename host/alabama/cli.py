@@ -3,7 +3,6 @@
 A module in COMMANDS exposes ``register(subparsers)``; it adds its parser(s) and sets
 ``func(args) -> int`` as the default. Errors derived from AlabamaError print one line and exit.
 """
-import argparse
 import faulthandler
 import importlib
 import logging
@@ -12,6 +11,7 @@ import sys
 
 from . import __version__
 from .errors import AlabamaError
+from .usage import Parser, quiet_broken_pipe
 
 #: Modules that add sub-commands, in the order `alabama --help` lists them.
 COMMANDS = [
@@ -44,7 +44,7 @@ def join_free_values(argv):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="alabama", description="Alabama satellite toolchain")
+    p = Parser(prog="alabama", description="Alabama satellite toolchain")
     p.add_argument("--version", action="version", version="alabama " + __version__)
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: one line per frame)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -54,6 +54,21 @@ def build_parser():
 
 
 def main(argv=None):
+    try:
+        status = _main(argv)
+        sys.stdout.flush()                  # here, not at exit: a reader that went away is one quiet status
+        return status
+    except BrokenPipeError:                 # `alabama core token | head -1`: the reader has what it wanted
+        return quiet_broken_pipe()
+    except SystemExit:                      # --help, --version, a usage error: printed in full, or quietly cut
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return quiet_broken_pipe()
+        raise
+
+
+def _main(argv):
     # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck command waits on
     if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
         try:

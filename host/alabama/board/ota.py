@@ -21,6 +21,7 @@ import time
 
 from .. import BUILD as _BUILD
 from ..errors import AlabamaError, UsageError, listen_error
+from .. import usage
 from . import fwset
 from .fwset import ARCHS, FIRMWARE
 
@@ -357,8 +358,8 @@ def register(sub):
     p.add_argument("--host", metavar="ADDR", help="address the device fetches from (default: this machine's LAN address)")
     p.add_argument("--bind", metavar="ADDR", default="0.0.0.0", help="address the HTTP server listens on "
                    "(default %(default)s: every interface, as the board fetches over the LAN)")
-    p.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
-    p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the device to come back")
+    p.add_argument("--port", type=usage.tcp_port(zero_ok=True), default=0, help="HTTP port (default: a free one)")
+    p.add_argument("--timeout", type=usage.positive(), default=180.0, help="seconds to wait for the device to come back")
     p.add_argument("--image", metavar="DIR", help="on a frozen image with OTA slots: the image release to send "
                    "(firmware.bin, firmware.bin.sha256, ota-image.json; default build/image/<board>)")
     p.add_argument("--release", metavar="TAG", help="on a frozen image with OTA slots: send the board's image of "

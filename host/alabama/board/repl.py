@@ -13,6 +13,7 @@ import sys
 import time
 
 from ..errors import AlabamaError
+from .. import usage
 from .mpremote import close_serial, explain, not_a_port, resolve_port
 
 IDLE_FLUSH = 0.3            # seconds: a partial line (a prompt) is written after this much silence
@@ -234,9 +235,9 @@ def register(sub):
                                     "host's time; Ctrl-C stops. Read-only unless --reset.")
     lg.add_argument("--port", metavar="PORT", help="serial port (default: the one Espressif USB device attached)")
     lg.add_argument("--output", "-o", metavar="FILE", help="also write the log to FILE")
-    lg.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
+    lg.add_argument("--duration", type=usage.positive(), metavar="SECONDS", help="stop after this long")
     lg.add_argument("--reset", action="store_true", help="soft-reboot the board first to capture its boot log")
-    lg.add_argument("--baud", type=int, default=115200, help="UART speed (ignored by native USB; default 115200)")
+    lg.add_argument("--baud", type=usage.positive(int, "a baud rate"), default=115200, help="UART speed (ignored by native USB; default 115200)")
     lg.set_defaults(func=cmd_logs)
 
 

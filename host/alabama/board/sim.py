@@ -50,6 +50,7 @@ import time
 from .. import BUILD, CORE_PORT, REPO, local
 from . import rawrepl
 from ..errors import AlabamaError, listen_error
+from .. import usage
 from ..provision import record as rc
 from ..provision.record import DATA_DIR
 
@@ -737,7 +738,7 @@ def register(sub):
     p.add_argument("--mic", metavar="WAV", help="what the microphone hears while the button is held (any PCM WAV: "
                    "converted to 16 kHz mono; `alabama board mic FILE` changes it while the board runs)")
     p.add_argument("--speaker", metavar="WAV", help="where the speaker's output goes (default DIR/speaker.wav)")
-    p.add_argument("--ctl-port", type=int, default=0, metavar="N", help="control channel port (default: a free one)")
+    p.add_argument("--ctl-port", type=usage.tcp_port(zero_ok=True), default=0, metavar="N", help="control channel port (default: a free one)")
     p.add_argument("--duplex", choices=("full", "half"), help="override the board file's duplex mode")
     p.add_argument("--micropython", metavar="PATH",
                    help="the unix port to run (default: the 32-bit build/mp32/micropython when built, else the "
@@ -752,7 +753,7 @@ def register(sub):
                         "(docs/virtual-board.md)")
     p.add_argument("--slot-size", metavar="SIZE", help="with --image: the size of each simulated app slot, e.g. 1m "
                    "or 0x100000 (default: the real table's 0x270000)")
-    p.add_argument("--web", nargs="?", type=int, const=0, default=None, metavar="PORT",
+    p.add_argument("--web", nargs="?", type=usage.tcp_port(zero_ok=True), const=0, default=None, metavar="PORT",
                    help="also serve the board as a page on http://127.0.0.1:PORT/ (button, LED ring, panel, "
                         "browser mic and speaker, frame timeline, serial log; no PORT: a free one)")
     p.set_defaults(func=cmd_sim)

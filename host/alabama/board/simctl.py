@@ -11,6 +11,7 @@ import socket
 import tempfile
 
 from ..errors import AlabamaError
+from .. import usage
 
 HOST = "127.0.0.1"
 #: How long one command may take: the board answers within a scheduler turn; a hung one is said so.
@@ -92,7 +93,7 @@ def register(bsub):
                                         "`alabama board sim` (it prints \"control on 127.0.0.1:N\").")
         if name == "mic":
             p.add_argument("wav", metavar="FILE|silence", help="a WAV file, or `silence`")
-        p.add_argument("--ctl-port", type=int, metavar="N",
+        p.add_argument("--ctl-port", type=usage.tcp_port(), metavar="N",
                        help="the board's control port (default: $%s)" % ENV_PORT)
         p.set_defaults(func=cmd_ctl, ctl_command=name)
 

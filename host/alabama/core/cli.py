@@ -14,6 +14,7 @@ import sys
 
 from .. import CORE_PORT
 from ..errors import UsageError
+from .. import usage
 from ..local import lan_address
 from . import BRAINS
 from . import datadir
@@ -32,7 +33,7 @@ def register(sub):
     s.add_argument("--listen", default="0.0.0.0:%d" % CORE_PORT, help="HOST:PORT to listen on (default %(default)s)")
     data(s)
     s.add_argument("--closed", action="store_true", help="closed mode: reject devices not in the registry (§7.3)")
-    s.add_argument("--min-wire-version", type=int, default=1, help="lowest Hello.wire_version admitted (§13)")
+    s.add_argument("--min-wire-version", type=usage.positive(int, "a wire version"), default=1, help="lowest Hello.wire_version admitted (§13)")
     s.add_argument("--brain", default="echo", choices=BRAINS,
                    help="what answers a voice turn: echo, espeak, or speech (pocketsphinx + intents; docs/core.md)")
     s.add_argument("--stt", default="embedded", type=_engine_flag,
@@ -45,13 +46,13 @@ def register(sub):
                    help="wake-word model on ambient captures instead of the keyphrase: okay_nabu, hey_jarvis, "
                         "hey_mycroft, alexa or FILE.json (microWakeWord), open:NAME or FILE.tflite (openWakeWord); "
                         "docs/speech.md")
-    s.add_argument("--wake-threshold", type=float, default=None,
+    s.add_argument("--wake-threshold", type=usage.positive(float, "a threshold"), default=None,
                    help="pocketsphinx keyphrase threshold (lower: more hits); default 1e-28 (docs/speech.md)")
-    s.add_argument("--wake-min-ms", type=int, default=None, metavar="MS",
+    s.add_argument("--wake-min-ms", type=usage.non_negative(int, "milliseconds", "off"), default=None, metavar="MS",
                    help="second stage: a hit whose phrase segment is shorter than MS is dropped (0: off); default "
                         "450 (docs/speech.md)")
-    s.add_argument("--ping-interval", type=float, default=15.0, help="seconds between core Pings (0: none)")
-    s.add_argument("--workers", type=int, default=1, help="worker processes on the one port (each device is served by "
+    s.add_argument("--ping-interval", type=usage.non_negative(), default=15.0, help="seconds between core Pings (0: none)")
+    s.add_argument("--workers", type=usage.positive(int, "worker processes"), default=1, help="worker processes on the one port (each device is served by "
                    "one of them; docs/core.md); default %(default)s")
     s.add_argument("--loop", default="asyncio", choices=("asyncio", "uvloop"),
                    help="event loop: uvloop (pip install uvloop) spends less CPU per read; default %(default)s")
@@ -89,7 +90,7 @@ def register(sub):
     i.add_argument("device")
     i.add_argument("tool")
     i.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
-    i.add_argument("--timeout", type=float, default=10.0)
+    i.add_argument("--timeout", type=usage.positive(), default=10.0)
     i.set_defaults(func=cmd_invoke)
 
     w = csub.add_parser("setting", help="SettingsWrite a declared setting and print the SettingState")

@@ -10,6 +10,7 @@ import pathlib
 import sys
 
 from ..errors import AlabamaError, UsageError
+from .. import usage
 
 SCENARIOS = pathlib.Path(__file__).resolve().parent / "scenarios"
 DEFAULT_REPORT = os.path.join("build", "hil")
@@ -35,7 +36,7 @@ def register(sub):
     p.add_argument("--report", metavar="DIR", default=DEFAULT_REPORT, help="report directory (default %(default)s)")
     p.add_argument("--bind", metavar="ADDR", help="real board: the LAN address of this computer the board "
                                                   "connects to (the core listens there)")
-    p.add_argument("--port", type=int, default=0, metavar="N", help="TCP port for the board (default: any free); "
+    p.add_argument("--port", type=usage.tcp_port(zero_ok=True), default=0, metavar="N", help="TCP port for the board (default: any free); "
                                                                    "a fleet's board n gets N + n - 1")
     p.add_argument("--loopback", action="store_true", help="real board: speaker acoustically looped to the mic")
     p.add_argument("--speaker-out", action="append", metavar="DEVICE",
@@ -50,8 +51,8 @@ def register(sub):
                         "report's header); a board whose probe fails says why there and still runs the suite")
     p.add_argument("--no-deploy", action="store_true", help="real board: do not run `alabama deploy` first")
     p.add_argument("--firmware", metavar="DIR", help="virtual board: run this firmware tree instead of firmware/")
-    p.add_argument("--long-runs", type=int, default=10, metavar="N", help="exchanges in the long-run scenario")
-    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, metavar="S",
+    p.add_argument("--long-runs", type=usage.positive(int, "exchanges"), default=10, metavar="N", help="exchanges in the long-run scenario")
+    p.add_argument("--timeout", type=usage.non_negative(int, "seconds", "never"), default=DEFAULT_TIMEOUT, metavar="S",
                    help="fail a scenario still running after S seconds, its bring-up included, and go on with "
                         "the next (pytest-timeout; 0 = never; default %(default)s)")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")

@@ -1,0 +1,105 @@
+"""Responsible for the command line's own mistakes: the parser whose every error is ONE line (a typo'd command, a
+missing argument, a value of the wrong type) and the value types that refuse a wrong sign or range before a
+command runs. Not for the commands' checks of what a value names (a file, a port in use): they raise UsageError."""
+import argparse
+import difflib
+import math
+import sys
+
+#: What the one line starts with (the same as cli.py's for an AlabamaError).
+PREFIX = "alabama: error: "
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser (and, through add_subparsers, every sub-parser) whose error is one line and status 2.
+
+    argparse prints the usage (several lines for a command with many options) and then the error; a person needs
+    the error and where the options are listed."""
+
+    def error(self, message):
+        self.exit(2, "%s%s\n" % (PREFIX, one_line(self.prog, message)))
+
+
+def one_line(prog, message):
+    """argparse's MESSAGE for the parser PROG as the line we print (a typo'd command gets the nearest name)."""
+    message = " ".join(message.split())
+    if message.startswith("argument ") and ": invalid choice: " in message:
+        head, _, rest = message.partition(": invalid choice: ")
+        typed = rest.split(" (choose from ", 1)[0].strip("'\"")
+        names = [n.strip(" '\")") for n in rest.split(" (choose from ", 1)[-1].split(",")]
+        near = difflib.get_close_matches(typed, names, n=1)
+        if head.endswith(("COMMAND", "ACTION", "RUNNER", "CARRIER")):
+            hint = ("did you mean '%s'? " % near[0]) if near else ""
+            return "%s has no command %r: %s`%s --help` lists them" % (prog, typed, hint, prog)
+        hint = (" (did you mean '%s'?)" % near[0]) if near else ""
+        return "%s: %r is not one of %s%s" % (head[len("argument "):], typed, ", ".join(names), hint)
+    return "%s: %s (`%s --help` lists the options)" % (prog, message, prog)
+
+
+def _number(kind, text):
+    try:
+        v = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a %s" % (text, "whole number" if kind is int else "number")) \
+            from None
+    if kind is float and not math.isfinite(v):
+        raise argparse.ArgumentTypeError("%r is not a finite number" % text)
+    return v
+
+
+def positive(kind=float, what="seconds"):
+    """A type for a number > 0 (a duration, a timeout, a count)."""
+    def check(text):
+        v = _number(kind, text)
+        if v <= 0:
+            raise argparse.ArgumentTypeError("%s: give %s > 0" % (text, what))
+        return v
+    check.__name__ = "positive %s" % kind.__name__
+    return check
+
+
+def non_negative(kind=float, what="seconds", zero="none"):
+    """A type for a number >= 0 where 0 means ZERO (no limit, no pings, a free port)."""
+    def check(text):
+        v = _number(kind, text)
+        if v < 0:
+            raise argparse.ArgumentTypeError("%s: give %s >= 0 (0: %s)" % (text, what, zero))
+        return v
+    check.__name__ = "non-negative %s" % kind.__name__
+    return check
+
+
+def tcp_port(zero_ok=False):
+    """A type for a TCP port, 1..65535 (ZERO_OK: 0 asks the system for a free one)."""
+    def check(text):
+        v = _number(int, text)
+        if not (0 if zero_ok else 1) <= v <= 65535:
+            raise argparse.ArgumentTypeError("%s is not a TCP port: give 1..65535%s"
+                                             % (text, " (0: a free one)" if zero_ok else ""))
+        return v
+    check.__name__ = "TCP port"
+    return check
+
+
+def between(kind, low, high):
+    """A type for a number in LOW..HIGH (both included)."""
+    def check(text):
+        v = _number(kind, text)
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError("%s is outside %s..%s" % (text, low, high))
+        return v
+    check.__name__ = "%s in %s..%s" % (kind.__name__, low, high)
+    return check
+
+
+def quiet_broken_pipe():
+    """After the reader of our stdout went away (`alabama ... | head -1`): point stdout at /dev/null so that the
+    interpreter's final flush has nowhere to fail, and return the status a shell gives a pipe's writer (128+SIGPIPE)."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):      # a stdout without a descriptor (captured in tests)
+        pass
+    return 141
