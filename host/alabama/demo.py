@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from .board import logwords as lw
-from .errors import AlabamaError
+from .errors import AlabamaError, UsageError
 
 UTTERANCE = "What time is it?"     # a command the speech brain knows (alabama.speech.intents)
 WAKE_PHRASE = "hey alabama"
@@ -350,7 +350,8 @@ def register(sub):
                        description="Start the reference core, provision and start a virtual board, push its button, "
                                    "speak into its microphone, and show the exchange frame by frame.")
     p.add_argument("--dir", metavar="DIR", help="work directory (default: a temporary one, removed after)")
-    p.add_argument("--out", metavar="WAV", default="build/demo-reply.wav", help="where the reply lands (default %(default)s)")
+    p.add_argument("--out", metavar="WAV", default=None, help="where the reply lands (default %s: the build "
+                   "directory, never the one you stand in)" % default_out())
     p.add_argument("--say", metavar="TEXT", help="what espeak-ng says into the microphone (default %r; with "
                    "--ambient %r)" % (UTTERANCE, AMBIENT_UTTERANCE))
     p.add_argument("--ambient", action="store_true", help="hands-free: the board streams ambiently, the core "
@@ -362,7 +363,27 @@ def register(sub):
     p.set_defaults(func=cmd_demo)
 
 
+def default_out():
+    """The reply WAV's default place: the package's build directory (the checkout's build/, else the user cache)."""
+    from . import BUILD
+    return BUILD / "demo-reply.wav"
+
+
+def _writable_out(path):
+    """--out checked before anything starts: a WAV file whose directory exists or can be made."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise UsageError("--out %s is a directory: give a file name, e.g. %s" % (path, path / "demo-reply.wav"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError("--out %s: cannot make its directory (%s): give a path you can write"
+                         % (path, e.strerror or e)) from None
+    return path
+
+
 def cmd_demo(args):
+    out = _writable_out(args.out or default_out())
     tmp = None
     work = args.dir
     if not work:
@@ -370,7 +391,7 @@ def cmd_demo(args):
         work = tmp
     try:
         text = args.say or (AMBIENT_UTTERANCE if args.ambient else UTTERANCE)
-        return asyncio.run(run_demo(work, args.out, board=args.board, text=text,
+        return asyncio.run(run_demo(work, str(out), board=args.board, text=text,
                                     echo=lambda s: print(s, flush=True), verbose=args.verbose > 1,
                                     wake_phrase=args.wake_phrase if args.ambient else None, wake=args.wake))
     finally:

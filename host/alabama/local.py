@@ -1,4 +1,5 @@
-"""Facts about this computer the host tools need: its address on the LAN and the micropython commands.
+"""Facts about this computer the host tools need: its address on the LAN, its time zone (a time as people read it) and
+the micropython commands.
 
 The one owner of "where is micropython": the virtual board, the tests' harness, the fuzzer, the benches and
 the provisioning tools all ask here. Nothing here changes the machine; it only looks."""
@@ -10,6 +11,13 @@ import sys
 
 from . import BUILD, REPO
 from .errors import AlabamaError
+
+
+def local_time(ts):
+    """Unix time TS as this computer's local time with its UTC offset (2026-12-05T17:02:11+01:00): a time a person
+    reads, whose zone is never a guess."""
+    import datetime
+    return datetime.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
 def lan_address():

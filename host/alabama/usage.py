@@ -31,8 +31,8 @@ def one_line(prog, message):
         if head.endswith(("COMMAND", "ACTION", "RUNNER", "CARRIER")):
             hint = ("did you mean '%s'? " % near[0]) if near else ""
             return "%s has no command %r: %s`%s --help` lists them" % (prog, typed, hint, prog)
-        hint = (" (did you mean '%s'?)" % near[0]) if near else ""
-        return "%s: %r is not one of %s%s" % (head[len("argument "):], typed, ", ".join(names), hint)
+        hint = (" (did you mean '%s'?)" % near[0]) if near and not typed.isdigit() else ""
+        return "%s: %s: %r is not one of %s%s" % (prog, head[len("argument "):], typed, ", ".join(names), hint)
     return "%s: %s (`%s --help` lists the options)" % (prog, message, prog)
 
 

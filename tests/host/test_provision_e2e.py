@@ -118,7 +118,7 @@ def test_issue36_long_wifi_record_in_parts_a_lost_part_asked_for_again(core, tmp
     wav = tmp_path / "provision48.wav"
     assert cli.main(["provision", "sound", "--data", str(core.data_dir), "--host", "127.0.0.1",
                      "--port", str(core.port), "--no-key", "--wifi-ssid", SSID_32, "--wifi-passphrase", PASS_63,
-                     "--wav", str(wav)]) == 0
+                     "--wav", str(wav), "--show-secrets"]) == 0
     out = capsys.readouterr().out
     sent = bytes.fromhex(next(ln for ln in out.splitlines() if ln.startswith("record ")).split()[1])
     assert len(sent) > 140 and "2 parts" in out

@@ -126,7 +126,7 @@ def test_a_record_over_140_bytes_goes_as_its_numbered_parts(tmp_path, capsys):
     holds the parts one after another; ggwave's own decoder hears exactly parts.split's payloads."""
     from alabama.provision import parts
     argv = ["provision", "sound", "--record", record.encode(_rec()).hex(), "--wifi-ssid", "S" * 32,
-            "--wifi-passphrase", "P" * 63, "--wav", str(tmp_path / "x.wav")]
+            "--wifi-passphrase", "P" * 63, "--wav", str(tmp_path / "x.wav"), "--show-secrets"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     data = bytes.fromhex(next(ln for ln in out.splitlines() if ln.startswith("record ")).split()[1])

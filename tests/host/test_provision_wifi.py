@@ -129,7 +129,7 @@ def test_issue36_the_passphrase_is_asked_for_without_echo_when_not_given(tmp_pat
     monkeypatch.setattr(getpass, "getpass", lambda prompt: asked.append(prompt) or "hunter2-hunter2")
     reg.load_or_create_key(tmp_path / "core")
     assert cli.main(["provision", "qr", "--data", str(tmp_path / "core"), "--host", "10.0.0.2", "--no-terminal",
-                     "--wifi-ssid", "Home Net"]) == 0
+                     "--wifi-ssid", "Home Net", "--show-secrets"]) == 0
     out = capsys.readouterr().out
     assert asked == ["Wi-Fi passphrase for Home Net (not shown; empty for an open network): "]
     data = bytes.fromhex(next(ln for ln in out.splitlines() if ln.startswith("record ")).split()[1])
@@ -166,7 +166,7 @@ def test_a_piped_passphrase_is_read_from_stdin_without_a_warning(tmp_path, capsy
     monkeypatch.setattr(getpass, "getpass", no_getpass)
     monkeypatch.setattr(sys, "stdin", io.StringIO("piped secret 1\n"))
     argv = ["provision", "qr", "--record", record.encode(record.build("h", 1)).hex(), "--no-terminal",
-            "--wifi-ssid", "cafe"]
+            "--wifi-ssid", "cafe", "--show-secrets"]
     assert cli.main(argv) == 0
     data = bytes.fromhex(next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("record ")).split()[1])
     assert record.decode(data).wifi_passphrase == "piped secret 1"
@@ -243,7 +243,8 @@ def test_issue36_the_png_carries_a_caption_under_an_intact_code(tmp_path, capsys
     png = tmp_path / "pair.png"
     reg.load_or_create_key(tmp_path / "core")
     assert cli.main(["provision", "qr", "--data", str(tmp_path / "core"), "--host", "192.168.1.20", "--no-terminal",
-                     "--wifi-ssid", "Home Net", "--wifi-passphrase", "hunter2-hunter2", "--png", str(png)]) == 0
+                     "--wifi-ssid", "Home Net", "--wifi-passphrase", "hunter2-hunter2", "--png", str(png),
+                     "--show-secrets"]) == 0
     out = capsys.readouterr().out
     token_line = next(ln for ln in out.splitlines() if ln.startswith("token "))
     expires = token_line.split(" expires ")[1].split(" (")[0]

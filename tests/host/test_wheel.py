@@ -150,7 +150,7 @@ def test_board_list_and_validate_from_any_directory(installed):
     assert ids == sorted(p.stem for p in (CHECKOUT / "boards").glob("*.json"))
     r = _alabama(installed, "board", "validate")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert len([ln for ln in r.stdout.splitlines() if ln.startswith("ok ")]) == len(ids)
+    assert r.stdout.splitlines() == ["ok boards/%s.json" % i for i in ids]     # not where site-packages is
     r = _alabama(installed, "board", "show", "nonesuch")
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
@@ -160,7 +160,10 @@ def test_demo_with_the_echo_brain_from_any_directory(installed):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "brain echo" in r.stdout.splitlines()[0]
     assert "conformance: 1 session(s), no violations" in r.stdout
-    assert (installed[1] / "build" / "demo-reply.wav").stat().st_size > 1000
+    # the reply goes where the package keeps its outputs (the user cache), never into the directory it ran in
+    reply = pathlib.Path(installed[2]["XDG_CACHE_HOME"]) / "alabama" / "build" / "demo-reply.wav"
+    assert reply.stat().st_size > 1000 and "-> %s" % reply in r.stdout
+    assert not (installed[1] / "build").exists()
 
 
 def test_deploy_dry_run_to_a_virtual_board(installed):

@@ -453,8 +453,9 @@ def _check_rest(d, errs):
                          "gives it to a sources[].pins list" % (pin, fields[0])))
 
 
-def check(data, path="<board>"):
-    """All problems with one parsed board file, as one-line messages (empty list: valid)."""
+def check(data, path="<board>", label=None):
+    """All problems with one parsed board file, as one-line messages naming it LABEL (default: shown(path)); empty
+    list: valid."""
     errs = []
     _check_shape(data, SCHEMA, "", errs)
     if not errs:
@@ -465,23 +466,27 @@ def check(data, path="<board>"):
         stem = pathlib.Path(path).stem
         if stem != data["id"] and stem != "<board>":
             errs.append(("id", "%s does not match the file name %s.json" % (json.dumps(data["id"]), stem)))
-    where = shown(path)
+    where = label or shown(path)
     return ["%s: %s: %s" % (where, f, msg) for f, msg in errs]
 
 
-def read(path):
-    """Parse one board file; unreadable or non-JSON files raise BoardError naming the file."""
+def read(path, label=None):
+    """Parse one board file; unreadable or non-JSON files raise BoardError naming the file (LABEL, default
+    shown(path))."""
     path = pathlib.Path(path)
+    where = label or shown(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BoardError("%s: no such board file" % shown(path)) from None
+        raise BoardError("%s: no such board file" % where) from None
     except OSError as e:
-        raise BoardError("%s: cannot read it (%s)" % (shown(path), e.strerror or e)) from None
+        raise BoardError("%s: cannot read it (%s)" % (where, e.strerror or e)) from None
+    except UnicodeDecodeError:
+        raise BoardError("%s: not a board file (not UTF-8 text; a board file is JSON)" % where) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise BoardError("%s: line %d: not valid JSON (%s)" % (shown(path), e.lineno, e.msg)) from None
+        raise BoardError("%s: line %d: not valid JSON (%s)" % (where, e.lineno, e.msg)) from None
 
 
 #: The virtual board's heap when it wakes by itself: sim.json's 320k holds the .mpy firmware with ~84 KB free at

@@ -118,11 +118,12 @@ def _first_use(file):
 
 
 def cmd_validate(args):
-    paths = args.files or boards.board_paths()
+    # each file as the user named it; boards/ itself as boards/NAME.json (never where the package is installed)
+    paths = [(p, p) for p in args.files] if args.files else [(p, "boards/" + p.name) for p in boards.board_paths()]
     bad = 0
-    for p in paths:
+    for p, label in paths:
         try:
-            problems = boards.check(boards.read(p), p)
+            problems = boards.check(boards.read(p, label), p, label)
         except boards.BoardError as e:
             problems = [str(e)]
         for line in problems:
@@ -130,5 +131,5 @@ def cmd_validate(args):
         if problems:
             bad += 1
         else:
-            print("ok %s" % p)
+            print("ok %s" % label)
     return 1 if bad else 0

@@ -5,7 +5,6 @@ Commands that act on a live session (invoke, setting, request-capture, say, show
 server through its loopback control endpoint (DIR/control.json, mode 0600).
 """
 import asyncio
-import datetime
 import json
 import logging
 import signal
@@ -15,7 +14,7 @@ import sys
 from .. import CORE_PORT
 from ..errors import UsageError
 from .. import usage
-from ..local import lan_address
+from ..local import lan_address, local_time
 from . import BRAINS
 from . import datadir
 from . import registry as reg
@@ -70,6 +69,8 @@ def register(sub):
     t.add_argument("--no-key", action="store_true", help="leave the core key out of the record (XX + token path)")
     t.add_argument("--wifi-ssid", default="")
     t.add_argument("--wifi-passphrase", default="")
+    t.add_argument("--show-secrets", action="store_true", help="print the record even when it carries the Wi-Fi "
+                   "passphrase: the hex holds it in clear (default: not printed)")
     t.set_defaults(func=cmd_token)
 
     d = csub.add_parser("devices", help="list devices: fingerprint, display name, trust, last seen")
@@ -216,8 +217,12 @@ def cmd_token(args):
     token, expires = reg.Registry(args.data).mint_token(args.ttl)
     data = record.encode(record.build(host, args.port, key, token, expires, args.wifi_ssid, args.wifi_passphrase))
     print(token)
-    print("record %s" % data.hex())
-    print("expires %s (in %d s)" % (datetime.datetime.fromtimestamp(expires).isoformat(timespec="seconds"), args.ttl))
+    rec = record.decode(data)
+    print("record %s" % record.shown(data.hex(), rec, args.show_secrets))
+    if rec.wifi_passphrase and args.show_secrets:
+        print("the record above carries the Wi-Fi passphrase in clear (%s): keep it out of logs and bug reports"
+              % record.SHOW_SECRETS)
+    print("expires %s (in %d s)" % (local_time(expires), args.ttl))
     return 0
 
 
@@ -231,7 +236,7 @@ def cmd_devices(args):
         return 0
     print("%-32s  %-20s  %-6s  %s" % ("FINGERPRINT", "NAME", "TRUST", "LAST SEEN"))
     for d in devs:
-        seen = datetime.datetime.fromtimestamp(d.last_seen).isoformat(timespec="seconds") if d.last_seen else "-"
+        seen = local_time(d.last_seen) if d.last_seen else "-"
         print("%-32s  %-20s  %-6s  %s" % (d.device_id, d.display_name[:20], d.trust, seen))
     if args.health:
         print()
@@ -239,7 +244,7 @@ def cmd_devices(args):
     return 0
 
 
-HEALTH_COLUMNS = ("DEVICE", "FIRMWARE", "DIGEST", "UPTIME", "HEAP FREE/MIN", "RSSI", "RESET", "CRASHES", "RECONN",
+HEALTH_COLUMNS = ("DEVICE", "FIRMWARE", "DIGEST", "UPTIME", "HEAP FREE/MIN", "LARGEST FREE", "RSSI", "RESET", "CRASHES", "RECONN",
                   "DROPPED", "OTA")
 
 
@@ -250,10 +255,11 @@ def health_row(device_id, h):
     ota = h.get("ota")
     ota = ota.get("state", "") if isinstance(ota, dict) else (ota or "")
     up = h.get("uptime_ms")
-    free, low = h.get("heap_free"), h.get("heap_min")
+    free, low, largest = h.get("heap_free"), h.get("heap_min"), h.get("heap_largest_free")
     return (device_id[:16], str(h.get("firmware", "?")), (h.get("firmware_digest") or h.get("digest") or "-")[:12],
             "%.0f s" % (up / 1000.0) if up is not None else "-",
             "%s/%s" % ("-" if free is None else "%.1fk" % (free / 1024.0), "-" if low is None else "%.1fk" % (low / 1024.0)),
+            "-" if largest is None else "%.1fk" % (largest / 1024.0),     # the biggest block one allocation can get
             "-" if h.get("rssi") is None else "%d dBm" % h["rssi"], str(h.get("reset_reason", "-")),
             str(h.get("crash_count", "-")), str(h.get("reconnect_count", "-")), str(h.get("frames_dropped", "-")),
             ota + (" (event)" if h.get("source") == "event" else ""))

@@ -4,14 +4,14 @@ Responsible for the command line: where the record comes from (a pairing token m
 state directory, or a record given in hex, e.g. from `alabama core token`), field overrides, and which
 carrier moves it. The carriers are ``qr``, ``sound`` and ``serial``; the record codec is ``record``.
 """
-import datetime
 import os
 import sys
 import time
 
 from .. import CORE_PORT
 from ..errors import UsageError
-from ..local import lan_address
+from .. import usage
+from ..local import lan_address, local_time
 from . import record
 
 DEFAULT_TTL_S = 600
@@ -43,7 +43,7 @@ def register(sub):
     out.add_argument("--play", action="store_true", help="play it on this computer's speaker")
     s.add_argument("--rate", type=int, default=48000, choices=(48000, 16000),
                    help="WAV sample rate (default %(default)s; 16000 is what `alabama board sim --mic` takes)")
-    s.add_argument("--volume", type=int, default=50, help="ggwave volume 1..100 (default %(default)s)")
+    s.add_argument("--volume", type=usage.between(int, 1, 100), default=50, help="ggwave volume 1..100 (default %(default)s)")
     s.set_defaults(func=cmd_sound)
 
     r = psub.add_parser("serial", help="write the record to a board over USB serial (mpremote), then reset it")
@@ -76,12 +76,14 @@ def _record_options(p, port_flag):
     g.add_argument("--wifi-ssid", metavar="S", help="the Wi-Fi network the board joins (up to 32 bytes)")
     g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase (8..63 characters; asked for "
                    "without echo when --wifi-ssid is given without it; empty: an open network)")
+    g.add_argument(record.SHOW_SECRETS, action="store_true", help="print the record (and its URI) even when it "
+                   "carries the Wi-Fi passphrase: the hex holds it in clear (default: not printed)")
     g.add_argument("--release-key", metavar="PUBFILE", help="pin this Ed25519 release key (the .pub of `alabama "
                    "release-key`): the board then takes only firmware updates signed by it (alabama ota --sign-key)")
 
 
 def _when(ts):
-    return datetime.datetime.fromtimestamp(ts).isoformat(timespec="seconds")
+    return local_time(ts)
 
 
 def build_record(args, out=print, now=time.time, ask=None):
@@ -137,9 +139,11 @@ def build_record(args, out=print, now=time.time, ask=None):
         out("warning: the record's pairing token expired at %s: the core will not pair the board with it "
             "(mint a new one: --data DIR)" % _when(rec.token_expires))
     out("record %s (%d bytes): core %s:%d, %s, %s%s%s" % (
-        data.hex(), len(data), rec.core_host, rec.core_port,
+        record.shown(data.hex(), rec, getattr(args, "show_secrets", False)), len(data), rec.core_host, rec.core_port,
         "core key %s... (IK)" % rec.core_key[:4].hex() if rec.core_key else "no core key (XX)",
-        "pairing token" if rec.pairing_token else "no token", ", Wi-Fi %s" % rec.wifi_ssid if rec.wifi_ssid else "",
+        "pairing token" if rec.pairing_token else "no token", ", Wi-Fi %s%s" % (
+            rec.wifi_ssid, " (its passphrase is in this record: %s)" % record.SHOW_SECRETS
+            if rec.wifi_passphrase and getattr(args, "show_secrets", False) else "") if rec.wifi_ssid else "",
         ", release key %s... pinned" % rec.release_key[:4].hex() if rec.release_key else ""))
     return data, rec
 
@@ -193,7 +197,7 @@ def cmd_qr(args):
         qr.check_writable(args.png)
     data, rec = build_record(args)
     text = uri.to_uri(data)
-    print("uri %s" % text)
+    print("uri %s" % record.shown(text, rec, args.show_secrets))
     symbol = qr.make(text)
     if not args.no_terminal:
         qr.terminal(symbol, sys.stdout, compact=not args.ansi, plain=args.plain)

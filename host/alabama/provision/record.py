@@ -38,6 +38,19 @@ class RecordError(AlabamaError):
         self.code = code
 
 
+#: The option that prints a record carrying a Wi-Fi passphrase: its hex (and a URI of it) holds the passphrase in
+#: clear, so by default the CLIs print neither for such a record (a terminal's scrollback, a pasted bug report).
+SHOW_SECRETS = "--show-secrets"
+
+
+def shown(text, rec, show_secrets):
+    """TEXT (the record's hex or URI) as a CLI prints it: withheld, saying why and how to see it, when REC carries
+    a Wi-Fi passphrase and SHOW_SECRETS was not given."""
+    if rec.wifi_passphrase and not show_secrets:
+        return "(not shown: it carries the Wi-Fi passphrase in clear; %s prints it)" % SHOW_SECRETS
+    return text
+
+
 def build(core_host, core_port, core_key=None, pairing_token=None, token_expires=0, wifi_ssid=None,
           wifi_passphrase=None, release_key=None):
     """The one place a ProvisioningRecord is put together (the CLIs, the virtual board and the HIL bench).

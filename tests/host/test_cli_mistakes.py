@@ -1,0 +1,339 @@
+"""Every `alabama` command given the mistakes a maker makes in the first hour (issue 36, the rest): a typo'd
+command, a value of the wrong sign or type, a closed pipe, a damaged or missing file, a port in use; each is ONE
+line on stderr saying what to do and a non-zero status, never a traceback. And what the commands print: paths as
+the user named them, outputs where the package keeps them, no Wi-Fi passphrase unless asked, times with a zone.
+
+Fast: parser-level cases call the parser; the rest run `python -m alabama.cli` and fail before anything boots."""
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import alabama
+from alabama import cli as alabama_cli
+
+ALABAMA = [sys.executable, "-m", "alabama.cli"]
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
+
+
+def run(*args, cwd=None, timeout=60, stdout=subprocess.PIPE, env=None):
+    e = dict(os.environ, PYTHONPATH=str(ROOT / "host"), **(env or {}))
+    return subprocess.run(ALABAMA + list(args), stdout=stdout, stderr=subprocess.PIPE, text=True, env=e,
+                          cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def one_line(r, *words):
+    assert r.returncode not in (0, None), r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("alabama: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def parse_error(capsys, *argv):
+    """The parser's answer to ARGV (never the command's): (status, its one line on stderr)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        alabama_cli.build_parser().parse_args(alabama_cli.join_free_values(list(argv)))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("alabama: error: "), err
+    return e.value.code, err[0]
+
+
+# ------------------------------------------------------------------------------ 1. a reader that goes away
+@pytest.mark.parametrize("argv", [("board", "list"), ("board", "show", "sim"), ("--help",)])
+def test_a_closed_pipe_is_a_quiet_exit_not_a_broken_pipe_traceback(argv):
+    # `alabama board list | head -0`: the reader is gone before the first write (deterministic, unlike head -1)
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run(ALABAMA + list(argv), stdout=w_fd, stderr=subprocess.PIPE, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT / "host")))
+    finally:
+        os.close(w_fd)
+    assert p.stderr == "", p.stderr                      # no traceback, no "Exception ignored ... BrokenPipeError"
+    assert p.returncode in (0, 141)                      # 141: what a shell reports for a writer whose reader left
+
+
+def test_core_token_into_a_closed_pipe_is_quiet(tmp_path):
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run(ALABAMA + ["core", "token", "--data", str(tmp_path / "d"), "--host", "10.0.0.2"],
+                           stdout=w_fd, stderr=subprocess.PIPE, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT / "host")))
+    finally:
+        os.close(w_fd)
+    assert p.stderr == "" and p.returncode == 141, (p.returncode, p.stderr)
+
+
+# ------------------------------------------------------------------------------ 2. usage: one line, status 2
+def test_logs_with_a_negative_duration_is_one_line_not_an_exit_0(tmp_path):
+    one_line(run("logs", "--duration", "-1", "--port", str(tmp_path / "ttyNOPE")), "--duration", "-1",
+             "seconds > 0")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("logs", "--duration", "-1"), ("--duration", "seconds > 0")),
+    (("logs", "--duration", "0"), ("--duration", "seconds > 0")),
+    (("logs", "--duration", "soon"), ("--duration", "'soon' is not a number")),
+    (("logs", "--duration", "nan"), ("--duration", "finite")),
+    (("logs", "--baud", "-9600"), ("--baud", "> 0")),
+    (("core", "serve", "--ping-interval", "-1"), ("--ping-interval", ">= 0", "0: none")),
+    (("core", "serve", "--workers", "two"), ("--workers", "whole number")),
+    (("core", "serve", "--min-wire-version", "0"), ("--min-wire-version", "> 0")),
+    (("core", "serve", "--wake-min-ms", "-5"), ("--wake-min-ms", ">= 0", "0: off")),
+    (("core", "serve", "--wake-threshold", "0"), ("--wake-threshold", "> 0")),
+    (("core", "invoke", "abcd", "device.info", "--timeout", "0"), ("--timeout", "seconds > 0")),
+    (("core", "token", "--ttl", "1.5"), ("--ttl", "invalid int value: '1.5'")),
+    (("ota", "--device", "abcd", "--port", "70000"), ("--port", "1..65535", "0: a free one")),
+    (("ota", "--device", "abcd", "--timeout", "-3"), ("--timeout", "seconds > 0")),
+    (("board", "sim", "--ctl-port", "-1"), ("--ctl-port", "1..65535")),
+    (("board", "sim", "--web", "http"), ("--web", "whole number")),
+    (("board", "press", "--ctl-port", "0"), ("--ctl-port", "1..65535")),
+    (("hil", "--board", "sim", "--port", "65536"), ("--port", "1..65535")),
+    (("hil", "--board", "sim", "--long-runs", "0"), ("--long-runs", "> 0")),
+    (("hil", "--board", "sim", "--timeout", "-1"), ("--timeout", ">= 0", "0: never")),
+    (("provision", "sound", "--rate", "44100"), ("alabama provision sound: --rate: '44100' is not one of "
+                                                  "48000, 16000",)),
+    (("provision", "sound", "--volume", "loud"), ("--volume", "'loud' is not a whole number")),
+    (("core", "serve", "--brain", "eco"), ("--brain", "'eco' is not one of echo, espeak, speech", "'echo'?")),
+])
+def test_a_number_of_the_wrong_sign_or_type_is_one_usage_line(capsys, argv, words):
+    status, line = parse_error(capsys, *argv)
+    assert status == 2
+    assert "--help` lists the options" in line or "is not one of" in line, line
+    for w in words:
+        assert w in line, line
+
+
+@pytest.mark.parametrize("argv, says", [
+    (("bord",), "alabama has no command 'bord': did you mean 'board'? `alabama --help` lists them"),
+    (("core", "tokn"), "alabama core has no command 'tokn': did you mean 'token'?"),
+    (("board", "valdate"), "alabama board has no command 'valdate': did you mean 'validate'?"),
+    (("provision", "qrr"), "alabama provision has no command 'qrr': did you mean 'qr'?"),
+    (("conformance", "cor"), "alabama conformance has no command 'cor': did you mean 'core'?"),
+    (("zzzz",), "alabama has no command 'zzzz': `alabama --help` lists them"),
+])
+def test_a_typod_command_is_one_line_with_the_nearest_name(capsys, argv, says):
+    status, line = parse_error(capsys, *argv)
+    assert status == 2 and says in line, line
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("core", "serve", "--listen"), ("--listen", "expected one argument", "alabama core serve --help")),
+    (("conformance", "core"), ("required", "HOST:PORT")),
+    (("flash",), ("required", "--board")),
+    (("hil", "--board", "sim", "--nope"), ("unrecognized arguments: --nope",)),
+])
+def test_a_missing_or_unknown_argument_is_one_line_not_the_usage_block(capsys, argv, words):
+    status, line = parse_error(capsys, *argv)
+    assert status == 2
+    for w in words:
+        assert w in line, line
+
+
+def test_a_usage_mistake_from_a_process_is_one_line_and_status_2():
+    r = run("hil", "--board", "sim", "--timeout", "1.5")       # hil's usage block alone is seven lines
+    assert r.returncode == 2
+    one_line(r, "--timeout", "whole number")
+
+
+# ------------------------------------------------------------------------------ 3. paths as the user named them
+@pytest.fixture
+def boards_elsewhere(tmp_path, monkeypatch):
+    """boards/ as an installed wheel has it: a copy outside the checkout (site-packages/alabama/_data/boards)."""
+    from alabama.board import boards
+    d = tmp_path / "site-packages" / "alabama" / "_data" / "boards"
+    shutil.copytree(ROOT / "boards", d)
+    monkeypatch.setattr(boards, "BOARDS_DIR", d)
+    return d
+
+
+def test_board_validate_names_the_package_boards_as_boards_not_their_install_path(boards_elsewhere, capsys):
+    assert alabama_cli.main(["board", "validate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["ok boards/%s" % p.name for p in sorted(boards_elsewhere.glob("*.json"))]
+    assert "site-packages" not in "\n".join(out)
+
+
+def test_board_validate_names_a_file_as_it_was_typed(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT / "boards")             # inside the checkout: typed relative, shown relative as typed
+    assert alabama_cli.main(["board", "validate", "sim.json", "../boards/sim.json"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["ok sim.json", "ok ../boards/sim.json"]
+    bad = ROOT / "boards" / "sim.json"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.json").write_text(json.dumps(dict(json.loads(bad.read_text()), id="other")))
+    assert alabama_cli.main(["board", "validate", "mine.json"]) == 1
+    assert capsys.readouterr().out.startswith("mine.json: id: ")
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"\xff\xfe\x00binary", "not UTF-8 text"),
+    (b'{"id": "sim", "name": ', "not valid JSON"),
+    (b"", "not valid JSON"),
+    (b"[1, 2]", "must be an object"),
+])
+def test_a_damaged_board_file_is_one_line_in_show_deploy_and_validate(tmp_path, monkeypatch, capsys, content, says):
+    f = tmp_path / "myboard.json"
+    f.write_bytes(content)
+    monkeypatch.chdir(tmp_path)
+
+    def main_line(*argv):
+        capsys.readouterr()
+        assert alabama_cli.main(list(argv)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("alabama: error: myboard.json: ") and says in err[0], err
+    main_line("board", "show", "myboard.json")
+    main_line("deploy", "--board", "myboard.json", "--port", "/dev/null", "--dry-run")
+    assert alabama_cli.main(["board", "validate", "myboard.json"]) == 1
+    r = capsys.readouterr()
+    assert r.out.startswith("myboard.json: ") and says in r.out and not r.err
+
+
+# ------------------------------------------------------------------------------ 4. outputs where the package keeps them
+def test_demo_writes_its_reply_under_the_build_directory_by_default(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")                       # argparse wraps --help at the terminal's width
+    from alabama import demo
+    assert demo.default_out() == alabama.BUILD / "demo-reply.wav" and demo.default_out().is_absolute()
+    p = alabama_cli.build_parser()
+    assert p.parse_args(["demo"]).out is None                  # not the relative build/ of wherever it runs
+    with pytest.raises(SystemExit):
+        p.parse_args(["demo", "--help"])
+    assert str(alabama.BUILD / "demo-reply.wav") in " ".join(capsys.readouterr().out.split())
+
+
+def test_demo_out_that_cannot_be_written_is_one_line_before_anything_starts(tmp_path):
+    one_line(run("demo", "--out", str(tmp_path), cwd=tmp_path), "--out", "is a directory")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    one_line(run("demo", "--out", str(blocker / "sub" / "reply.wav"), cwd=tmp_path), "--out", "cannot make")
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+# ------------------------------------------------------------------------------ 5. no Wi-Fi passphrase on screen
+SECRET = "hunter2-hunter2"
+
+
+def _secret_free(out):
+    assert SECRET not in out and SECRET.encode().hex() not in out, out
+    from alabama.provision import uri
+    for ln in out.splitlines():                      # no record in hex or as a URI that holds the passphrase
+        for word in ln.split():
+            if re.fullmatch(r"[0-9a-f]{20,}", word):
+                assert not bytes.fromhex(word).count(SECRET.encode()), ln
+            if word.startswith("alabama://"):
+                assert SECRET not in uri.decode_uri(word).wifi_passphrase, ln
+
+
+def test_core_token_does_not_print_the_passphrase_unless_asked_and_says_so(tmp_path, capsys):
+    from alabama.provision import record
+    argv = ["core", "token", "--data", str(tmp_path / "d"), "--host", "10.0.0.2", "--wifi-ssid", "Home",
+            "--wifi-passphrase", SECRET]
+    assert alabama_cli.main(argv) == 0
+    out = capsys.readouterr().out
+    _secret_free(out)
+    assert "record (not shown: it carries the Wi-Fi passphrase in clear; --show-secrets prints it)" in out
+    assert alabama_cli.main(argv + ["--show-secrets"]) == 0
+    out = capsys.readouterr().out
+    hexline = next(ln for ln in out.splitlines() if ln.startswith("record "))
+    assert record.decode(bytes.fromhex(hexline.split()[1])).wifi_passphrase == SECRET
+    assert "carries the Wi-Fi passphrase in clear (--show-secrets)" in out
+    # a record without a passphrase has nothing to hide: printed as before
+    assert alabama_cli.main(argv[:6]) == 0
+    assert re.search(r"^record [0-9a-f]+$", capsys.readouterr().out, re.M)
+
+
+@pytest.mark.parametrize("carrier", ["qr", "sound"])
+def test_provision_does_not_echo_a_passphrase_record_unless_asked(tmp_path, capsys, carrier):
+    from alabama.provision import record
+    data = record.encode(record.build("10.0.0.2", 7355, None, "A" * 22, int(time.time()) + 600, "Home", SECRET))
+    extra = ["--no-terminal"] if carrier == "qr" else ["--wav", str(tmp_path / "p.wav")]
+    if carrier == "sound":
+        pytest.importorskip("ggwave")
+    assert alabama_cli.main(["provision", carrier, "--record", data.hex()] + extra) == 0
+    out = capsys.readouterr().out
+    _secret_free(out)
+    assert "--show-secrets prints it" in out and "Wi-Fi Home" in out
+    assert alabama_cli.main(["provision", carrier, "--record", data.hex(), "--show-secrets"] + extra) == 0
+    out = capsys.readouterr().out
+    assert data.hex() in out and "its passphrase is in this record: --show-secrets" in out
+
+
+# ------------------------------------------------------------------------------ 6. times with their zone
+@pytest.fixture
+def berlin(monkeypatch):
+    if not hasattr(time, "tzset"):
+        pytest.skip("no time.tzset")
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_local_time_carries_its_utc_offset(berlin):
+    from alabama.local import local_time
+    assert local_time(1798761600) == "2027-01-01T01:00:00+01:00"       # 2027-01-01T00:00:00Z, CET
+    assert local_time(1814400000) == "2027-07-01T02:00:00+02:00"       # 2027-07-01T00:00:00Z, CEST
+
+
+def test_the_qr_caption_and_core_token_say_the_zone_of_their_expiry(tmp_path, capsys, berlin):
+    from PIL import Image
+    from alabama.core import registry as reg
+    png = tmp_path / "pair.png"
+    reg.load_or_create_key(tmp_path / "core")
+    assert alabama_cli.main(["provision", "qr", "--data", str(tmp_path / "core"), "--host", "10.0.0.2",
+                             "--no-terminal", "--png", str(png)]) == 0
+    caption = Image.open(png).text["Description"]
+    assert re.search(r"pairing token expires \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+0[12]:00", caption), caption
+    assert re.search(r"^token \S+ expires \S+\+0[12]:00 ", capsys.readouterr().out, re.M)
+    assert alabama_cli.main(["core", "token", "--data", str(tmp_path / "core"), "--host", "10.0.0.2"]) == 0
+    assert re.search(r"^expires \S+\+0[12]:00 \(in 600 s\)$", capsys.readouterr().out, re.M)
+
+
+# ------------------------------------------------------------------------------ 7. devices --health
+def test_devices_health_shows_the_largest_free_block():
+    from alabama.core.cli import HEALTH_COLUMNS, health_table
+
+    class Dev:
+        def __init__(self, device_id):
+            self.device_id = device_id
+    devs = [Dev("a" * 32), Dev("b" * 32), Dev("c" * 32)]
+    table = health_table(devs, {"a" * 32: {"firmware": "0.1.0", "heap_free": 90112, "heap_min": 61440,
+                                           "heap_largest_free": 40960},
+                                "b" * 32: {"firmware": "0.1.0", "heap_largest_free": None}}).splitlines()
+    assert "LARGEST FREE" in HEALTH_COLUMNS and "LARGEST FREE" in table[0]
+    col = table[0].index("LARGEST FREE")
+    assert table[1][col:].split()[0] == "40.0k" and table[2][col:].split()[0] == "-"
+    assert table[3].split()[1:] == ["not", "connected"]
+
+
+# ------------------------------------------------------------------------------ the sweep
+def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        port = s.getsockname()[1]
+        one_line(run("core", "serve", "--listen", "127.0.0.1:%d" % port, "--data", str(tmp_path / "d")),
+                 "127.0.0.1:%d" % port, "in use")
+        one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port",
+                     str(port)), str(port))
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("argv", [("repl", "--port", "/dev/ttyNOPE0"), ("logs", "--port", "/dev/ttyNOPE0"),
+                                  ("provision", "serial", "--port", "/dev/ttyNOPE0", "--record", "00"),
+                                  ("deploy", "--board", "sim", "--port", "/dev/ttyNOPE0")])
+def test_a_serial_port_that_does_not_exist_is_one_line(argv):
+    one_line(run(*argv), "/dev/ttyNOPE0")
