@@ -384,6 +384,9 @@ def _writable_out(path):
 
 def cmd_demo(args):
     out = _writable_out(args.out or default_out())
+    if args.dir and pathlib.Path(args.dir).exists() and not pathlib.Path(args.dir).is_dir():
+        raise UsageError("--dir %s is a file: give a directory for the demo's core and board (made if missing)"
+                         % args.dir)
     tmp = None
     work = args.dir
     if not work:

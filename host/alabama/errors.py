@@ -18,15 +18,16 @@ class UsageError(AlabamaError):
     exit_code = 2
 
 
-def listen_error(exc, host, port, option="--listen"):
-    """The one line for an OSError (or socket.gaierror) from binding HOST:PORT, naming the OPTION to change.
+def listen_error(exc, host, port, option="--listen", value="HOST:PORT"):
+    """The one line for an OSError (or socket.gaierror) from binding HOST:PORT, naming the OPTION (and the VALUE it
+    takes) to change.
 
     Returned, not raised: ``raise listen_error(e, host, port) from None``."""
     where = "%s:%d" % (host, port)
     code = getattr(exc, "errno", None)
     if code == errno.EADDRINUSE:
         return UsageError("%s is already in use (another core or program listens there): stop it, or pick another "
-                          "port with %s HOST:PORT (port 0: a free one)" % (where, option))
+                          "port with %s %s (port 0: a free one)" % (where, option, value))
     if code == errno.EADDRNOTAVAIL:
         return UsageError("%s is not an address of this machine: use 0.0.0.0 (every interface), 127.0.0.1 (this "
                           "machine only) or one of its own addresses in %s" % (host, option))

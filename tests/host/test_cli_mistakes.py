@@ -326,8 +326,9 @@ def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp
         port = s.getsockname()[1]
         one_line(run("core", "serve", "--listen", "127.0.0.1:%d" % port, "--data", str(tmp_path / "d")),
                  "127.0.0.1:%d" % port, "in use")
-        one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port",
-                     str(port)), str(port))
+        line = one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port",
+                            str(port)), str(port), "in use", "--ctl-port N")
+        assert "HOST:PORT" not in line                   # --ctl-port takes a port number
     finally:
         s.close()
 
@@ -337,3 +338,46 @@ def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp
                                   ("deploy", "--board", "sim", "--port", "/dev/ttyNOPE0")])
 def test_a_serial_port_that_does_not_exist_is_one_line(argv):
     one_line(run(*argv), "/dev/ttyNOPE0")
+
+
+def main_line(capsys, *argv):
+    """`alabama ARGV` in this process: (status, its one line on stderr)."""
+    capsys.readouterr()
+    status = alabama_cli.main(list(argv))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0 and len(err) == 1 and err[0].startswith("alabama: error: ") and "Traceback" not in err[0], err
+    return status, err[0]
+
+
+def test_release_key_into_a_missing_directory_is_one_line(tmp_path, capsys):
+    _, line = main_line(capsys, "release-key", "--out", str(tmp_path / "no" / "such" / "release.pem"))
+    assert "cannot write" in line and "--out" in line
+    assert not (tmp_path / "no").exists()
+
+
+def test_release_key_never_replaces_a_public_key_boards_may_pin(tmp_path, capsys):
+    pub = tmp_path / "release.pem.pub"
+    pub.write_text("pinned already")
+    _, line = main_line(capsys, "release-key", "--out", str(tmp_path / "release.pem"))
+    assert str(pub) in line and "never overwritten" in line
+    assert pub.read_text() == "pinned already" and not (tmp_path / "release.pem").exists()
+
+
+def test_demo_dir_that_is_a_file_is_one_line_before_anything_starts(tmp_path, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    _, line = main_line(capsys, "demo", "--dir", str(f), "--out", str(tmp_path / "reply.wav"))
+    assert "--dir" in line and "is a file" in line and f.read_text() == "mine"
+
+
+@pytest.mark.parametrize("wifi, says", [(["--wifi-ssid", "Home", "--wifi-passphrase", "short"], "8..63"),
+                                        (["--wifi-passphrase", "long enough"], "needs --wifi-ssid")])
+def test_core_token_refuses_wifi_a_board_cannot_join_and_mints_nothing(tmp_path, capsys, wifi, says):
+    status, line = main_line(capsys, "core", "token", "--data", str(tmp_path / "d"), "--host", "10.0.0.2", *wifi)
+    assert status == 2 and says in line
+    assert not (tmp_path / "d").exists()
+
+
+def test_board_probe_of_the_virtual_board_by_board_name_says_the_port_to_use(capsys):
+    _, line = main_line(capsys, "board", "probe", "--board", "sim")
+    assert "--port sim" in line and "alabama board probe --port sim" in line

@@ -80,7 +80,7 @@ class SetServer:
         try:
             self.httpd = http.server.ThreadingHTTPServer((bind, port), Handler)
         except OSError as e:            # in use, not this machine's address (one line naming the flag)
-            raise listen_error(e, bind, port, "--bind ADDR / --port") from None
+            raise listen_error(e, bind, port, "--bind ADDR / --port", "N") from None
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = None

@@ -821,7 +821,7 @@ def register(bsub):
 
 def cmd_probe(args):
     if args.port is None and args.board == "sim":
-        raise UsageError("the virtual board is --port sim")
+        raise UsageError("the virtual board is probed with --port sim: alabama board probe --port sim")
     err = (lambda s: None) if args.json else print
     report = run_probe(args.port if args.port else None, board=args.board, bind=args.bind, out=err)
     if args.json:

@@ -78,11 +78,17 @@ def keygen(out):
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
+    if pub.exists():                    # a .pub that boards may pin already: never replaced by another key's
+        raise UsageError("%s exists: a release key is never overwritten (boards pin its public key); choose another "
+                         "path" % pub)
     try:
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise UsageError("%s exists: a release key is never overwritten (boards pin its public key); choose another "
                          "path" % out) from None
+    except OSError as e:
+        raise UsageError("cannot write %s (%s): give --out a path in a directory you can write"
+                         % (out, e.strerror or e)) from None
     with os.fdopen(fd, "wb") as f:
         f.write(pem)
     pub.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,

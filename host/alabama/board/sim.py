@@ -768,7 +768,7 @@ def _check_ctl_port(port):
     try:
         s.bind(("127.0.0.1", port))
     except OSError as e:
-        raise listen_error(e, "127.0.0.1", port, "--ctl-port") from None
+        raise listen_error(e, "127.0.0.1", port, "--ctl-port", "N") from None
     finally:
         s.close()
 

@@ -207,6 +207,10 @@ def cmd_token(args):
                          % (args.port, CORE_PORT))
     if not 0 < args.ttl <= reg.MAX_TTL_S:
         raise UsageError("--ttl is 1..%d seconds, got %d" % (reg.MAX_TTL_S, args.ttl))
+    if args.wifi_passphrase and not args.wifi_ssid:
+        raise UsageError("--wifi-passphrase needs --wifi-ssid NAME (the network it opens)")
+    if record.wpa_problem(args.wifi_passphrase):
+        raise UsageError(record.wpa_problem(args.wifi_passphrase))
     args.data = datadir.resolve(args.data, create=True)
     host, key = args.host or lan_address(), None if args.no_key else reg.server_public_key(args.data)
     try:            # the record checked with a placeholder of the token's length first: a refused one costs no token

@@ -148,10 +148,6 @@ def build_record(args, out=print, now=time.time, ask=None):
     return data, rec
 
 
-#: WPA2-Personal: a passphrase is 8..63 printable ASCII characters, or the 256-bit PSK as 64 hex digits.
-WPA_MIN, WPA_MAX = 8, 63
-
-
 def _wifi(args, rec, ask):
     """Apply --wifi-ssid / --wifi-passphrase, asking for the passphrase without echo when only the SSID is
     given (empty answer: an open network). Checks what a board's Wi-Fi would refuse."""
@@ -167,11 +163,9 @@ def _wifi(args, rec, ask):
     elif passphrase is not None and not rec.wifi_ssid:
         raise UsageError("--wifi-passphrase needs --wifi-ssid NAME (the network it opens)")
     if passphrase is not None:
-        n = len(passphrase)
-        hex64 = n == 64 and all(c in "0123456789abcdefABCDEF" for c in passphrase)
-        if n and not hex64 and not (WPA_MIN <= n <= WPA_MAX and all(" " <= c <= "~" for c in passphrase)):
-            raise UsageError("a WPA2 passphrase is %d..%d printable ASCII characters (or 64 hex digits), this one "
-                             "is %d characters: check it and pass it again" % (WPA_MIN, WPA_MAX, n))
+        problem = record.wpa_problem(passphrase)
+        if problem:
+            raise UsageError(problem)
         rec.wifi_passphrase = passphrase
 
 

@@ -51,6 +51,20 @@ def shown(text, rec, show_secrets):
     return text
 
 
+#: WPA2-Personal: a passphrase is 8..63 printable ASCII characters, or the 256-bit PSK as 64 hex digits.
+WPA_MIN, WPA_MAX = 8, 63
+
+
+def wpa_problem(passphrase):
+    """What a board's Wi-Fi would refuse in PASSPHRASE, as one line (None: fine; empty: an open network)."""
+    n = len(passphrase)
+    hex64 = n == 64 and all(c in "0123456789abcdefABCDEF" for c in passphrase)
+    if n and not hex64 and not (WPA_MIN <= n <= WPA_MAX and all(" " <= c <= "~" for c in passphrase)):
+        return ("a WPA2 passphrase is %d..%d printable ASCII characters (or 64 hex digits), this one is %d "
+                "characters: check it and pass it again" % (WPA_MIN, WPA_MAX, n))
+    return None
+
+
 def build(core_host, core_port, core_key=None, pairing_token=None, token_expires=0, wifi_ssid=None,
           wifi_passphrase=None, release_key=None):
     """The one place a ProvisioningRecord is put together (the CLIs, the virtual board and the HIL bench).
