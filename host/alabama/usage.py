@@ -19,6 +19,20 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, "%s%s\n" % (PREFIX, one_line(self.prog, message)))
 
+    def parse_known_args(self, args=None, namespace=None):
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(ns, "_extras_prog"):      # the innermost (sub-)parser that was left them
+            ns._extras_prog = self.prog
+        return ns, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but arguments nobody takes are said against the command they were given to."""
+        ns, extras = self.parse_known_args(args, namespace)
+        prog = vars(ns).pop("_extras_prog", self.prog)
+        if extras:
+            self.exit(2, "%s%s\n" % (PREFIX, one_line(prog, "unrecognized arguments: %s" % " ".join(extras))))
+        return ns
+
 
 def one_line(prog, message):
     """argparse's MESSAGE for the parser PROG as the line we print (a typo'd command gets the nearest name)."""

@@ -133,6 +133,8 @@ def test_a_typod_command_is_one_line_with_the_nearest_name(capsys, argv, says):
     (("conformance", "core"), ("required", "HOST:PORT")),
     (("flash",), ("required", "--board")),
     (("hil", "--board", "sim", "--nope"), ("unrecognized arguments: --nope",)),
+    (("conformance", "core", "127.0.0.1:7355", "--out", "x.json"),        # said against the command it went to
+     ("alabama conformance core: unrecognized arguments: --out x.json", "`alabama conformance core --help`")),
 ])
 def test_a_missing_or_unknown_argument_is_one_line_not_the_usage_block(capsys, argv, words):
     status, line = parse_error(capsys, *argv)
