@@ -337,7 +337,9 @@ def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp
 
 @pytest.mark.parametrize("argv", [("repl", "--port", "/dev/ttyNOPE0"), ("logs", "--port", "/dev/ttyNOPE0"),
                                   ("provision", "serial", "--port", "/dev/ttyNOPE0", "--record", "00"),
-                                  ("deploy", "--board", "sim", "--port", "/dev/ttyNOPE0")])
+                                  ("deploy", "--board", "sim", "--port", "/dev/ttyNOPE0"),
+                                  ("flash", "--board", "esp32-s3-box-3", "--port", "/dev/ttyNOPE0"),
+                                  ("board", "probe", "--port", "/dev/ttyNOPE0")])
 def test_a_serial_port_that_does_not_exist_is_one_line(argv):
     one_line(run(*argv), "/dev/ttyNOPE0")
 
