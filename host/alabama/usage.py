@@ -4,6 +4,7 @@ command runs. Not for the commands' checks of what a value names (a file, a port
 import argparse
 import difflib
 import math
+import re
 import sys
 
 #: What the one line starts with (the same as cli.py's for an AlabamaError).
@@ -38,9 +39,10 @@ def one_line(prog, message):
     """argparse's MESSAGE for the parser PROG as the line we print (a typo'd command gets the nearest name)."""
     message = " ".join(message.split())
     if message.startswith("argument ") and ": invalid choice: " in message:
-        head, _, rest = message.partition(": invalid choice: ")
-        typed = rest.split(" (choose from ", 1)[0].strip("'\"")
-        names = [n.strip(" '\")") for n in rest.split(" (choose from ", 1)[-1].split(",")]
+        head, _, rest = message.partition(": invalid choice: ")       # "'bord' (choose from 'a', 'b')", any quoting
+        quoted = re.match(r"(['\"])(.*?)\1", rest)
+        typed = quoted.group(2) if quoted else rest.split(" (", 1)[0]
+        names = [n.strip(" '\")") for n in rest.rsplit("(choose from ", 1)[-1].split(",")]
         near = difflib.get_close_matches(typed, names, n=1)
         if head.endswith(("COMMAND", "ACTION", "RUNNER", "CARRIER")):
             hint = ("did you mean '%s'? " % near[0]) if near else ""

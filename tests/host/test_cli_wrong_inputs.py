@@ -128,6 +128,17 @@ def test_a_typod_command_is_one_line_with_the_nearest_name(capsys, argv, says):
     assert status == 2 and says in line, line
 
 
+@pytest.mark.parametrize("message", [                            # argparse's wording across Python 3.11..3.14
+    "argument COMMAND: invalid choice: 'bord' (choose from 'codegen', 'board', 'boards')",
+    "argument COMMAND: invalid choice: 'bord' (choose from codegen, board, boards)",
+    "argument COMMAND: invalid choice: 'bord', maybe you meant 'board'? (choose from codegen, board, boards)",
+])
+def test_the_typo_line_reads_the_same_whatever_pythons_argparse_says(message):
+    from alabama.usage import one_line
+    assert one_line("alabama", message) == "alabama has no command 'bord': did you mean 'board'? `alabama --help` " \
+                                           "lists them"
+
+
 @pytest.mark.parametrize("argv, words", [
     (("core", "serve", "--listen"), ("--listen", "expected one argument", "alabama core serve --help")),
     (("conformance", "core"), ("required", "HOST:PORT")),
