@@ -342,6 +342,12 @@ def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp
         line = one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port",
                             str(port)), str(port), "in use", "--ctl-port N")
         assert "HOST:PORT" not in line                   # --ctl-port takes a port number
+        # --web: said before the board boots (nothing printed, no flash directory made)
+        r = run("board", "sim", "--dir", str(tmp_path / "vbw"), "--core", "127.0.0.1:7355", "--web", str(port))
+        one_line(r, str(port), "in use", "--web PORT")
+        assert r.stdout == "" and not (tmp_path / "vbw").exists()
+        one_line(run("conformance", "satellite", "--listen", "127.0.0.1:%d" % port, "--no-prompt"),
+                 "127.0.0.1:%d" % port, "in use", "--listen HOST:PORT")
     finally:
         s.close()
 

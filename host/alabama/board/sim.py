@@ -759,16 +759,17 @@ def register(sub):
     p.set_defaults(func=cmd_sim)
 
 
-def _check_ctl_port(port):
-    """--ctl-port: a port the board's control channel can listen on (the firmware binds it; a port in use would
-    only show as a traceback in the board's log and a board no command reaches)."""
+def _check_ctl_port(port, option="--ctl-port", value="N"):
+    """--ctl-port (or --web): a port the board's control channel (its page) can listen on, checked before the board
+    boots (the firmware binds the control port: one in use would only show as a traceback in the board's log and a
+    board no command reaches)."""
     if not 0 <= port < 65536:
-        raise SimError("--ctl-port %d is not a TCP port: give 1024..65535, or leave it out for a free one" % port)
+        raise SimError("%s %d is not a TCP port: give 1024..65535, or leave it out for a free one" % (option, port))
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
     except OSError as e:
-        raise listen_error(e, "127.0.0.1", port, "--ctl-port", "N") from None
+        raise listen_error(e, "127.0.0.1", port, option, value) from None
     finally:
         s.close()
 
@@ -825,6 +826,8 @@ def cmd_sim(args):
         heap_bytes(args.heap)                 # before anything is written or run
     if args.ctl_port:
         _check_ctl_port(args.ctl_port)
+    if args.web:
+        _check_ctl_port(args.web, "--web", "PORT")
     flash = pathlib.Path(args.dir)
     if flash.exists() and not flash.is_dir():
         raise SimError("--dir %s is a file: give the board's flash directory (created if missing)" % args.dir)

@@ -33,6 +33,7 @@ Page → server, JSON ``{"cmd": "press" | "release" | "long"}`` and ``{"cmd": "m
 """
 import asyncio
 import collections
+import errno
 import io
 import json
 import logging
@@ -47,7 +48,7 @@ import time
 from aiohttp import WSMsgType, web
 
 from .. import audio
-from ..errors import AlabamaError
+from ..errors import AlabamaError, listen_error
 
 log = logging.getLogger("alabama.board.web")
 
@@ -251,6 +252,8 @@ class WebBoard:
         except OSError as e:
             await self._runner.cleanup()
             self.vb.echo = self._prev_echo
+            if e.errno == errno.EADDRINUSE:
+                raise listen_error(e, HOST, self.port, "--web", "PORT") from None
             raise WebError("cannot serve the web board on %s:%d (%s): pick another port, --web PORT"
                            % (HOST, self.port, e.strerror or e)) from None
         self.port = self._runner.addresses[0][1]
