@@ -92,6 +92,30 @@ class _Rand:
         return lo + (self.s >> 4) % (hi - lo + 1)
 
 
+def _arrange_mac(rows):
+    """The compiler's AWW2 order (host/alabama/wake/compile.py, arrange_mac), written again here: weights[out][n] ->
+    groups of 4 output channels, [group][n][4], each weight plus 128 (array('b') of those bytes)."""
+    n = len(rows[0])
+    g = (len(rows) + 3) // 4
+    out = array.array("b", bytes(4 * g * n))
+    for oc in range(4 * g):
+        for i in range(n):
+            v = (rows[oc][i] if oc < len(rows) else 0) + 128
+            out[(oc // 4) * 4 * n + 4 * i + oc % 4] = v - 256 if v > 127 else v
+    return out
+
+
+def _arrange_dw(rows):
+    """arrange_dw: weights[kh][channels] -> groups of 4 channels, [group][kh][4], int8."""
+    kh, cols = len(rows), len(rows[0])
+    g = (cols + 3) // 4
+    out = array.array("b", bytes(4 * g * kh))
+    for c in range(cols):
+        for k in range(kh):
+            out[(c // 4) * 4 * kh + 4 * k + c % 4] = rows[k][c]
+    return out
+
+
 def _layer(r, dw):
     """(arena, w8, i32, params) of a random conv (dw=0) or depthwise (dw=1) layer; multipliers in TFLite's
     [2**30, 2**31), shifts both ways, some channels rounding halves up (params[16])."""
@@ -102,7 +126,10 @@ def _layer(r, dw):
     inp = r.int(0, 3)
     out = inp + rows_in * in_cols + r.int(0, 3)
     arena = array.array("b", [r.int(-128, 127) for _ in range(out + out_rows * out_cols + 2)])
-    w = array.array("b", [r.int(-128, 127) for _ in range(kh * in_cols * (1 if dw else out_cols))])
+    if dw:
+        w = _arrange_dw([[r.int(-128, 127) for _ in range(in_cols)] for _ in range(kh)])
+    else:
+        w = _arrange_mac([[r.int(-128, 127) for _ in range(kh * in_cols)] for _ in range(out_cols)])
     big = r.int(0, 5) == 0      # accumulators near the int32 edge: the 64-bit product matters
     bias = [r.int(-(1 << 30), (1 << 30) - 1) if big else r.int(-20000, 20000) for _ in range(out_cols)]
     mult = [r.int(1 << 30, (1 << 30) - 1 + (1 << 30)) for _ in range(out_cols)]
@@ -153,7 +180,7 @@ def test_both_rounding_modes_on_an_exact_negative_half():
     for k in [P] + [x for x in (V, C) if x is not None]:
         for dw in (0, 1):
             a = array.array("b", bytes(8))
-            w = array.array("b", bytes(4))
+            w = array.array("b", bytes(8))
             p = array.array("i", (0, 1, 2, 4, 1, 2, 1, 1, 1, 0, 0, 2, 4, 0, -128, 127, 1))
             (k.dw if dw else k.mac)(a, w, b, p)
             assert list(a[4:6]) == [-1, -2], (k.__name__, dw, list(a))
