@@ -77,9 +77,11 @@ WAKE_INLINE int32_t requant(int32_t x, int32_t m, int32_t shift, uint32_t down) 
     return (r >> rs) + (int32_t)((th - rem) >> 31);
 }
 
-// one output: the accumulator requantized, the zero point added, clamped to the activation's range
-WAKE_INLINE void put(int8_t *dst, uint32_t acc, const int32_t *b, const int32_t *p, int32_t oc) {
-    int32_t v = requant((int32_t)acc, b[p[11] + oc], b[p[12] + oc], oc >= p[16]) + p[13];
+// one output: the accumulator plus its bias requantized, the zero point added, clamped to the activation's range;
+// t points at the channel's bias, m at its multiplier, sh at its shift
+WAKE_INLINE void put(int8_t *dst, uint32_t acc, const int32_t *t, const int32_t *m, const int32_t *sh,
+    const int32_t *p, int32_t oc) {
+    int32_t v = requant((int32_t)(acc + (uint32_t)*t), *m, *sh, oc >= p[16]) + p[13];
     v = v < p[14] ? p[14] : v;
     v = v > p[15] ? p[15] : v;
     *dst = (int8_t)v;
@@ -119,15 +121,16 @@ WAKE_INLINE void mac_body(int8_t *a, const uint8_t *w, const int32_t *b, const i
                 }
             }
             int32_t left = out_cols - oc;
-            put(dst + oc, (uint32_t)b[bo + oc] + s0 - xs, b, p, oc);
+            const int32_t *t = b + bo + oc, *m = b + p[11] + oc, *sh = b + p[12] + oc;
+            put(dst + oc, s0 - xs, t, m, sh, p, oc);
             if (left > 1) {
-                put(dst + oc + 1, (uint32_t)b[bo + oc + 1] + s1 - xs, b, p, oc + 1);
+                put(dst + oc + 1, s1 - xs, t + 1, m + 1, sh + 1, p, oc + 1);
             }
             if (left > 2) {
-                put(dst + oc + 2, (uint32_t)b[bo + oc + 2] + s2 - xs, b, p, oc + 2);
+                put(dst + oc + 2, s2 - xs, t + 2, m + 2, sh + 2, p, oc + 2);
             }
             if (left > 3) {
-                put(dst + oc + 3, (uint32_t)b[bo + oc + 3] + s3 - xs, b, p, oc + 3);
+                put(dst + oc + 3, s3 - xs, t + 3, m + 3, sh + 3, p, oc + 3);
             }
         }
     }
@@ -156,10 +159,11 @@ WAKE_INLINE void dw_body(int8_t *a, const uint8_t *w, const int32_t *b, const in
                 s3 += (uint32_t)((int32_t)x[3] * ((int32_t)q >> 24));
                 x += step;
             }
-            put(dst + c, (uint32_t)b[bo + c] + s0, b, p, c);
-            put(dst + c + 1, (uint32_t)b[bo + c + 1] + s1, b, p, c + 1);
-            put(dst + c + 2, (uint32_t)b[bo + c + 2] + s2, b, p, c + 2);
-            put(dst + c + 3, (uint32_t)b[bo + c + 3] + s3, b, p, c + 3);
+            const int32_t *t = b + bo + c, *m = b + p[11] + c, *sh = b + p[12] + c;
+            put(dst + c, s0, t, m, sh, p, c);
+            put(dst + c + 1, s1, t + 1, m + 1, sh + 1, p, c + 1);
+            put(dst + c + 2, s2, t + 2, m + 2, sh + 2, p, c + 2);
+            put(dst + c + 3, s3, t + 3, m + 3, sh + 3, p, c + 3);
         }
         for (; c < cols; c++) {
             const int8_t *x = base + c;
@@ -169,7 +173,7 @@ WAKE_INLINE void dw_body(int8_t *a, const uint8_t *w, const int32_t *b, const in
                 s += (uint32_t)((int32_t)*x * (int32_t)wc[4 * k]);
                 x += step;
             }
-            put(dst + c, (uint32_t)b[bo + c] + s, b, p, c);
+            put(dst + c, s, b + bo + c, b + p[11] + c, b + p[12] + c, p, c);
         }
     }
 }
@@ -203,6 +207,16 @@ WAKE_NOINLINE void wake_copy(int8_t *a, const int32_t *p) {
         if ((d <= s || d >= s + cols) && (((uintptr_t)d ^ (uintptr_t)s) & 3) == 0) {
             for (; n > 0 && ((uintptr_t)d & 3); n--) {
                 *d++ = *s++;
+            }
+            for (; n >= 16; n -= 16) {
+                uint32_t w0 = ((const wake_u32a *)s)[0], w1 = ((const wake_u32a *)s)[1];
+                uint32_t w2 = ((const wake_u32a *)s)[2], w3 = ((const wake_u32a *)s)[3];
+                ((wake_u32a *)d)[0] = w0;
+                ((wake_u32a *)d)[1] = w1;
+                ((wake_u32a *)d)[2] = w2;
+                ((wake_u32a *)d)[3] = w3;
+                d += 16;
+                s += 16;
             }
             for (; n >= 4; n -= 4) {
                 *(wake_u32a *)d = *(const wake_u32a *)s;
@@ -263,14 +277,14 @@ static const int32_t *get_params(mp_obj_t o, size_t n) {
 }
 
 // [off, off + n) inside a buffer of size units, all of them non-negative (64-bit: no overflow)
-static void inside(int64_t off, int64_t n, size_t size, const char *what) {
+static inline void inside(int64_t off, int64_t n, size_t size, const char *what) {
     if (off < 0 || n < 0 || off + n > (int64_t)size) {
         mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("_wake_c: %s [%d, +%d) outside its %d"),
             what, (int)off, (int)n, (int)size);
     }
 }
 
-static void nonneg(int32_t v, const char *what) {
+static inline void nonneg(int32_t v, const char *what) {
     if (v < 0) {
         mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("_wake_c: %s %d is negative"), what, (int)v);
     }

@@ -171,6 +171,23 @@ def test_every_kernel_equals_pure_on_random_layers_both_rounding_modes():
             assert got == want, (k.__name__, name)
 
 
+def test_weights_in_any_readable_buffer_at_any_alignment():
+    # a frozen image hands the kernels a memoryview of a bytes object, which may start at any address: the C kernels
+    # then load the weight words a byte at a time (wake_mac_u / wake_dw_u), the twins read bytes as they come
+    r = _Rand(41)
+    for n in range(40):
+        dw = n & 1
+        arena, w, b, p = _layer(r, dw)
+        want = array.array("b", arena)
+        (P.dw if dw else P.mac)(want, w, b, p)
+        for off in (0, 1, 2, 3):
+            mv = memoryview(bytes(off) + bytes(w))[off:]
+            for k in [P] + [x for x in (V, C) if x is not None]:
+                got = array.array("b", arena)
+                (k.dw if dw else k.mac)(got, mv, b, p)
+                assert got == want, (k.__name__, n, off)
+
+
 def test_both_rounding_modes_on_an_exact_negative_half():
     # acc = -6, multiplier 2**30 (x/2 in the doubling high multiply: -3), shift -1: -3 / 2 = -1.5 exactly. Channel 0
     # is below params[16] (ups = 1): halves toward +inf, -1 (TFLite's optimized depthwise); channel 1: away from
@@ -266,6 +283,9 @@ def test_step_allocates_nothing_in_steady_state():
 
 def test_loader_refuses_damaged_files():
     assert "not a wake model" in str(raises(M.ModelError, M.load, io.BytesIO(b"XXXX" + _BLOB[4:])))
+    # a file from before the AWW2 weight layout: one line saying what to do
+    old = str(raises(M.ModelError, M.load, io.BytesIO(b"AWW1" + _BLOB[4:])))
+    assert "another format" in old and "alabama wake compile" in old and "deploy" in old, old
     assert "truncated" in str(raises(M.ModelError, M.load, io.BytesIO(_BLOB[:-10])))
     assert "after its tables" in str(raises(M.ModelError, M.load, io.BytesIO(_BLOB + b"\0")))
     # a header length beyond the limit is refused before anything is read or allocated

@@ -141,8 +141,8 @@ def c_xtensa_static(root, aead):
     4 output channels, per group (the four requantizations), "mac_row" the function's other instructions
     (the row loop, the prologue) once per output row; depthwise: "dw4" one kernel row of a full group, "dw1" of a
     tail channel, "dw_group" / "dw_chan" the rest of their loops, "dw_row" the function's other instructions once per
-    output row; copies: per word, per byte (the larger of the head and tail byte loops) and the rest per row; tables and
-    the input per element. Each loop body counted whole at every trip. None without the compiler."""
+    output row; copies: per 16 bytes, per word, per byte (the larger of the head and tail byte loops) and the rest per
+    row; tables and the input per element. Each loop body counted whole at every trip. None without the compiler."""
     import os
     import pathlib
     import shutil
@@ -181,13 +181,16 @@ def c_xtensa_static(root, aead):
                dw_row=len(ins) - len(group) - len(chan))
     ins = funcs["wake_copy"]
     loops = aead.xtensa_loops(ins)
-    word = [lp for lp in loops if any(x[1].startswith("l32i") for x in lp) and any(x[1].startswith("s32i") for x in lp)]
-    word = min(word, key=len)
-    byte = [lp for lp in loops if any(x[1] == "s8i" for x in lp) and not _contains(lp, word)
-            and not any(x[1].startswith("s32i") for x in lp)]
+    def stores(lp):
+        return sum(x[1].startswith("s32i") for x in lp)
+    words = sorted((lp for lp in loops if stores(lp) and all(x[1][0] != "s" or x[1].startswith("s32i") for x in lp)),
+                   key=len)
+    quad = min((lp for lp in words if stores(lp) == 4), key=len)
+    word = min((lp for lp in words if stores(lp) == 1), key=len)
+    byte = [lp for lp in loops if any(x[1] == "s8i" for x in lp) and not stores(lp)]
     byte = sorted(byte, key=len)[:2]
-    res.update(copy_word=len(word), copy_byte=max(len(b) for b in byte),
-               copy_row=len(ins) - len(word) - sum(len(b) for b in byte))
+    res.update(copy_quad=len(quad), copy_word=len(word), copy_byte=max(len(b) for b in byte),
+               copy_row=len(ins) - len(quad) - len(word) - sum(len(b) for b in byte))
     for name in ("wake_lut", "wake_quant_in"):
         loops = aead.xtensa_loops(funcs[name])
         if len(loops) != 1:
@@ -197,19 +200,21 @@ def c_xtensa_static(root, aead):
 
 
 def _copy_split(p):
-    """(bytes, words) wake_copy moves for one copy op (p: its 6 parameters), as its C decides per row (arena offsets;
-    the arena itself is word-aligned)."""
+    """(bytes, 16-byte blocks, words) wake_copy moves for one copy op (p: its 6 parameters), as its C decides per row
+    (arena offsets; the arena itself is word-aligned)."""
     src, dst, rows, cols, sp, dp = p
-    nb = nw = 0
+    nb = nq = nw = 0
     for r in range(rows):
         s, d = src + r * sp, dst + r * dp
         if (d <= s or d >= s + cols) and (d - s) % 4 == 0:
             head = min(-d % 4, cols)
-            nw += (cols - head) // 4
-            nb += head + (cols - head) % 4
+            rest = cols - head
+            nq += rest // 16
+            nw += rest % 16 // 4
+            nb += head + rest % 4
         else:
             nb += cols
-    return nb, nw
+    return nb, nq, nw
 
 
 def _c_native(header, xt):
@@ -228,8 +233,8 @@ def _c_native(header, xt):
         elif op[0] in ("LOGISTIC", "QUANTIZE"):
             n += p[2] * xt["lut"]
         else:                                       # the copies: rows of words and bytes
-            nb, nw = _copy_split(p[:6])
-            n += nb * xt["copy_byte"] + nw * xt["copy_word"] + p[2] * xt["copy_row"]
+            nb, nq, nw = _copy_split(p[:6])
+            n += nb * xt["copy_byte"] + nq * xt["copy_quad"] + nw * xt["copy_word"] + p[2] * xt["copy_row"]
     # the input: `stride` frames of FEATURES through the input table
     n += header["stride"] * header["features"] * xt["quant_in"]
     return n
@@ -351,9 +356,11 @@ def main():
         print("Xtensa instructions of wake.c (xtensa-lx106-elf-gcc -O2, static): conv %d per input element of a group "
               "of 4 channels (%.2f per MAC) + %d per kernel row + %d per group (4 requantizations, loops), inputs' sum "
               "%d per element + %d per row; depthwise %d per kernel row of 4 channels (%.2f per MAC) + %d per group, "
-              "tail channels %d per MAC; copies %d per word, %d per byte + %d per row; tables %d, input %d per element"
+              "tail channels %d per MAC; copies %d per 16 bytes, %d per word, %d per byte + %d per row; tables %d, input %d "
+              "per element"
               % (xt["mac4"], xt["mac4"] / 4, xt["mac_k"], xt["mac_group"], xt["xs"], xt["xs_k"], xt["dw4"],
-                 xt["dw4"] / 4, xt["dw_group"], xt["dw1"], xt["copy_word"], xt["copy_byte"], xt["copy_row"],
+                 xt["dw4"] / 4, xt["dw_group"], xt["dw1"], xt["copy_quad"], xt["copy_word"], xt["copy_byte"],
+                 xt["copy_row"],
                  xt["lut"], xt["quant_in"]))
     else:
         print("wake.c Xtensa counts: n/a (apt-get install -y gcc-xtensa-lx106 binutils-xtensa-lx106)")
