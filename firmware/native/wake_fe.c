@@ -421,10 +421,8 @@ static mp_obj_t energy_fn(mp_obj_t c, mp_obj_t stw, mp_obj_t e) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_3(energy_obj, energy_fn);
 
-static mp_obj_t filterbank_fn(size_t n_args, const mp_obj_t *args) {
-    (void)n_args;
-    const uint8_t *edges = buf_of(args[3], MP_BUFFER_READ, 1, 2 * (FE_CHANNELS + 2), "edges");
-    // the edges rise from the first; the bins they span must be in e, w and uw
+// the edges rise from the first (checked); returns the last, the end of the bins the filterbank reads
+static size_t edges_end(const uint8_t *edges) {
     uint32_t prev = le16u(edges, 0);
     for (int j = 1; j < FE_CHANNELS + 2; j++) {
         uint32_t v = le16u(edges, j);
@@ -433,7 +431,14 @@ static mp_obj_t filterbank_fn(size_t n_args, const mp_obj_t *args) {
         }
         prev = v;
     }
-    size_t last = prev, first = le16u(edges, 0);
+    return prev;
+}
+
+static mp_obj_t filterbank_fn(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    const uint8_t *edges = buf_of(args[3], MP_BUFFER_READ, 1, 2 * (FE_CHANNELS + 2), "edges");
+    // the bins the edges span must be in e, w and uw
+    size_t last = edges_end(edges), first = le16u(edges, 0);
     const uint32_t *e = buf_of(args[0], MP_BUFFER_READ, 4, last, "e");
     const int16_t *w = buf_of(args[1], MP_BUFFER_READ, 2, last - first, "w");
     const int16_t *uw = buf_of(args[2], MP_BUFFER_READ, 2, last - first, "uw");
@@ -455,19 +460,6 @@ static mp_obj_t post_fn(size_t n_args, const mp_obj_t *args) {
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(post_obj, 5, 5, post_fn);
-
-// the edges rise from the first (checked); returns the last, the end of the bins the filterbank reads
-static size_t edges_end(const uint8_t *edges) {
-    uint32_t prev = le16u(edges, 0);
-    for (int j = 1; j < FE_CHANNELS + 2; j++) {
-        uint32_t v = le16u(edges, j);
-        if (v < prev) {
-            mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("_wake_fe_c: edge %d falls"), j);
-        }
-        prev = v;
-    }
-    return prev;
-}
 
 // step(bufs, src, pos, out): fe_step in one call, bufs the tuple Frontend keeps (hist, coef, x, c, tw, stw, e, w,
 // uw, edges, sig, est, gain, log), each checked as its stage's call checks it

@@ -413,8 +413,9 @@ def main():
           "core, one instruction a cycle, the loop only (no per-output requantization, no op dispatch): a floor."
           % INFERENCES_PER_S)
     print("S3 est %, c: wake.c's kernels (conv, depthwise, copies, tables, input) at their static Xtensa counts x "
-          "the model's trip counts (every loop body whole at each trip, copies as byte loops: an upper bound for "
-          "the code, the lx106's missing SEXT and zero-overhead loops counted against it) + the rest of an "
+          "the model's trip counts (every loop body whole at each trip, each group's four requantizations with all "
+          "their branches: an upper bound for the code, the lx106's missing SEXT, MIN/MAX and zero-overhead loops "
+          "counted against it) + the rest of an "
           "inference (the bytecode of its three steps, the binding's checks of every op) at its x86 callgrind "
           "count on the 32-bit build, 1 instruction/cycle, no cache misses or load-use stalls modelled. +frontend "
           "adds the frontend's figure above (issue 37: frontend + one model <= 15 %, goal <= 8 %). Estimates, no "
