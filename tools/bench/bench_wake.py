@@ -356,8 +356,8 @@ def main():
         print("Xtensa instructions of wake.c (xtensa-lx106-elf-gcc -O2, static): conv %d per input element of a group "
               "of 4 channels (%.2f per MAC) + %d per kernel row + %d per group (4 requantizations, loops), inputs' sum "
               "%d per element + %d per row; depthwise %d per kernel row of 4 channels (%.2f per MAC) + %d per group, "
-              "tail channels %d per MAC; copies %d per 16 bytes, %d per word, %d per byte + %d per row; tables %d, input %d "
-              "per element"
+              "tail channels %d per MAC; copies %d per 16 bytes, %d per word, %d per byte + %d per row; tables %d, "
+              "input %d per element"
               % (xt["mac4"], xt["mac4"] / 4, xt["mac_k"], xt["mac_group"], xt["xs"], xt["xs_k"], xt["dw4"],
                  xt["dw4"] / 4, xt["dw_group"], xt["dw1"], xt["copy_quad"], xt["copy_word"], xt["copy_byte"],
                  xt["copy_row"],

@@ -133,8 +133,8 @@ class Compiler:
         return self.where[key]
 
     def _plan(self):
-        """Give tensors whose lifetimes (in ops) do not overlap the same bytes, largest first, lowest 4-aligned offset that
-        fits (the state, input and output keep theirs for good); returns naive offset -> planned offset."""
+        """Give tensors whose lifetimes (in ops) do not overlap the same bytes, largest first, lowest 4-aligned offset
+        that fits (the state, input and output keep theirs for good); returns naive offset -> planned offset."""
         placed, new = [], {}
         for off0, n, key in sorted(self._regions, key=lambda r: (-r[1], r[0])):
             first, last = (-1, 1 << 30) if key in self._persist else self._life.get(key, (0, 0))
