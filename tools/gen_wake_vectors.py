@@ -20,8 +20,8 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "host"))
 
-from alabama.wake.compile import (IN_TABLE, MAGIC, cutoff_sum, input_table, logistic_table,  # noqa: E402
-                                  quantize_multiplier, requantize_table)
+from alabama.wake.compile import (IN_TABLE, MAGIC, arrange_dw, arrange_mac, cutoff_sum, input_table,  # noqa: E402
+                                  logistic_table, quantize_multiplier, requantize_table)
 from alabama.wake.quant import multiply_by_quantized_multiplier as mbqm  # noqa: E402
 
 OUT = ROOT / "tests" / "firmware" / "data"
@@ -42,7 +42,8 @@ class _Build:
         self.arena += n
         return off
 
-    def w8(self, data):
+    def w8(self, data, align=1):
+        self.b8 += bytes(-len(self.b8) % align)
         off = len(self.b8)
         self.b8 += bytes(int(v) & 255 for v in data)
         return off
@@ -83,7 +84,7 @@ def build():
     z1 = -20
     v1 = b.t(3 * oc)
     folded1 = bias1 - in_zp * w1.reshape(oc, -1).sum(axis=1)
-    b.ops.append(["CONV_2D", c0, 5, F, v1, 3, oc, kh, 1, 1, b.w8(w1.ravel()), b.w32(folded1),
+    b.ops.append(["CONV_2D", c0, 5, F, v1, 3, oc, kh, 1, 1, b.w8(arrange_mac(w1.reshape(oc, -1)), 4), b.w32(folded1),
                   b.w32([m for m, _ in m1]), b.w32([s for _, s in m1]), z1, z1, 127, 0])
     # DEPTHWISE_CONV_2D: 3x8 -> 1x8, kh 2, dilation 2; channels 0-1 round halves upward, 2-7 away from zero
     w2 = rng.integers(-127, 128, (2, oc))
@@ -96,7 +97,7 @@ def build():
     z2 = 5
     v2 = b.t(oc)
     folded2 = bias2 - z1 * w2.sum(axis=0)
-    b.ops.append(["DEPTHWISE_CONV_2D", v1, 3, oc, v2, 1, oc, 2, 1, 2, b.w8(w2.ravel()), b.w32(folded2),
+    b.ops.append(["DEPTHWISE_CONV_2D", v1, 3, oc, v2, 1, oc, 2, 1, 2, b.w8(arrange_dw(w2), 4), b.w32(folded2),
                   b.w32([m for m, _ in m2]), b.w32([s for _, s in m2]), z2, -128, 127, 2])
     # SPLIT_V along channels, then CONCATENATION the other way round
     va, vb, v4 = b.t(4), b.t(4), b.t(oc)
@@ -109,7 +110,7 @@ def build():
     z3 = 10
     v5 = b.t(1)
     folded3 = bias3 - z2 * w3.sum(axis=1)
-    b.ops.append(["FULLY_CONNECTED", v4, 1, oc, v5, 1, 1, 1, 1, 1, b.w8(w3.ravel()), b.w32(folded3),
+    b.ops.append(["FULLY_CONNECTED", v4, 1, oc, v5, 1, 1, 1, 1, 1, b.w8(arrange_mac(w3), 4), b.w32(folded3),
                   b.w32([m3[0]]), b.w32([m3[1]]), z3, -128, 127, 1])
     v6, out = b.t(1), b.t(1)
     lg = logistic_table(0.2, z3, 1 / 256, -128)

@@ -8,6 +8,7 @@
 //   push(hist, used, src, pos)           window(hist, coef, x) -> max |x|      fft(x, shift, c, tw)
 //   energy(c, stw, e)                    filterbank(e, w, uw, edges, sig, shift)
 //   post(sig, est, gain, log, out)
+//   step(bufs, src, pos, out)            all of them in one call, the steady 10 ms step (bufs: fe_step's buffers)
 // hist/coef/x/c/tw/stw/w/uw int16 (array 'h'), e/sig int32 (array 'i'), est/out uint16 (array 'H'), src, edges,
 // gain and log bytes (any alignment, read byte-wise). The constants of post are this file's (CONSTS): frontend.py
 // uses the module only when they equal _frontend_tables.py's.
@@ -333,6 +334,24 @@ FE_NOINLINE void fe_post(const int32_t *sig, uint16_t *est, const uint8_t *gain,
     }
 }
 
+// a whole 10 ms step once the window holds its first 320 samples (Frontend.step's steady state): the 160 new ones
+// pushed behind them, then every stage, the FFT's input shift from the window's max as frontend.py computes it
+FE_NOINLINE void fe_step(int16_t *hist, const uint8_t *src, const int16_t *coef, int16_t *x, int16_t *c,
+    const int16_t *tw, const int16_t *stw, uint32_t *e, const int16_t *w, const int16_t *uw, const uint8_t *edges,
+    int32_t *sig, uint16_t *est, const uint8_t *gain, const uint8_t *log, uint16_t *out) {
+    fe_push(hist, FE_WINDOW - FE_STEP, src);
+    int32_t mx = fe_window(hist, coef, x);
+    int32_t shift = 15;
+    while (mx) {
+        shift--;
+        mx >>= 1;
+    }
+    fe_fft(x, shift, c, tw);
+    fe_energy(c, stw, e);
+    fe_filterbank(e, w, uw, edges, sig, shift);
+    fe_post(sig, est, gain, log, out);
+}
+
 #ifndef WAKE_CORE_ONLY
 
 // --- the binding: every buffer checked against the indices its stage uses ------------------------------------
@@ -402,10 +421,8 @@ static mp_obj_t energy_fn(mp_obj_t c, mp_obj_t stw, mp_obj_t e) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_3(energy_obj, energy_fn);
 
-static mp_obj_t filterbank_fn(size_t n_args, const mp_obj_t *args) {
-    (void)n_args;
-    const uint8_t *edges = buf_of(args[3], MP_BUFFER_READ, 1, 2 * (FE_CHANNELS + 2), "edges");
-    // the edges rise from the first; the bins they span must be in e, w and uw
+// the edges rise from the first (checked); returns the last, the end of the bins the filterbank reads
+static size_t edges_end(const uint8_t *edges) {
     uint32_t prev = le16u(edges, 0);
     for (int j = 1; j < FE_CHANNELS + 2; j++) {
         uint32_t v = le16u(edges, j);
@@ -414,7 +431,14 @@ static mp_obj_t filterbank_fn(size_t n_args, const mp_obj_t *args) {
         }
         prev = v;
     }
-    size_t last = prev, first = le16u(edges, 0);
+    return prev;
+}
+
+static mp_obj_t filterbank_fn(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    const uint8_t *edges = buf_of(args[3], MP_BUFFER_READ, 1, 2 * (FE_CHANNELS + 2), "edges");
+    // the bins the edges span must be in e, w and uw
+    size_t last = edges_end(edges), first = le16u(edges, 0);
     const uint32_t *e = buf_of(args[0], MP_BUFFER_READ, 4, last, "e");
     const int16_t *w = buf_of(args[1], MP_BUFFER_READ, 2, last - first, "w");
     const int16_t *uw = buf_of(args[2], MP_BUFFER_READ, 2, last - first, "uw");
@@ -437,6 +461,41 @@ static mp_obj_t post_fn(size_t n_args, const mp_obj_t *args) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(post_obj, 5, 5, post_fn);
 
+// step(bufs, src, pos, out): fe_step in one call, bufs the tuple Frontend keeps (hist, coef, x, c, tw, stw, e, w,
+// uw, edges, sig, est, gain, log), each checked as its stage's call checks it
+static mp_obj_t step_fn(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    mp_obj_t *b;
+    mp_obj_get_array_fixed_n(args[0], 14, &b);
+    mp_int_t pos = int_in(args[2], 0, 1 << 30, "pos");
+    const uint8_t *src = buf_of(args[1], MP_BUFFER_READ, 1, (size_t)pos + 2 * FE_STEP, "src");
+    int16_t *hist = buf_of(b[0], MP_BUFFER_RW, 2, FE_WINDOW, "hist");
+    const int16_t *coef = buf_of(b[1], MP_BUFFER_READ, 2, FE_WINDOW, "coef");
+    int16_t *x = buf_of(b[2], MP_BUFFER_RW, 2, FE_NFFT, "x");
+    int16_t *c = buf_of(b[3], MP_BUFFER_RW, 2, FE_NFFT, "c");
+    const int16_t *tw = buf_of(b[4], MP_BUFFER_READ, 2, 3 * 2 * 63 + 2, "tw");
+    const int16_t *stw = buf_of(b[5], MP_BUFFER_READ, 2, 256, "stw");
+    uint32_t *e = buf_of(b[6], MP_BUFFER_RW, 4, 256, "e");
+    const uint8_t *edges = buf_of(b[9], MP_BUFFER_READ, 1, 2 * (FE_CHANNELS + 2), "edges");
+    size_t last = edges_end(edges), first = le16u(edges, 0);
+    if (last > 256) {
+        mp_raise_ValueError(MP_ERROR_TEXT("_wake_fe_c: the edges reach past the 256 bins"));
+    }
+    const int16_t *w = buf_of(b[7], MP_BUFFER_READ, 2, last - first, "w");
+    const int16_t *uw = buf_of(b[8], MP_BUFFER_READ, 2, last - first, "uw");
+    int32_t *sig = buf_of(b[10], MP_BUFFER_RW, 4, FE_CHANNELS, "sig");
+    uint16_t *est = buf_of(b[11], MP_BUFFER_RW, 2, 2 * FE_CHANNELS, "est");
+    const uint8_t *gain = buf_of(b[12], MP_BUFFER_READ, 1, GAIN_BYTES, "gain");
+    const uint8_t *log = buf_of(b[13], MP_BUFFER_READ, 1, LOG_BYTES, "log");
+    uint16_t *out = buf_of(args[3], MP_BUFFER_RW, 2, FE_CHANNELS, "out");
+    if (c == x) {
+        mp_raise_ValueError(MP_ERROR_TEXT("_wake_fe_c: fft needs c apart from x"));
+    }
+    fe_step(hist, src + pos, coef, x, c, tw, stw, e, w, uw, edges, sig, est, gain, log, out);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(step_obj, 4, 4, step_fn);
+
 static const mp_rom_obj_tuple_t consts_obj = {
     {&mp_type_tuple}, 6, {
         MP_ROM_INT(NR_EVEN), MP_ROM_INT(NR_ODD), MP_ROM_INT(NR_MIN_REMAINING), MP_ROM_INT(PCAN_SNR_SHIFT),
@@ -452,6 +511,7 @@ static const mp_rom_map_elem_t fe_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_energy), MP_ROM_PTR(&energy_obj) },
     { MP_ROM_QSTR(MP_QSTR_filterbank), MP_ROM_PTR(&filterbank_obj) },
     { MP_ROM_QSTR(MP_QSTR_post), MP_ROM_PTR(&post_obj) },
+    { MP_ROM_QSTR(MP_QSTR_step), MP_ROM_PTR(&step_obj) },
     // NR_EVEN, NR_ODD, NR_MIN_REMAINING, PCAN_SNR_SHIFT, LOG_CORRECTION_BITS, LOG_SCALE_SHIFT
     { MP_ROM_QSTR(MP_QSTR_CONSTS), MP_ROM_PTR(&consts_obj) },
 };

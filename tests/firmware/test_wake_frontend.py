@@ -325,3 +325,29 @@ def test_wake_frontend_c_refuses_buffers_shorter_than_its_indices():
     assert "log holds" in str(raises(ValueError, C.post, sig, array("H", bytes(160)), T.GAIN, T.LOG[:-3],
                                      array("H", bytes(80))))
     assert list(h) == [0] * 480 and list(c) == [0] * 512 and list(sig) == [0] * 40
+
+
+def test_wake_frontend_c_steady_step_is_one_call_equal_to_the_stages():
+    # issue 37's speed: the C path's steady 10 ms step is one call (_wake_fe_c.step), not six from bytecode; its
+    # features equal the six stage calls' (and the corpus test above holds it to pymicro-features)
+    if C is None:
+        return                                     # no C module here (test_wake_frontend_impl_is_c_then_...)
+    name, pcm, feats = segments()[0]
+    whole = FE.Frontend(impl="c")
+    assert whole._whole is C.step
+    staged = FE.Frontend(impl="c")
+    staged._whole = None                           # the six stage calls, as before
+    a, b = array("H", bytes(2 * _CH)), array("H", bytes(2 * _CH))
+    for i in range(len(pcm) // FE.STEP_BYTES):
+        assert whole.step(pcm, i * FE.STEP_BYTES, a) == staged.step(pcm, i * FE.STEP_BYTES, b)
+        assert a == b, (name, i)
+    # the whole step trusts nothing either: a short buffer or a short tuple is refused before anything is written
+    bufs = list(whole._bufs)
+    hist = array("h", whole._hist)
+    for j, short in ((0, array("h", bytes(958))), (6, array("i", bytes(1020))), (12, FE.T.GAIN[:-1])):
+        bad = list(bufs)
+        bad[j] = short
+        raises(ValueError, C.step, tuple(bad), pcm, 0, a)
+    raises(ValueError, C.step, tuple(bufs[:-1]), pcm, 0, a)
+    raises(ValueError, C.step, tuple(bufs), pcm, len(pcm) - 319, a)
+    assert whole._hist == hist

@@ -92,6 +92,30 @@ class _Rand:
         return lo + (self.s >> 4) % (hi - lo + 1)
 
 
+def _arrange_mac(rows):
+    """The compiler's AWW2 order (host/alabama/wake/compile.py, arrange_mac), written again here: weights[out][n] ->
+    groups of 4 output channels, [group][n][4], each weight plus 128 (array('b') of those bytes)."""
+    n = len(rows[0])
+    g = (len(rows) + 3) // 4
+    out = array.array("b", bytes(4 * g * n))
+    for oc in range(4 * g):
+        for i in range(n):
+            v = (rows[oc][i] if oc < len(rows) else 0) + 128
+            out[(oc // 4) * 4 * n + 4 * i + oc % 4] = v - 256 if v > 127 else v
+    return out
+
+
+def _arrange_dw(rows):
+    """arrange_dw: weights[kh][channels] -> groups of 4 channels, [group][kh][4], int8."""
+    kh, cols = len(rows), len(rows[0])
+    g = (cols + 3) // 4
+    out = array.array("b", bytes(4 * g * kh))
+    for c in range(cols):
+        for k in range(kh):
+            out[(c // 4) * 4 * kh + 4 * k + c % 4] = rows[k][c]
+    return out
+
+
 def _layer(r, dw):
     """(arena, w8, i32, params) of a random conv (dw=0) or depthwise (dw=1) layer; multipliers in TFLite's
     [2**30, 2**31), shifts both ways, some channels rounding halves up (params[16])."""
@@ -102,7 +126,10 @@ def _layer(r, dw):
     inp = r.int(0, 3)
     out = inp + rows_in * in_cols + r.int(0, 3)
     arena = array.array("b", [r.int(-128, 127) for _ in range(out + out_rows * out_cols + 2)])
-    w = array.array("b", [r.int(-128, 127) for _ in range(kh * in_cols * (1 if dw else out_cols))])
+    if dw:
+        w = _arrange_dw([[r.int(-128, 127) for _ in range(in_cols)] for _ in range(kh)])
+    else:
+        w = _arrange_mac([[r.int(-128, 127) for _ in range(kh * in_cols)] for _ in range(out_cols)])
     big = r.int(0, 5) == 0      # accumulators near the int32 edge: the 64-bit product matters
     bias = [r.int(-(1 << 30), (1 << 30) - 1) if big else r.int(-20000, 20000) for _ in range(out_cols)]
     mult = [r.int(1 << 30, (1 << 30) - 1 + (1 << 30)) for _ in range(out_cols)]
@@ -144,6 +171,23 @@ def test_every_kernel_equals_pure_on_random_layers_both_rounding_modes():
             assert got == want, (k.__name__, name)
 
 
+def test_weights_in_any_readable_buffer_at_any_alignment():
+    # a frozen image hands the kernels a memoryview of a bytes object, which may start at any address: the C kernels
+    # then load the weight words a byte at a time (wake_mac_u / wake_dw_u), the twins read bytes as they come
+    r = _Rand(41)
+    for n in range(40):
+        dw = n & 1
+        arena, w, b, p = _layer(r, dw)
+        want = array.array("b", arena)
+        (P.dw if dw else P.mac)(want, w, b, p)
+        for off in (0, 1, 2, 3):
+            mv = memoryview(bytes(off) + bytes(w))[off:]
+            for k in [P] + [x for x in (V, C) if x is not None]:
+                got = array.array("b", arena)
+                (k.dw if dw else k.mac)(got, mv, b, p)
+                assert got == want, (k.__name__, n, off)
+
+
 def test_both_rounding_modes_on_an_exact_negative_half():
     # acc = -6, multiplier 2**30 (x/2 in the doubling high multiply: -3), shift -1: -3 / 2 = -1.5 exactly. Channel 0
     # is below params[16] (ups = 1): halves toward +inf, -1 (TFLite's optimized depthwise); channel 1: away from
@@ -153,7 +197,7 @@ def test_both_rounding_modes_on_an_exact_negative_half():
     for k in [P] + [x for x in (V, C) if x is not None]:
         for dw in (0, 1):
             a = array.array("b", bytes(8))
-            w = array.array("b", bytes(4))
+            w = array.array("b", bytes(8))
             p = array.array("i", (0, 1, 2, 4, 1, 2, 1, 1, 1, 0, 0, 2, 4, 0, -128, 127, 1))
             (k.dw if dw else k.mac)(a, w, b, p)
             assert list(a[4:6]) == [-1, -2], (k.__name__, dw, list(a))
@@ -239,6 +283,9 @@ def test_step_allocates_nothing_in_steady_state():
 
 def test_loader_refuses_damaged_files():
     assert "not a wake model" in str(raises(M.ModelError, M.load, io.BytesIO(b"XXXX" + _BLOB[4:])))
+    # a file from before the AWW2 weight layout: one line saying what to do
+    old = str(raises(M.ModelError, M.load, io.BytesIO(b"AWW1" + _BLOB[4:])))
+    assert "another format" in old and "alabama wake compile" in old and "deploy" in old, old
     assert "truncated" in str(raises(M.ModelError, M.load, io.BytesIO(_BLOB[:-10])))
     assert "after its tables" in str(raises(M.ModelError, M.load, io.BytesIO(_BLOB + b"\0")))
     # a header length beyond the limit is refused before anything is read or allocated

@@ -62,7 +62,7 @@ def test_deploy_compiles_the_models_onto_the_board(tmp_path):
     files = deploy.wake_files(bd, tmp_path)
     assert list(files) == ["wake/okay_nabu.aww"]
     blob = files["wake/okay_nabu.aww"].read_bytes()
-    assert blob[:4] == b"AWW1"
+    assert blob[:4] == b"AWW2"
     local, hashes = deploy.stage_frozen(bd, "xtensawin", "0" * 64, build_dir=tmp_path)
     assert "wake/okay_nabu.aww" in local and "wake/okay_nabu.aww" in hashes
     assert deploy.wake_files(boards.load("devkitc1-inmp441"), tmp_path) == {}

@@ -99,8 +99,8 @@ def _inner_loop_xtensa(root):
     aead = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(aead)
     base = ["a = ptr8(src)", "w = ptr8(dst)", "acc = 0", "xi = 0", "wi = 0", "xe = n"]
-    loop = ["while xi < xe:", "    acc += ((a[xi] ^ 0x80) - 0x80) * ((w[wi] ^ 0x80) - 0x80)", "    xi += 1",
-            "    wi += 1"]
+    loop = ["while xi < xe:", "    acc += ((a[xi] ^ 0x80) - 0x80) * (w[wi] - 0x80)", "    xi += 1",
+            "    wi += 4"]
     return aead._xtensa_count(objdump, mpy_cross, base + loop) - aead._xtensa_count(objdump, mpy_cross, base)
 
 
@@ -116,18 +116,33 @@ static inline long long wake_s3_mul64s(int a, int b) {
 """
 
 
-def _nest(loops, inner):
-    """The loops around `inner`, innermost first (each a list of (address, mnemonic, operands))."""
-    lo, hi = inner[0][0], inner[-1][0]
-    outer = [lp for lp in loops if lp[0][0] <= lo and lp[-1][0] >= hi and len(lp) > len(inner)]
-    return [inner] + sorted(outer, key=len)
+def _muls(loop):
+    """Multiplications in a loop body (GCC picks MUL16S / MUL16U for operands it knows fit 16 bits)."""
+    return sum(x[1] in ("mull", "mul16s", "mul16u") for x in loop)
+
+
+def _contains(outer, inner):
+    return outer is not inner and outer[0][0] <= inner[0][0] and outer[-1][0] >= inner[-1][0]
+
+
+def _around(loops, inner):
+    """The smallest loop around `inner`."""
+    outer = [lp for lp in loops if _contains(lp, inner)]
+    if not outer:
+        raise RuntimeError("no loop around the loop at %x" % inner[0][0])
+    return min(outer, key=len)
 
 
 def c_xtensa_static(root, aead):
-    """Static Xtensa counts of wake.c's conv and depthwise kernels (xtensa-lx106-elf-gcc -O2, WAKE_CORE_ONLY, the S3's
-    product shape): {"mac": per MAC, "mac_k": per output and kernel row, "mac_out": per output, "dw": per MAC,
-    "dw_out": per output}; None without the compiler. Each loop body counted whole at every trip (both arms of
-    the requantization's branches: an upper bound)."""
+    """Static Xtensa counts of wake.c's kernels (xtensa-lx106-elf-gcc -O2, WAKE_CORE_ONLY, the S3's product shape; the
+    word-loading variants, the board's path with the loader's aligned arrays). conv: "mac4" the inner loop (one input
+    element: one weight word, four MACs), "mac_k" the rest of its kernel-row loop, "xs" / "xs_k" the same of the
+    inputs' sum (once per output row), "mac_group" the rest of the loop over groups of
+    4 output channels, per group (the four requantizations), "mac_row" the function's other instructions
+    (the row loop, the prologue) once per output row; depthwise: "dw4" one kernel row of a full group, "dw1" of a
+    tail channel, "dw_group" / "dw_chan" the rest of their loops, "dw_row" the function's other instructions once per
+    output row; copies: per 16 bytes, per word, per byte (the larger of the head and tail byte loops) and the rest per
+    row; tables and the input per element. Each loop body counted whole at every trip. None without the compiler."""
     import os
     import pathlib
     import shutil
@@ -145,31 +160,37 @@ def c_xtensa_static(root, aead):
         dis = subprocess.run([objdump, "-d", str(obj)], capture_output=True, text=True, check=True).stdout
     funcs = aead.xtensa_functions(dis)
     res = {}
-    for name, depth in (("wake_mac", 3), ("wake_dw", 2)):
-        loops = aead.xtensa_loops(funcs[name])
-        if any(x[1].startswith("call") for lp in loops for x in lp):
-            raise RuntimeError("%s calls out of a loop (is S3_MUL64S in effect?)" % name)
-        macs = [lp for lp in loops if any(x[1] in ("mul16s", "mull") for x in lp)]
-        inner = min(macs, key=len)
-        nest = _nest(loops, inner)
-        if len(nest) < depth:
-            raise RuntimeError("%s: %d nested loops around the MAC, expected %d" % (name, len(nest), depth))
-        if name == "wake_mac":      # inner: one kernel row; then the rows of one output; then the outputs
-            res["mac"] = len(nest[0])
-            res["mac_k"] = len(nest[1]) - len(nest[0])
-            res["mac_out"] = len(nest[2]) - len(nest[1])
-        else:                       # inner: the kernel rows of one channel; then the channels
-            res["dw"] = len(nest[0])
-            res["dw_out"] = len(nest[1]) - len(nest[0])
-    # copies: per byte the byte loop (an upper bound: the non-overlapping rows go through memmove, word-wise on
-    # the board), per row the rest of the row loop with the memmove call; tables and the input: per element
-    loops = aead.xtensa_loops(funcs["wake_copy"])
-    byte = [lp for lp in loops if not any(x[1].startswith("call") for x in lp)]
-    rows = [lp for lp in loops if any(x[1].startswith("call") for x in lp)]
-    if len(byte) != 1 or len(rows) != 1:
-        raise RuntimeError("wake_copy: expected a byte loop inside a row loop with the memmove call")
-    res["copy_byte"] = len(byte[0])
-    res["copy_row"] = len(rows[0]) - len(byte[0])
+    for name in ("wake_mac", "wake_dw", "wake_copy", "wake_lut", "wake_quant_in"):
+        if any(x[1].startswith("call") for x in funcs[name]):
+            raise RuntimeError("%s calls out (is S3_MUL64S in effect? a memmove?): the count would miss it" % name)
+    ins = funcs["wake_mac"]
+    loops = aead.xtensa_loops(ins)
+    mac = min((lp for lp in loops if _muls(lp) == 4), key=len)
+    xs = min((lp for lp in loops if not _muls(lp) and not any(x[1].startswith("l32i") for x in lp) and
+              any(x[1] == "l8ui" for x in lp)), key=len)
+    mac_k, xs_k = _around(loops, mac), _around(loops, xs)
+    group = _around(loops, mac_k)
+    res.update(mac4=len(mac), mac_k=len(mac_k) - len(mac), xs=len(xs), xs_k=len(xs_k) - len(xs),
+               mac_group=len(group) - len(mac_k), mac_row=len(ins) - len(group) - len(xs_k))
+    ins = funcs["wake_dw"]
+    loops = aead.xtensa_loops(ins)
+    dw4 = min((lp for lp in loops if _muls(lp) == 4), key=len)
+    dw1 = min((lp for lp in loops if _muls(lp) == 1 and not _contains(lp, dw4)), key=len)
+    group, chan = _around(loops, dw4), _around(loops, dw1)
+    res.update(dw4=len(dw4), dw1=len(dw1), dw_group=len(group) - len(dw4), dw_chan=len(chan) - len(dw1),
+               dw_row=len(ins) - len(group) - len(chan))
+    ins = funcs["wake_copy"]
+    loops = aead.xtensa_loops(ins)
+    def stores(lp):
+        return sum(x[1].startswith("s32i") for x in lp)
+    words = sorted((lp for lp in loops if stores(lp) and all(x[1][0] != "s" or x[1].startswith("s32i") for x in lp)),
+                   key=len)
+    quad = min((lp for lp in words if stores(lp) == 4), key=len)
+    word = min((lp for lp in words if stores(lp) == 1), key=len)
+    byte = [lp for lp in loops if any(x[1] == "s8i" for x in lp) and not stores(lp)]
+    byte = sorted(byte, key=len)[:2]
+    res.update(copy_quad=len(quad), copy_word=len(word), copy_byte=max(len(b) for b in byte),
+               copy_row=len(ins) - len(quad) - len(word) - sum(len(b) for b in byte))
     for name in ("wake_lut", "wake_quant_in"):
         loops = aead.xtensa_loops(funcs[name])
         if len(loops) != 1:
@@ -178,21 +199,42 @@ def c_xtensa_static(root, aead):
     return res
 
 
+def _copy_split(p):
+    """(bytes, 16-byte blocks, words) wake_copy moves for one copy op (p: its 6 parameters), as its C decides per row
+    (arena offsets; the arena itself is word-aligned)."""
+    src, dst, rows, cols, sp, dp = p
+    nb = nq = nw = 0
+    for r in range(rows):
+        s, d = src + r * sp, dst + r * dp
+        if (d <= s or d >= s + cols) and (d - s) % 4 == 0:
+            head = min(-d % 4, cols)
+            rest = cols - head
+            nq += rest // 16
+            nw += rest % 16 // 4
+            nb += head + rest % 4
+        else:
+            nb += cols
+    return nb, nq, nw
+
+
 def _c_native(header, xt):
-    """Xtensa instructions of one inference's conv and depthwise kernels from the static counts."""
+    """Xtensa instructions of one inference's kernels from the static counts."""
     n = 0
     for op in header["ops"]:
         p = op[1:]
         if op[0] in ("CONV_2D", "FULLY_CONNECTED"):
-            outs = p[4] * p[5]
-            n += outs * p[6] * p[2] * xt["mac"] + outs * p[6] * xt["mac_k"] + outs * xt["mac_out"]
+            rows, in_cols, kh, groups = p[4], p[2], p[6], (p[5] + 3) // 4
+            n += rows * groups * (kh * (in_cols * xt["mac4"] + xt["mac_k"]) + xt["mac_group"])
+            n += rows * (kh * (in_cols * xt["xs"] + xt["xs_k"]) + xt["mac_row"])
         elif op[0] == "DEPTHWISE_CONV_2D":
-            outs = p[4] * p[2]
-            n += outs * p[6] * xt["dw"] + outs * xt["dw_out"]
+            rows, kh, full, tail = p[4], p[6], p[2] // 4, p[2] % 4
+            n += rows * (full * (kh * xt["dw4"] + xt["dw_group"]) + tail * (kh * xt["dw1"] + xt["dw_chan"]) +
+                         xt["dw_row"])
         elif op[0] in ("LOGISTIC", "QUANTIZE"):
             n += p[2] * xt["lut"]
-        else:                                       # the copies: rows x cols bytes
-            n += p[2] * (p[3] * xt["copy_byte"] + xt["copy_row"])
+        else:                                       # the copies: rows of words and bytes
+            nb, nq, nw = _copy_split(p[:6])
+            n += nb * xt["copy_byte"] + nq * xt["copy_quad"] + nw * xt["copy_word"] + p[2] * xt["copy_row"]
     # the input: `stride` frames of FEATURES through the input table
     n += header["stride"] * header["features"] * xt["quant_in"]
     return n
@@ -200,7 +242,7 @@ def _c_native(header, xt):
 
 #: the C functions the Xtensa count prices (the x86 count of everything else stays in the figure); memmove is
 #: the copies' (glibc's on the unix port, newlib's on the board)
-C_KERNELS = ("wake_mac", "wake_dw", "wake_copy", "wake_lut", "wake_quant_in", "memmove")
+C_KERNELS = ("wake_mac", "wake_dw", "wake_mac_u", "wake_dw_u", "wake_copy", "wake_lut", "wake_quant_in", "memmove")
 
 
 def _callgrind_self(path, names):
@@ -311,10 +353,14 @@ def main():
     print("Xtensa instructions per MAC (viper inner loop, static): %s" % (per_mac if per_mac is not None else
                                                                           "n/a (no xtensa-lx106-elf-objdump)"))
     if xt:
-        print("Xtensa instructions of wake.c (xtensa-lx106-elf-gcc -O2, static): conv %d per MAC + %d per kernel row"
-              " + %d per output (requantization); depthwise %d per MAC + %d per output; copies %d per byte + %d per"
-              " row; tables %d, input %d per element"
-              % (xt["mac"], xt["mac_k"], xt["mac_out"], xt["dw"], xt["dw_out"], xt["copy_byte"], xt["copy_row"],
+        print("Xtensa instructions of wake.c (xtensa-lx106-elf-gcc -O2, static): conv %d per input element of a group "
+              "of 4 channels (%.2f per MAC) + %d per kernel row + %d per group (4 requantizations, loops), inputs' sum "
+              "%d per element + %d per row; depthwise %d per kernel row of 4 channels (%.2f per MAC) + %d per group, "
+              "tail channels %d per MAC; copies %d per 16 bytes, %d per word, %d per byte + %d per row; tables %d, "
+              "input %d per element"
+              % (xt["mac4"], xt["mac4"] / 4, xt["mac_k"], xt["mac_group"], xt["xs"], xt["xs_k"], xt["dw4"],
+                 xt["dw4"] / 4, xt["dw_group"], xt["dw1"], xt["copy_quad"], xt["copy_word"], xt["copy_byte"],
+                 xt["copy_row"],
                  xt["lut"], xt["quant_in"]))
     else:
         print("wake.c Xtensa counts: n/a (apt-get install -y gcc-xtensa-lx106 binutils-xtensa-lx106)")
@@ -367,8 +413,9 @@ def main():
           "core, one instruction a cycle, the loop only (no per-output requantization, no op dispatch): a floor."
           % INFERENCES_PER_S)
     print("S3 est %, c: wake.c's kernels (conv, depthwise, copies, tables, input) at their static Xtensa counts x "
-          "the model's trip counts (every loop body whole at each trip, copies as byte loops: an upper bound for "
-          "the code, the lx106's missing SEXT and zero-overhead loops counted against it) + the rest of an "
+          "the model's trip counts (every loop body whole at each trip, each group's four requantizations with all "
+          "their branches: an upper bound for the code, the lx106's missing SEXT, MIN/MAX and zero-overhead loops "
+          "counted against it) + the rest of an "
           "inference (the bytecode of its three steps, the binding's checks of every op) at its x86 callgrind "
           "count on the 32-bit build, 1 instruction/cycle, no cache misses or load-use stalls modelled. +frontend "
           "adds the frontend's figure above (issue 37: frontend + one model <= 15 %, goal <= 8 %). Estimates, no "

@@ -29,34 +29,37 @@ def _mbqm(x, m, shift, up):
 def mac(a, w, b, p):
     # CONV_2D / FULLY_CONNECTED over time: p = inp, in_rows, in_cols, out, out_rows, out_cols, kh, stride, dil,
     # w, bias, mult, shift (tables of out_cols), out_zp, act_min, act_max, ups (channels below it round halves
-    # upward, the rest away from zero); weights [out_cols][kh][in_cols]
+    # upward, the rest away from zero); weights in groups of 4 output channels, [group][kh * in_cols][4], each
+    # stored plus 128 (the compiler's arrange_mac; the C kernel reads a group's 4 weights in one 32-bit load)
     inp, in_cols, out, out_rows, out_cols = p[0], p[2], p[3], p[4], p[5]
     kh, stride, dil, wo, bo, mo, so, ozp, lo, hi = p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     ups = p[16]
     for t in range(out_rows):
         base = inp + t * stride * in_cols
-        wi = wo
         for oc in range(out_cols):
             acc = b[bo + oc]
+            wi = wo + (oc >> 2) * 4 * kh * in_cols + (oc & 3)
             for k in range(kh):
                 xi = base + k * dil * in_cols
                 for i in range(in_cols):
-                    acc += a[xi + i] * w[wi + i]
-                wi += in_cols
+                    acc += a[xi + i] * ((w[wi] & 255) - 128)
+                    wi += 4
             v = _mbqm(acc, b[mo + oc], b[so + oc], oc < ups) + ozp
             a[out + t * out_cols + oc] = lo if v < lo else (hi if v > hi else v)
 
 
 def dw(a, w, b, p):
-    # DEPTHWISE_CONV_2D over time (depth multiplier 1): the same p; weights [kh][channels]
+    # DEPTHWISE_CONV_2D over time (depth multiplier 1): the same p; weights in groups of 4 channels,
+    # [group][kh][4] (the compiler's arrange_dw), int8 (read as bytes: an array('b') or any buffer of them)
     inp, cols, out, out_rows = p[0], p[2], p[3], p[4]
     kh, stride, dil, wo, bo, mo, so, ozp, lo, hi = p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     ups = p[16]
     for t in range(out_rows):
         for c in range(cols):
             acc = b[bo + c]
+            wi = wo + (c >> 2) * 4 * kh + (c & 3)
             for k in range(kh):
-                acc += a[inp + (t * stride + k * dil) * cols + c] * w[wo + k * cols + c]
+                acc += a[inp + (t * stride + k * dil) * cols + c] * (((w[wi + 4 * k] & 255) ^ 0x80) - 0x80)
             v = _mbqm(acc, b[mo + c], b[so + c], c < ups) + ozp
             a[out + t * cols + c] = lo if v < lo else (hi if v > hi else v)
 

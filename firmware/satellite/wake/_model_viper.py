@@ -3,7 +3,8 @@
 # rounding multiply is done in 16-bit limbs whose sums stay below 2**31, so it is exact on both; bytes are read
 # unsigned through ptr8 and sign-extended with (v ^ 0x80) - 0x80; int32 through ptr32 is signed on the board but
 # zero-extended by the 64-bit unix port, so biases, shifts, zero points and clamps are sign-extended from their
-# top 16 bits.
+# top 16 bits. The weights are in the compiler's order (arrange_mac: groups of 4 output channels, each weight plus
+# 128; arrange_dw: groups of 4 channels): these loops read them a byte at a time, the C kernels a word.
 # mac and dw each carry the requantization inline: a shared viper function would box the accumulator and the
 # multiplier (>= 2**30) into heap ints on the 32-bit board at every output; the same vectors test both copies.
 import micropython
@@ -36,22 +37,23 @@ def mac(arena, w8, i32, params):
     ups = p[16]
     half = 0x4000
     half = half << 16      # 2**30 as a machine int (the literal would be a big-int object on a 32-bit port)
+    gsize = 4 * kh * in_cols   # one group of 4 output channels' weights
     t = 0
     while t < out_rows:
         base = inp + t * stride * in_cols
-        wi = wo
         oc = 0
         while oc < out_cols:
             acc = b[bo + oc]
             acc = (((acc >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (acc & 0xFFFF)
+            wi = wo + (oc >> 2) * gsize + (oc & 3)
             k = 0
             while k < kh:
                 xi = base + k * dil * in_cols
                 xe = xi + in_cols
                 while xi < xe:
-                    acc += ((a[xi] ^ 0x80) - 0x80) * ((w[wi] ^ 0x80) - 0x80)
+                    acc += ((a[xi] ^ 0x80) - 0x80) * (w[wi] - 0x80)
                     xi += 1
-                    wi += 1
+                    wi += 4
                 k += 1
             # MultiplyByQuantizedMultiplier(acc, m, s)
             m = b[mo + oc]
@@ -133,12 +135,12 @@ def dw(arena, w8, i32, params):
             acc = b[bo + c]
             acc = (((acc >> 16) & 0xFFFF) ^ 0x8000) - 0x8000 << 16 | (acc & 0xFFFF)
             xi = inp + t * stride * cols + c
-            wi = wo + c
+            wi = wo + (c >> 2) * 4 * kh + (c & 3)
             k = 0
             while k < kh:
                 acc += ((a[xi] ^ 0x80) - 0x80) * ((w[wi] ^ 0x80) - 0x80)
                 xi += dil * cols
-                wi += cols
+                wi += 4
                 k += 1
             m = b[mo + c]
             s = b[so + c]

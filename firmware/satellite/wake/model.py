@@ -10,7 +10,7 @@ import struct
 
 from satellite.audio import load_fast
 
-MAGIC = b"AWW1"
+MAGIC = b"AWW2"                 # AWW2: weights pre-arranged for 4 MACs per 32-bit load (the compiler's arrange_mac/dw)
 MAX_HEADER = const(16384)       # the header (JSON op list); the compiler writes at most this
 MAX_BLOB = const(262144)        # weights, tables and initial state
 MAX_ARENA = const(65536)        # activations + streaming state
@@ -121,7 +121,7 @@ class Model:
                 rows_in = (p[4] - 1) * p[7] + (p[6] - 1) * p[8] + 1
                 inside(p[0], rows_in * p[2], n_arena, "input")
                 inside(p[3], p[4] * p[5], n_arena, "output")
-                inside(p[9], p[6] * (p[2] if kind == _DW else p[2] * p[5]), n8, "weights")
+                inside(p[9], p[6] * (1 if kind == _DW else p[2]) * ((p[5] + 3) & ~3), n8, "weights")
                 for j in (10, 11, 12):
                     inside(p[j], p[5], n32, "per-channel table")
         inside(self._in[0], self.stride * FEATURES, n_arena, "input tensor")
@@ -197,6 +197,9 @@ class Model:
 def load(f):
     """A Model from an open binary file (or anything with read/readinto) holding a board model file."""
     head = f.read(12)
+    if head[:3] == MAGIC[:3] and head[:4] != MAGIC:
+        raise ModelError("wake model file in another format (%r, this firmware reads %r): re-run `alabama wake "
+                         "compile` and deploy it again" % (head[:4], MAGIC))
     if len(head) != 12 or head[:4] != MAGIC:
         raise ModelError("not a wake model file (no %s header): compile it with `alabama wake compile`" % MAGIC)
     hl, bl = struct.unpack("<II", head[4:])

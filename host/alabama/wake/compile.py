@@ -22,7 +22,9 @@ from tflite.VarHandleOptions import VarHandleOptions
 from ..errors import UsageError
 from .quant import multiply_by_quantized_multiplier, quantize_multiplier
 
-MAGIC = b"AWW1"
+#: the board model file's magic and format version: AWW2 stores the conv / depthwise / fully-connected weights
+#: pre-arranged for four int8 MACs per 32-bit weight load (arrange_mac, arrange_dw); the board refuses AWW1
+MAGIC = b"AWW2"
 #: the largest .tflite we read (the four shipped models are 52-81 kB; the board's heap bounds any model far below this)
 MAX_TFLITE_BYTES = 1 << 20
 #: the largest board model file (header + blob) the compiler writes; the firmware's own limits (model.py) are the same
@@ -131,8 +133,8 @@ class Compiler:
         return self.where[key]
 
     def _plan(self):
-        """Give tensors whose lifetimes (in ops) do not overlap the same bytes, largest first, lowest offset that
-        fits (the state, input and output keep theirs for good); returns naive offset -> planned offset."""
+        """Give tensors whose lifetimes (in ops) do not overlap the same bytes, largest first, lowest 4-aligned offset
+        that fits (the state, input and output keep theirs for good); returns naive offset -> planned offset."""
         placed, new = [], {}
         for off0, n, key in sorted(self._regions, key=lambda r: (-r[1], r[0])):
             first, last = (-1, 1 << 30) if key in self._persist else self._life.get(key, (0, 0))
@@ -141,7 +143,7 @@ class Compiler:
             for lo, hi in busy:
                 if at + n <= lo:
                     break
-                at = max(at, hi)
+                at = max(at, hi + (-hi % 4))    # every tensor 4-aligned: the copies move words
             placed.append((at, n, first, last))
             new[off0] = (at, n)
         size = max((o + m for o, m, _, _ in placed), default=0)
@@ -169,7 +171,8 @@ class Compiler:
             v[0] = remap(v[0])
         return remap
 
-    def _b8(self, data):
+    def _b8(self, data, align=1):
+        self.blob8 += bytes(-len(self.blob8) % align)
         off = len(self.blob8)
         self.blob8 += bytes(data)
         return off
@@ -297,6 +300,9 @@ class Compiler:
 
     # -- data movement: all lowered to strided row copies ---------------------------------------------------------
     def _copy(self, name, src, dst, rows, cols, src_pitch, dst_pitch):
+        if rows > 1 and src_pitch == dst_pitch == cols:
+            # contiguous rows are one row: the same bytes moved in the same front-to-back order, one row's overhead
+            rows, cols, src_pitch, dst_pitch = 1, rows * cols, rows * cols, rows * cols
         self.ops.append([name, src, dst, rows, cols, src_pitch, dst_pitch])
 
     def _same_q(self, a, b, op):
@@ -439,7 +445,8 @@ class Compiler:
             raise ModelError("%s: %s has a bias outside int32" % (self.name, name))
         lo, hi = self._act_range(out, fused, name)
         self.ops.append([name, self._at(inp), in_rows, in_cols, self._at(out), out_rows, out_cols, kh, stride, dil,
-                         self._b8(wt.astype(np.int8).tobytes()), self._b32(folded), self._b32(mult), self._b32(shift),
+                         self._b8(arrange_dw(wt) if depthwise else arrange_mac(wt), 4), self._b32(folded),
+                         self._b32(mult), self._b32(shift),
                          out.zp, lo, hi, self._ups(depthwise, out_cols)])
 
     def _ups(self, depthwise, channels):
@@ -554,6 +561,31 @@ class _Flat(_T):
     def __init__(self, t, rows, cols):
         self.__dict__.update(t.__dict__)
         self.shape = [1, rows, 1, cols]
+
+
+def arrange_mac(wt):
+    """CONV_2D / FULLY_CONNECTED weights [out_cols][kh * in_cols] (int) in the board's order (AWW2): groups of four
+    output channels (the last one padded with zeros), each group's kh * in_cols 32-bit words holding the four
+    channels' weights of one input element, channel 4g + j in byte j (little-endian), each stored plus 128 (uint8:
+    the kernels extract the bytes unsigned and subtract 128 times the inputs' sum once per output row)."""
+    wt = np.asarray(wt, dtype=np.int64)
+    oc, n = wt.shape
+    g = -(-oc // 4)
+    pad = np.zeros((4 * g, n), dtype=np.int64)
+    pad[:oc] = wt
+    return (pad.reshape(g, 4, n).transpose(0, 2, 1) + 128).astype(np.uint8).tobytes()
+
+
+def arrange_dw(wt):
+    """DEPTHWISE_CONV_2D weights [kh][channels] (int) in the board's order (AWW2): groups of four channels (the last
+    one padded with zeros), each group's kh 32-bit words holding the four channels' weights of one kernel row,
+    channel 4g + j in byte j, as int8."""
+    wt = np.asarray(wt, dtype=np.int64)
+    kh, c = wt.shape
+    g = -(-c // 4)
+    pad = np.zeros((kh, 4 * g), dtype=np.int64)
+    pad[:, :c] = wt
+    return pad.reshape(kh, g, 4).transpose(1, 0, 2).astype(np.int8).tobytes()
 
 
 def _tfl_round(x):
