@@ -30,6 +30,10 @@ ENGINES = (MICRO, OPEN, PHRASE)
 MICRO_MODELS = ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa")
 OPEN_MODELS = ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa", "hey_rhasspy")
 PACKAGES = {MICRO: "pymicro-wakeword", OPEN: "pyopen-wakeword"}
+#: The core's default wake word (``alabama core serve`` without ``--wake-word``/``--wake-phrase``): the one model
+#: meeting issue 40's <= 0.5 false wakes per hour on the wake corpus (0 in 2 h; okay_nabu 1.0; docs/speech.md,
+#: "Wake words measured").
+DEFAULT_WORD = "alexa"
 #: openWakeWord's usual decision threshold (its models ship without one; pyopen-wakeword's CLI default).
 OPEN_THRESHOLD = 0.5
 #: How long the child process may take to load a model at start.
