@@ -20,7 +20,7 @@ Scoring: a positive is detected when a hit ends inside its clip or within ``SLAC
 negatives is a false accept (the detector restarts after a hit, as in the core).
 
     .venv/bin/python tools/speech/wake_quality.py [--seed 40] [--hours 2] [--positives 324]
-        [--gap silence|noise] [--engines micro,open,phrase] [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
+        [--gap silence|noise] [--frontend AGC,NS] [--engines micro,open,phrase] [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
         [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
 """
 import argparse
@@ -215,10 +215,36 @@ def open_engine(cfg):
     return wakeword.open_detector(cfg)
 
 
-def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S):
+class Frontend:
+    """``--frontend AGC,NS``: WebRTC automatic gain (target dBFS, 0 = off) and noise suppression (level 0-4)
+    before the detector, 10 ms at a time (``webrtc-noise-gain``, what Home Assistant's Assist runs before
+    microWakeWord: its ``auto_gain_dbfs`` and ``noise_suppression_level``). Its CPU is counted with the detector's."""
+
+    def __init__(self, spec):
+        from webrtc_noise_gain import AudioProcessor
+        self.ap, self.spec, self.tail = AudioProcessor(*spec), spec, b""
+
+    def __call__(self, data):
+        data = self.tail + data
+        n = len(data) - len(data) % 320
+        self.tail = data[n:]
+        return b"".join(self.ap.Process10ms(data[i:i + 320]).audio for i in range(0, n, 320))
+
+
+def frontend_spec(text):
+    """"31,2" -> (31, 2); ValueError when malformed or out of range."""
+    agc, ns = (int(x) for x in text.split(","))
+    if not (0 <= agc <= 31 and 0 <= ns <= 4):
+        raise ValueError(text)
+    return agc, ns
+
+
+def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S, frontend=None):
     """Feed a raw s16le file to a fresh detector ``chunk_s`` at a time -> (hit end times in ms, audio s, CPU s).
-    A hit's time is the end of the chunk it fired in (the detector restarts after it)."""
+    A hit's time is the end of the chunk it fired in (the detector restarts after it). ``frontend``: an
+    (AGC dBFS, NS level) pair, a fresh ``Frontend`` before the detector."""
     det = open_engine(cfg)
+    fe = Frontend(frontend) if frontend else (lambda b: b)
     step = int(chunk_s * BYTES_PER_SECOND) & ~1
     limit = int(limit_s * BYTES_PER_SECOND) if limit_s else None
     hits, fed = [], 0
@@ -229,7 +255,7 @@ def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S):
             if not data:
                 break
             fed += len(data)
-            if det.feed(data) is not None:
+            if det.feed(fe(data)) is not None:
                 hits.append(fed * 1000 // BYTES_PER_SECOND)
     cpu = time.process_time() - t0
     det.close()
@@ -267,6 +293,9 @@ def main(argv=None):
     p.add_argument("--gap", default=GAPS[0], choices=GAPS,
                    help="between positives: 1 s of digital silence (default, the published rows) or the next "
                         "clip's own noise (it starts %.0f s before the phrase)" % NOISE_LEAD_S)
+    p.add_argument("--frontend", default="", metavar="AGC,NS",
+                   help="WebRTC gain (dBFS, 0-31, 0 off) and noise suppression (0-4) before every engine, e.g. 31,2 "
+                        "(pip install webrtc-noise-gain); default none")
     p.add_argument("--engines", default="micro,open,phrase")
     p.add_argument("--words", default=",".join(PHRASES), help="default: all; %s only by the phrase engine" %
                    ", ".join(PHRASE_ONLY))
@@ -285,6 +314,15 @@ def main(argv=None):
     except ValueError:
         p.error("--neg-hours takes ENGINE=HOURS pairs (engines %s, hours > 0), e.g. micro=2,open=0.5" %
                 ", ".join(wakeword.ENGINES))
+    try:
+        fe = frontend_spec(a.frontend) if a.frontend else None
+    except ValueError:
+        p.error("--frontend takes AGC,NS: gain target 0-31 dBFS (0: off) and suppression level 0-4, e.g. 31,2")
+    if fe:
+        try:
+            import webrtc_noise_gain  # noqa: F401
+        except ImportError:
+            sys.exit("wake_quality: --frontend needs webrtc-noise-gain: pip install webrtc-noise-gain")
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -297,7 +335,8 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 — WakeUnavailable / SpeechUnavailable: one line
         sys.exit("wake_quality: %s" % e)
 
-    report = {"seed": a.seed, "gap": a.gap, "load_start": _load(), "corpus": {}, "results": []}
+    report = {"seed": a.seed, "gap": a.gap, "frontend": list(fe or ()), "load_start": _load(), "corpus": {},
+              "results": []}
     t0 = time.time()
     neg = out / "negatives.s16"
     meta_path = out / "negatives.json"
@@ -337,10 +376,10 @@ def main(argv=None):
             cfg = engine_config(e, w)
             load0 = _load()
             w0 = time.time()
-            hits, secs, cpu = run_stream(cfg, path)
+            hits, secs, cpu = run_stream(cfg, path, frontend=fe)
             flags = detected(spans, hits)
             snr = by_snr(spans, flags)
-            nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e))
+            nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e), frontend=fe)
             r = {"engine": e, "word": w, "config": cfg, "false_accepts": len(nhits), "neg_seconds": nsecs,
                  "fa_per_hour": per_hour(len(nhits), nsecs), "detected": sum(flags), "positives": len(flags),
                  "by_snr": snr, "cpu_xrt": (cpu + ncpu) / (secs + nsecs), "wall_s": round(time.time() - w0, 1),

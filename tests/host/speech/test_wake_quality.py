@@ -149,3 +149,18 @@ def test_issue40_the_cli_refuses_an_unknown_engine_in_one_line(wq, capsys):
         wq.main(["--engines", "micro,nope"])
     assert e.value.code == 2
     assert "unknown engine or word nope" in capsys.readouterr().err
+
+
+def test_issue40_frontend_spec_and_the_frontend_keeps_the_stream_in_step(wq):
+    """``--frontend AGC,NS``: parsed and range-checked; the WebRTC front end returns every 10 ms it was given,
+    across batches that are not multiples of 10 ms (the remainder waits for the next batch)."""
+    assert wq.frontend_spec("31,2") == (31, 2)
+    for bad in ("32,0", "0,5", "x", "1"):
+        with pytest.raises(ValueError):
+            wq.frontend_spec(bad)
+    pytest.importorskip("webrtc_noise_gain", reason="pip install webrtc-noise-gain")
+    fe = wq.Frontend((31, 0))
+    pcm = (np.sin(np.arange(16000) / 5.0) * 300).astype("<i2").tobytes()
+    out = fe(pcm[:1000]) + fe(pcm[1000:5000]) + fe(pcm[5000:])
+    assert len(out) == len(pcm) - len(pcm) % 320 and len(fe.tail) == len(pcm) % 320
+    assert np.abs(np.frombuffer(out[-3200:], "<i2")).max() > 300        # the gain raised the quiet tone
