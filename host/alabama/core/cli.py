@@ -169,13 +169,15 @@ def cmd_serve(args):
         raise UsageError("--workers wants 1 or more worker processes")
     args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
-    word, _ = _wake_choice(args)
-    if word:                         # a missing or damaged model: one line now, before any worker starts
-        from ..speech import wakeword
-        try:
+    word, phrase = _wake_choice(args)
+    from ..speech import SpeechUnavailable, wakeword
+    try:                             # a missing or damaged model, a phrase word not in the dictionary: one line
+        if word:                     # now, before any worker starts
             wakeword.choose(word)
-        except wakeword.WakeUnavailable:
-            pass                     # the core says how to install it and falls back to the keyphrase spotter
+        elif phrase:
+            wakeword.choose(phrase=phrase)
+    except (wakeword.WakeUnavailable, SpeechUnavailable):
+        pass                         # the core says how to install it (and falls back to the keyphrase spotter)
     if args.workers > 1:
         from . import workers
 

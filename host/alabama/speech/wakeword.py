@@ -135,8 +135,16 @@ def choose(word=None, phrase=None, threshold=None, min_ms=None, ds=None, check=T
         cfg = {"engine": PHRASE, "phrase": p, "label": p,
                "threshold": threshold if threshold is not None else spotter.DEFAULT_THRESHOLD,
                "ds": ds, "min_ms": min_ms}
+        if not p:
+            raise WakeError("the wake phrase is empty: give words pocketsphinx's dictionary knows, e.g. %r" %
+                            spotter.DEFAULT_PHRASE)
         if check:
-            spotter.Spotter(p, cfg["threshold"]).close()   # a phrase word missing from the dictionary fails here
+            try:
+                spotter.Spotter(p, cfg["threshold"]).close()
+            except ValueError as e:                      # a phrase word missing from the dictionary
+                words = str(e).split("word(s) ", 1)[-1].split(" not in", 1)[0]
+                raise WakeError("wake phrase %r: %s not in pocketsphinx's dictionary (cmudict): choose words it "
+                                "has, or a wake-word model (--wake-word)" % (p, words)) from None
         return cfg
     engine, model = parse_word(word)
     mod = _require(engine)

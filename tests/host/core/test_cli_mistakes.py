@@ -239,3 +239,10 @@ def test_core_serve_keyphrase_tuning_without_a_phrase_is_one_line(cli, tmp_path,
     """The default engine is a model: the keyphrase spotter's knobs without --wake-phrase would do nothing."""
     one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), *flag),
              flag[0], "--wake-phrase")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_core_serve_wake_phrase_with_a_word_pocketsphinx_lacks_is_one_line(cli, tmp_path, workers):
+    pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--workers", workers,
+                 "--wake-phrase", "hey zzqxw"), "zzqxw", "dictionary", "--wake-word")
