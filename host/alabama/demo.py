@@ -259,7 +259,8 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     flog.propagate = verbose
     brain = demo_brain()
     if ambient and brain != "speech":
-        raise DemoError("the ambient demo hears a wake word: it needs pocketsphinx (pip install 'alabama-satellite[speech]') "
+        raise DemoError("the ambient demo hears a wake word: it needs pocketsphinx (pip install "
+                        "'alabama-satellite[speech]') "
                         "and espeak-ng (apt-get install espeak-ng)")
     hearing = heard_tap()
     heard = hearing.__enter__()
@@ -367,7 +368,8 @@ def register(sub):
     p.add_argument("--dir", metavar="DIR", help="work directory (default: a temporary one, removed after)")
     p.add_argument("--out", metavar="WAV", default="build/demo-reply.wav", help="where the reply lands (default %(default)s)")
     p.add_argument("--say", metavar="TEXT", help="what espeak-ng says into the microphone (default %r; with "
-                   "--ambient it follows %r, with --wake-phrase it starts with the phrase)" % (UTTERANCE, AMBIENT_WORDS))
+                   "--ambient it follows %r, with --wake-phrase it starts with the phrase)" % (
+                       UTTERANCE, AMBIENT_WORDS))
     p.add_argument("--ambient", action="store_true", help="hands-free: the board streams ambiently, the core "
                    "listens for its default wake word, alexa (make demo-ambient); needs pocketsphinx and espeak-ng")
     p.add_argument("--wake-phrase", default=None, metavar="TEXT", help="with --ambient: a custom phrase the core's "

@@ -20,7 +20,8 @@ Scoring: a positive is detected when a hit ends inside its clip or within ``SLAC
 negatives is a false accept (the detector restarts after a hit, as in the core).
 
     .venv/bin/python tools/speech/wake_quality.py [--seed 40] [--hours 2] [--positives 324]
-        [--gap silence|noise] [--frontend AGC,NS] [--engines micro,open,phrase] [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
+        [--gap silence|noise] [--frontend AGC,NS] [--engines micro,open,phrase]
+        [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
         [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
 """
 import argparse
@@ -148,9 +149,10 @@ def write_positives(path, seed, word, n, gap=GAPS[0]):
     """The positives of ``word`` as one stream to ``path``; -> spans [[start_ms, end_ms, snr], ...].
     ``gap`` "silence": GAP_S of digital silence after each clip (the corpus of the published rows); "noise":
     instead, each clip's own noise starts NOISE_LEAD_S earlier (its lead that much longer), as a room's steady
-    noise is there before someone speaks. With "silence" every 20 dB clip follows a 5 dB clip of another noise colour by 1 s of
-    zeros, and microWakeWord's frontend (its per-channel noise estimate) still carries that louder noise: the
-    20 dB clips are detected less than the 10 dB ones (docs/speech.md, "Why 20 dB detects less")."""
+    noise is there before someone speaks. With "silence" every 20 dB clip follows a 5 dB clip of another noise
+    colour by 1 s of zeros, and microWakeWord's frontend (its per-channel noise estimate) still carries that
+    louder noise: the 20 dB clips are detected less than the 10 dB ones (docs/speech.md, "Why alexa detected
+    fewer at 20 dB")."""
     spans, pos, quiet = [], 0, audio.silence(GAP_S)
     if gap not in GAPS:
         raise ValueError(gap)

@@ -48,9 +48,11 @@ def register(sub):
                         "spotter, weaker (hundreds of false wakes an hour measured; docs/speech.md); \"\": no "
                         "wake word at all")
     s.add_argument("--wake-threshold", type=float, default=None,
-                   help="with --wake-phrase: pocketsphinx keyphrase threshold (lower: more hits); default 1e-28 (docs/speech.md)")
+                   help="with --wake-phrase: pocketsphinx keyphrase threshold (lower: more hits); default 1e-28 "
+                        "(docs/speech.md)")
     s.add_argument("--wake-min-ms", type=int, default=None, metavar="MS",
-                   help="with --wake-phrase, second stage: a hit whose phrase segment is shorter than MS is dropped (0: off); default "
+                   help="with --wake-phrase, second stage: a hit whose phrase segment is shorter than MS is "
+                        "dropped (0: off); default "
                         "450 (docs/speech.md)")
     s.add_argument("--ping-interval", type=float, default=15.0, help="seconds between core Pings (0: none)")
     s.add_argument("--workers", type=int, default=1, help="worker processes on the one port (each device is served by "
