@@ -19,7 +19,7 @@ help:
 	@echo "make test               the whole test suite (firmware on CPython and on micropython)"
 	@echo "make codegen            regenerate pb2 + firmware codec from proto/"
 	@echo "make demo               reference core + virtual board + one voice exchange"
-	@echo "make demo-ambient       the same hands-free: ambient board, \"hey alabama, what time is it\""
+	@echo "make demo-ambient       the same hands-free: ambient board, the core wakes on \"Alexa, what time is it\""
 	@echo "make demo-wake          the board wakes by itself: on-device okay_nabu, \"okay nabu, what time is it\""
 	@echo "make flash BOARD= PORT= erase, write MicroPython, deploy the firmware (RELEASE=vX.Y.Z: a release image)"
 	@echo "make deploy BOARD= PORT= copy changed firmware modules to a board"
@@ -84,7 +84,7 @@ demo: install
 	$(ALABAMA) demo
 
 demo-ambient: install
-	$(ALABAMA) demo --ambient --wake-phrase "hey alabama"
+	$(ALABAMA) demo --ambient
 
 demo-wake: install
 	$(ALABAMA) demo --wake okay_nabu

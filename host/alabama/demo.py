@@ -6,8 +6,9 @@ utterance into its microphone (espeak-ng when installed, else a synthesized sign
 core's brain answer (speech when pocketsphinx is installed: it prints what it heard; else echo), print the
 frames in the style of the spec's §4 listings, write the reply WAV, and exit 0 only when the exchange
 completed with an empty conformance report. ``--ambient`` (``make demo-ambient``): no button — the board
-streams ambiently from connect (its stored setting capture_mode = ambient), the core runs the wake phrase
-spotter on that stream, and the utterance starts with the phrase ("hey alabama, what time is it").
+streams ambiently from connect (its stored setting capture_mode = ambient), the core spots its default wake word
+on that stream (the microWakeWord ``alexa`` model: "Alexa, what time is it"), or with ``--wake-phrase TEXT`` a
+custom phrase with the keyphrase spotter ("hey alabama, what time is it").
 ``--wake`` (``make demo-wake``): the board wakes by itself — capture_mode wake, the okay_nabu model compiled onto
 it by deploy, its own frontend and model listening to the mic; "okay nabu, what time is it" played into the mic
 opens a WAKEWORD capture with the question only, and the core answers it.
@@ -28,11 +29,11 @@ from .board import logwords as lw
 from .errors import AlabamaError, UsageError
 
 UTTERANCE = "What time is it?"     # a command the speech brain knows (alabama.speech.intents)
-WAKE_PHRASE = "hey alabama"
-AMBIENT_UTTERANCE = "Hey alabama, what time is it?"
+AMBIENT_WORDS = "Alexa,"       # the core's default wake word (speech.wakeword.DEFAULT_WORD), said in WAKE_VOICE
+AMBIENT_UTTERANCE = UTTERANCE
 WAKE_MODEL = "okay_nabu"
 WAKE_WORDS = "Okay nabu,"       # spoken in WAKE_VOICE: okay_nabu hears espeak-ng's male voices, not its f2
-WAKE_VOICE = "en-us"
+WAKE_VOICE = "en-us"           # alexa, too, hears en-us and not the recogniser's en-us+f2 voice
 
 
 def demo_brain():
@@ -224,10 +225,19 @@ def store_ambient_setting(flash):
 
 
 async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, verbose=False, wake_phrase=None,
-                   wake=None):
-    """One exchange; with ``wake_phrase`` hands-free (the board ambient, the core spotting the phrase); with ``wake``
-    (a model name) hands-free on the board itself (it detects the word and opens a WAKEWORD capture)."""
+                   wake=None, ambient=False):
+    """One exchange; with ``ambient`` hands-free (the board ambient, the core spotting its default wake word, or
+    ``wake_phrase`` with the keyphrase spotter: the utterance then starts with the phrase); with ``wake`` (a model
+    name) hands-free on the board itself (it detects the word and opens a WAKEWORD capture)."""
     from alabama.board import boards, sim
+    from alabama.speech.wakeword import DEFAULT_WORD
+    ambient = ambient or bool(wake_phrase)
+    ambient_word = DEFAULT_WORD if ambient and not wake_phrase else None
+    if ambient_word:
+        import importlib.util
+        if importlib.util.find_spec("pymicro_wakeword") is None:
+            raise DemoError("the ambient demo's wake word %s is a microWakeWord model: pip install pymicro-wakeword "
+                            "(or give --wake-phrase \"hey alabama\" for the keyphrase spotter)" % DEFAULT_WORD)
     if wake:
         from .wake.reference import BUILTIN
         if wake not in BUILTIN and not (wake.endswith(".tflite") and pathlib.Path(wake).is_file()):
@@ -248,12 +258,14 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     flog.addHandler(tap)
     flog.propagate = verbose
     brain = demo_brain()
-    if wake_phrase and brain != "speech":
-        raise DemoError("the ambient demo hears a wake phrase: it needs pocketsphinx (pip install 'alabama-satellite[speech]') "
+    if ambient and brain != "speech":
+        raise DemoError("the ambient demo hears a wake word: it needs pocketsphinx (pip install "
+                        "'alabama-satellite[speech]') "
                         "and espeak-ng (apt-get install espeak-ng)")
     hearing = heard_tap()
     heard = hearing.__enter__()
-    core = CoreServer(work / "core", host="127.0.0.1", port=0, brain=brain, control=False, wake_phrase=wake_phrase)
+    core = CoreServer(work / "core", host="127.0.0.1", port=0, brain=brain, control=False, wake_phrase=wake_phrase,
+                      wake_word=ambient_word)
     await core.start()
     vb = None
     loop = asyncio.get_running_loop()
@@ -266,13 +278,17 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             shutil.rmtree(flash)
         sim.provision(flash, "127.0.0.1", core.port, core.public_key, token, int(expires))
         echo("provision : fresh virtual board at %s (core address + key + pairing token)" % flash)
-        if wake_phrase:
+        if ambient:
             store_ambient_setting(flash)
-            echo("settings  : capture_mode = ambient (streams from connect); the core listens for %r" % wake_phrase)
+            echo("settings  : capture_mode = ambient (streams from connect); the core listens for %s" % (
+                repr(wake_phrase) + " (keyphrase spotter)" if wake_phrase else
+                "%r (microWakeWord model)" % ambient_word))
         utt = work / "utterance.wav"
         if wake:
             seconds, source = make_wake_utterance(utt, text, wake_words(wake))
             echo("settings  : capture_mode = wake (board file), wake_word = %s: the board listens by itself" % wake)
+        elif ambient_word:
+            seconds, source = make_wake_utterance(utt, text, wake_words(ambient_word))
         else:
             seconds, source = make_utterance(utt, text)
         echo("utterance : %.2f s, %s" % (seconds, source))
@@ -292,11 +308,11 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
                 raise DemoError("the board did not hear its wake word %s in %s" % (wake, source))
             cap = await loop.run_in_executor(None, vb.wait_log, lw.CAPTURE_OPENED_WAKE, 2, m)
             echo("board     : %s, capture %s opened (WAKEWORD), the question streams" % (hit.group(0), cap.group(1)))
-        elif wake_phrase:
+        elif ambient:
             amb = await loop.run_in_executor(None, vb.wait_log, r"capture (\d+) opened \(ambient", 10)
             echo("board     : ambient capture %s streaming, no button" % amb.group(1))
             m = vb.mark()
-            echo("mic       : %r" % text)
+            echo("mic       : %s" % (repr(text) if wake_phrase else source))
             vb.set_mic(utt)
         else:
             vb.set_mic(utt)
@@ -310,9 +326,9 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             await loop.run_in_executor(None, vb.wait_log, r"capture \d+ done: Response", 30 + seconds, m)
         except sim.SimError as e:
             raise DemoError("the exchange did not complete%s: %s" % (
-                " (was the wake phrase heard?)" if wake_phrase else "", str(e).splitlines()[0]))
+                " (was the wake word heard?)" if ambient else "", str(e).splitlines()[0]))
         played = await loop.run_in_executor(None, vb.wait_log, r"playback done \d+ frames (\d+)", 1, m)
-        if wake_phrase:
+        if ambient:
             again = await loop.run_in_executor(None, vb.wait_log, r"capture (\d+) opened \(ambient", 10, m)
             echo("board     : ambient streaming again on capture %s" % again.group(1))
         await asyncio.sleep(0.3)
@@ -353,10 +369,12 @@ def register(sub):
     p.add_argument("--out", metavar="WAV", default=None, help="where the reply lands (default %s: the build "
                    "directory, never the one you stand in)" % default_out())
     p.add_argument("--say", metavar="TEXT", help="what espeak-ng says into the microphone (default %r; with "
-                   "--ambient %r)" % (UTTERANCE, AMBIENT_UTTERANCE))
+                   "--ambient it follows %r, with --wake-phrase it starts with the phrase)" % (
+                       UTTERANCE, AMBIENT_WORDS))
     p.add_argument("--ambient", action="store_true", help="hands-free: the board streams ambiently, the core "
-                   "listens for the wake phrase (make demo-ambient); needs pocketsphinx and espeak-ng")
-    p.add_argument("--wake-phrase", default=WAKE_PHRASE, metavar="TEXT", help="with --ambient (default %(default)r)")
+                   "listens for its default wake word, alexa (make demo-ambient); needs pocketsphinx and espeak-ng")
+    p.add_argument("--wake-phrase", default=None, metavar="TEXT", help="with --ambient: a custom phrase the core's "
+                   "keyphrase spotter listens for instead (weaker), e.g. \"hey alabama\"")
     p.add_argument("--wake", nargs="?", const=WAKE_MODEL, metavar="MODEL", help="hands-free on the board: it "
                    "detects the wake word itself (default model %s; make demo-wake); needs espeak-ng" % WAKE_MODEL)
     p.add_argument("--board", default="sim", metavar="NAME", help="board file to simulate (default: sim)")
@@ -393,10 +411,16 @@ def cmd_demo(args):
         tmp = tempfile.mkdtemp(prefix="alabama-demo-")
         work = tmp
     try:
-        text = args.say or (AMBIENT_UTTERANCE if args.ambient else UTTERANCE)
+        if args.wake_phrase is not None and not args.ambient:
+            raise DemoError("--wake-phrase is for the hands-free demo: add --ambient")
+        if args.ambient and args.wake_phrase is not None and not args.wake_phrase.strip():
+            raise DemoError("--wake-phrase is empty: give the phrase the core listens for, e.g. \"hey alabama\"")
+        phrase = args.wake_phrase.strip() if args.ambient and args.wake_phrase else None
+        text = args.say or (phrase.capitalize() + ", " + UTTERANCE[0].lower() + UTTERANCE[1:] if phrase else
+                            AMBIENT_UTTERANCE if args.ambient else UTTERANCE)
         return asyncio.run(run_demo(work, str(out), board=args.board, text=text,
                                     echo=lambda s: print(s, flush=True), verbose=args.verbose > 1,
-                                    wake_phrase=args.wake_phrase if args.ambient else None, wake=args.wake))
+                                    wake_phrase=phrase, wake=args.wake, ambient=args.ambient))
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

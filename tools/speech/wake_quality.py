@@ -20,7 +20,8 @@ Scoring: a positive is detected when a hit ends inside its clip or within ``SLAC
 negatives is a false accept (the detector restarts after a hit, as in the core).
 
     .venv/bin/python tools/speech/wake_quality.py [--seed 40] [--hours 2] [--positives 324]
-        [--engines micro,open,phrase] [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
+        [--gap silence|noise] [--frontend AGC,NS] [--engines micro,open,phrase]
+        [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
         [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
 """
 import argparse
@@ -53,6 +54,8 @@ SNRS = (20, 10, 5)
 NOISES = ("white", "pink", "brown", "hum")
 SLACK_MS = 1000          # a hit this long after a positive's end still counts (engines decide on a window)
 GAP_S = 1.0              # quiet between positives in their stream
+GAPS = ("silence", "noise")   # what fills that gap (--gap): digital silence, or the next clip's own noise
+NOISE_LEAD_S = 3.0       # --gap noise: each clip's own noise starts this long before its phrase (no silence)
 CHUNK_S = BATCH_S        # seconds per feed: the core's spotting batch
 #: Read text for the negatives: near misses of every wake phrase, and ordinary household talk.
 NEAR_MISS = (
@@ -142,16 +145,28 @@ def write_negatives(path, seed, seconds):
     return {"seconds": n / BYTES_PER_SECOND, "segments": sum(kinds.values()), "kinds": kinds}
 
 
-def write_positives(path, seed, word, n):
-    """The positives of ``word`` as one stream (GAP_S quiet between clips) to ``path``; -> spans
-    [[start_ms, end_ms, snr], ...]."""
-    spans, pos, gap = [], 0, audio.silence(GAP_S)
+def write_positives(path, seed, word, n, gap=GAPS[0]):
+    """The positives of ``word`` as one stream to ``path``; -> spans [[start_ms, end_ms, snr], ...].
+    ``gap`` "silence": GAP_S of digital silence after each clip (the corpus of the published rows); "noise":
+    instead, each clip's own noise starts NOISE_LEAD_S earlier (its lead that much longer), as a room's steady
+    noise is there before someone speaks. With "silence" every 20 dB clip follows a 5 dB clip of another noise
+    colour by 1 s of zeros, and microWakeWord's frontend (its per-channel noise estimate) still carries that
+    louder noise: the 20 dB clips are detected less than the 10 dB ones (docs/speech.md, "Why alexa detected
+    fewer at 20 dB")."""
+    spans, pos, quiet = [], 0, audio.silence(GAP_S)
+    if gap not in GAPS:
+        raise ValueError(gap)
     with open(path, "wb") as f:
         for clip in positive_plan(seed, word, n):
-            pcm = corpus.render(clip, seed)
-            f.write(pcm + gap)
-            spans.append([pos * 1000 // BYTES_PER_SECOND, (pos + len(pcm)) * 1000 // BYTES_PER_SECOND, clip.snr])
-            pos += len(pcm) + len(gap)
+            if gap == "noise":
+                pcm = corpus.render(clip._replace(lead=clip.lead + NOISE_LEAD_S), seed)
+                lead, after = int(NOISE_LEAD_S * BYTES_PER_SECOND), b""
+            else:
+                pcm, lead, after = corpus.render(clip, seed), 0, quiet
+            f.write(pcm + after)
+            spans.append([(pos + lead) * 1000 // BYTES_PER_SECOND, (pos + len(pcm)) * 1000 // BYTES_PER_SECOND,
+                          clip.snr])
+            pos += len(pcm) + len(after)
     return spans
 
 
@@ -202,10 +217,36 @@ def open_engine(cfg):
     return wakeword.open_detector(cfg)
 
 
-def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S):
+class Frontend:
+    """``--frontend AGC,NS``: WebRTC automatic gain (target dBFS, 0 = off) and noise suppression (level 0-4)
+    before the detector, 10 ms at a time (``webrtc-noise-gain``, what Home Assistant's Assist runs before
+    microWakeWord: its ``auto_gain_dbfs`` and ``noise_suppression_level``). Its CPU is counted with the detector's."""
+
+    def __init__(self, spec):
+        from webrtc_noise_gain import AudioProcessor
+        self.ap, self.spec, self.tail = AudioProcessor(*spec), spec, b""
+
+    def __call__(self, data):
+        data = self.tail + data
+        n = len(data) - len(data) % 320
+        self.tail = data[n:]
+        return b"".join(self.ap.Process10ms(data[i:i + 320]).audio for i in range(0, n, 320))
+
+
+def frontend_spec(text):
+    """"31,2" -> (31, 2); ValueError when malformed or out of range."""
+    agc, ns = (int(x) for x in text.split(","))
+    if not (0 <= agc <= 31 and 0 <= ns <= 4):
+        raise ValueError(text)
+    return agc, ns
+
+
+def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S, frontend=None):
     """Feed a raw s16le file to a fresh detector ``chunk_s`` at a time -> (hit end times in ms, audio s, CPU s).
-    A hit's time is the end of the chunk it fired in (the detector restarts after it)."""
+    A hit's time is the end of the chunk it fired in (the detector restarts after it). ``frontend``: an
+    (AGC dBFS, NS level) pair, a fresh ``Frontend`` before the detector."""
     det = open_engine(cfg)
+    fe = Frontend(frontend) if frontend else (lambda b: b)
     step = int(chunk_s * BYTES_PER_SECOND) & ~1
     limit = int(limit_s * BYTES_PER_SECOND) if limit_s else None
     hits, fed = [], 0
@@ -216,7 +257,7 @@ def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S):
             if not data:
                 break
             fed += len(data)
-            if det.feed(data) is not None:
+            if det.feed(fe(data)) is not None:
                 hits.append(fed * 1000 // BYTES_PER_SECOND)
     cpu = time.process_time() - t0
     det.close()
@@ -251,6 +292,12 @@ def main(argv=None):
     p.add_argument("--neg-hours", default="",
                    help="per engine, hours of those negatives fed (e.g. micro=2,open=0.5,phrase=0.25; default all)")
     p.add_argument("--positives", type=int, default=324, help="positive clips per wake word (default 324)")
+    p.add_argument("--gap", default=GAPS[0], choices=GAPS,
+                   help="between positives: 1 s of digital silence (default, the published rows) or the next "
+                        "clip's own noise (it starts %.0f s before the phrase)" % NOISE_LEAD_S)
+    p.add_argument("--frontend", default="", metavar="AGC,NS",
+                   help="WebRTC gain (dBFS, 0-31, 0 off) and noise suppression (0-4) before every engine, e.g. 31,2 "
+                        "(pip install webrtc-noise-gain); default none")
     p.add_argument("--engines", default="micro,open,phrase")
     p.add_argument("--words", default=",".join(PHRASES), help="default: all; %s only by the phrase engine" %
                    ", ".join(PHRASE_ONLY))
@@ -269,6 +316,15 @@ def main(argv=None):
     except ValueError:
         p.error("--neg-hours takes ENGINE=HOURS pairs (engines %s, hours > 0), e.g. micro=2,open=0.5" %
                 ", ".join(wakeword.ENGINES))
+    try:
+        fe = frontend_spec(a.frontend) if a.frontend else None
+    except ValueError:
+        p.error("--frontend takes AGC,NS: gain target 0-31 dBFS (0: off) and suppression level 0-4, e.g. 31,2")
+    if fe:
+        try:
+            import webrtc_noise_gain  # noqa: F401
+        except ImportError:
+            sys.exit("wake_quality: --frontend needs webrtc-noise-gain: pip install webrtc-noise-gain")
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -281,7 +337,8 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 — WakeUnavailable / SpeechUnavailable: one line
         sys.exit("wake_quality: %s" % e)
 
-    report = {"seed": a.seed, "load_start": _load(), "corpus": {}, "results": []}
+    report = {"seed": a.seed, "gap": a.gap, "frontend": list(fe or ()), "load_start": _load(), "corpus": {},
+              "results": []}
     t0 = time.time()
     neg = out / "negatives.s16"
     meta_path = out / "negatives.json"
@@ -293,20 +350,23 @@ def main(argv=None):
             meta_path.write_text(json.dumps(meta))
         pos = {}
         for w in words:
-            path = out / ("positives-%s.s16" % w)
-            spans_path = out / ("positives-%s.json" % w)
+            tag = "" if a.gap == GAPS[0] else "-gap-" + a.gap
+            path = out / ("positives-%s%s.s16" % (w, tag))
+            spans_path = out / ("positives-%s%s.json" % (w, tag))
             pkey = {"seed": a.seed, "n": a.positives}
+            if a.gap != GAPS[0]:
+                pkey.update(gap=a.gap, lead=NOISE_LEAD_S)
             old = json.loads(spans_path.read_text()) if spans_path.exists() else {}
             if old.get("key") != pkey or not path.exists():
-                old = {"key": pkey, "spans": write_positives(path, a.seed, w, a.positives)}
+                old = {"key": pkey, "spans": write_positives(path, a.seed, w, a.positives, a.gap)}
                 spans_path.write_text(json.dumps(old))
             pos[w] = (path, old["spans"])
     except audio.ToolMissing as e:
         sys.exit("wake_quality: %s" % e)
     report["corpus"] = {"negatives": meta, "positives_per_word": a.positives, "generate_s": round(time.time() - t0, 1)}
-    print("corpus (seed %d): %.2f h of negatives (%s), %d positives per word; %.0f s to make or load" % (
+    print("corpus (seed %d): %.2f h of negatives (%s), %d positives per word (gap: %s); %.0f s to make or load" % (
         a.seed, meta["seconds"] / 3600, ", ".join("%d %s" % (v, k) for k, v in sorted(meta["kinds"].items())),
-        a.positives, time.time() - t0), flush=True)
+        a.positives, a.gap, time.time() - t0), flush=True)
 
     print("%-8s %-12s %8s %8s %6s  %s" % ("engine", "word", "FA", "FA/h", "neg h", "detected at 20 / 10 / 5 dB "
                                           "(all)  [CPU xRT, load]"), flush=True)
@@ -318,10 +378,10 @@ def main(argv=None):
             cfg = engine_config(e, w)
             load0 = _load()
             w0 = time.time()
-            hits, secs, cpu = run_stream(cfg, path)
+            hits, secs, cpu = run_stream(cfg, path, frontend=fe)
             flags = detected(spans, hits)
             snr = by_snr(spans, flags)
-            nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e))
+            nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e), frontend=fe)
             r = {"engine": e, "word": w, "config": cfg, "false_accepts": len(nhits), "neg_seconds": nsecs,
                  "fa_per_hour": per_hour(len(nhits), nsecs), "detected": sum(flags), "positives": len(flags),
                  "by_snr": snr, "cpu_xrt": (cpu + ncpu) / (secs + nsecs), "wall_s": round(time.time() - w0, 1),

@@ -18,7 +18,7 @@ from ..local import lan_address, local_time
 from . import BRAINS
 from . import datadir
 from . import registry as reg
-from ..speech.spotter import DEFAULT_PHRASE as DEFAULT_WAKE_PHRASE
+from ..speech.wakeword import DEFAULT_WORD as DEFAULT_WAKE_WORD
 
 
 def register(sub):
@@ -39,16 +39,20 @@ def register(sub):
                    help="speech brain's recogniser: embedded (pocketsphinx) or wyoming://HOST:PORT")
     s.add_argument("--tts", default="embedded", type=_engine_flag,
                    help="speech brain's voice: embedded (espeak-ng) or wyoming://HOST:PORT")
-    s.add_argument("--wake-phrase", default=DEFAULT_WAKE_PHRASE,
-                   help="wake phrase spotted on ambient captures (\"\": off); default %(default)r")
     s.add_argument("--wake-word", default=None, metavar="MODEL",
-                   help="wake-word model on ambient captures instead of the keyphrase: okay_nabu, hey_jarvis, "
-                        "hey_mycroft, alexa or FILE.json (microWakeWord), open:NAME or FILE.tflite (openWakeWord); "
-                        "docs/speech.md")
+                   help="wake-word model on ambient captures: alexa (default: the fewest false wakes measured), "
+                        "okay_nabu, hey_jarvis, hey_mycroft or FILE.json (microWakeWord), open:NAME or FILE.tflite "
+                        "(openWakeWord); docs/speech.md")
+    s.add_argument("--wake-phrase", default=None, metavar="TEXT",
+                   help="a custom phrase instead of a model, e.g. \"hey alabama\": the pocketsphinx keyphrase "
+                        "spotter, weaker (hundreds of false wakes an hour measured; docs/speech.md); \"\": no "
+                        "wake word at all")
     s.add_argument("--wake-threshold", type=usage.positive(float, "a threshold"), default=None,
-                   help="pocketsphinx keyphrase threshold (lower: more hits); default 1e-28 (docs/speech.md)")
+                   help="with --wake-phrase: pocketsphinx keyphrase threshold (lower: more hits); default 1e-28 "
+                        "(docs/speech.md)")
     s.add_argument("--wake-min-ms", type=usage.non_negative(int, "milliseconds", "off"), default=None, metavar="MS",
-                   help="second stage: a hit whose phrase segment is shorter than MS is dropped (0: off); default "
+                   help="with --wake-phrase, second stage: a hit whose phrase segment is shorter than MS is "
+                        "dropped (0: off); default "
                         "450 (docs/speech.md)")
     s.add_argument("--ping-interval", type=usage.non_negative(), default=15.0, help="seconds between core Pings (0: none)")
     s.add_argument("--workers", type=usage.positive(int, "worker processes"), default=1, help="worker processes on the one port (each device is served by "
@@ -142,9 +146,24 @@ def _listen(spec):
     return host or "0.0.0.0", int(port)
 
 
+def _wake_choice(args):
+    """(wake_word, wake_phrase) for the core: ``--wake-phrase`` (a custom phrase, or "" for none) or
+    ``--wake-word``, never both; neither: the default model (DEFAULT_WAKE_WORD)."""
+    if args.wake_phrase is not None and args.wake_word:
+        raise UsageError("give --wake-word MODEL or --wake-phrase TEXT, not both (a phrase is spotted by the "
+                         "keyphrase spotter, a word by its model)")
+    if args.wake_phrase is not None:
+        return None, args.wake_phrase
+    if args.wake_threshold is not None or args.wake_min_ms is not None:
+        raise UsageError("--wake-threshold and --wake-min-ms tune the keyphrase spotter: give them with "
+                         "--wake-phrase TEXT (a model keeps its published cutoff)")
+    return args.wake_word or DEFAULT_WAKE_WORD, None
+
+
 def _speech_kw(args):
-    return {"stt": args.stt, "tts": args.tts, "wake_phrase": args.wake_phrase, "wake_threshold": args.wake_threshold,
-            "wake_min_ms": args.wake_min_ms, "wake_word": args.wake_word}
+    word, phrase = _wake_choice(args)
+    return {"stt": args.stt, "tts": args.tts, "wake_phrase": phrase, "wake_threshold": args.wake_threshold,
+            "wake_min_ms": args.wake_min_ms, "wake_word": word}
 
 
 def cmd_serve(args):
@@ -154,12 +173,15 @@ def cmd_serve(args):
         raise UsageError("--workers wants 1 or more worker processes")
     args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
-    if args.wake_word:               # a missing or damaged model: one line now, before any worker starts
-        from ..speech import wakeword
-        try:
-            wakeword.choose(args.wake_word)
-        except wakeword.WakeUnavailable:
-            pass                     # the core says how to install it and falls back to the keyphrase spotter
+    word, phrase = _wake_choice(args)
+    from ..speech import SpeechUnavailable, wakeword
+    try:                             # a missing or damaged model, a phrase word not in the dictionary: one line
+        if word:                     # now, before any worker starts
+            wakeword.choose(word)
+        elif phrase:
+            wakeword.choose(phrase=phrase)
+    except (wakeword.WakeUnavailable, SpeechUnavailable):
+        pass                         # the core says how to install it (and falls back to the keyphrase spotter)
     if args.workers > 1:
         from . import workers
 

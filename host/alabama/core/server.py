@@ -133,6 +133,11 @@ class CoreServer:
         if self.control_enabled:
             self._control = await ControlEndpoint(self, self.data_dir / self.control_file).start()
         log.info("core listening on %s:%d, key %s", self.host, self.port, self.public_key_hex)
+        if self.wake is not None and self._own_wake:     # said once listening: a refused start stays one line
+            cfg = self.wake.config
+            engine = {"micro": "microWakeWord model ", "open": "openWakeWord model "}.get(cfg["engine"],
+                                                                                    "keyphrase spotter")
+            log.info("wake word %r on ambient captures: %s%s", cfg["label"], engine, cfg.get("model", ""))
         return self
 
     async def stop(self):
@@ -433,7 +438,6 @@ def _make_wake(phrase, threshold, min_ms=None, word=None):
             phrase = phrase or wakeword.spotter_default()
             log.warning("%s; the keyphrase spotter listens for %r instead", e, phrase)
         else:
-            log.info("wake word %r: %s model %s", cfg["label"], cfg["engine"], cfg["model"])
             return Wake(config=cfg)
     if not phrase:
         return None

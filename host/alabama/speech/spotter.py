@@ -174,9 +174,13 @@ class Spotter:
         self._d.end_utt()
 
 
-def frames_until_hit(sp, data):
+def frames_until_hit(sp, data, batch=True):
     """Feed ``data`` to spotter ``sp`` 20 ms at a time; at a hit -> (hit, the bytes after the hit's frame), else
-    None (the core's spotting workers and its in-thread spotting both use it)."""
+    None (the core's spotting workers and its in-thread spotting both use it). A detector with
+    ``feed_until_hit`` (a microWakeWord model) takes the whole batch in one call, with the same answer."""
+    whole = getattr(sp, "feed_until_hit", None) if batch else None
+    if whole is not None:
+        return whole(data)
     for i in range(0, len(data), FRAME_BYTES):
         hit = sp.feed(data[i:i + FRAME_BYTES])
         if hit is not None:

@@ -30,8 +30,14 @@ ENGINES = (MICRO, OPEN, PHRASE)
 MICRO_MODELS = ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa")
 OPEN_MODELS = ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa", "hey_rhasspy")
 PACKAGES = {MICRO: "pymicro-wakeword", OPEN: "pyopen-wakeword"}
+#: The core's default wake word (``alabama core serve`` without ``--wake-word``/``--wake-phrase``): the one model
+#: meeting issue 40's <= 0.5 false wakes per hour on the wake corpus (0 in 2 h; okay_nabu 1.0; docs/speech.md,
+#: "Wake words measured").
+DEFAULT_WORD = "alexa"
 #: openWakeWord's usual decision threshold (its models ship without one; pyopen-wakeword's CLI default).
 OPEN_THRESHOLD = 0.5
+#: microWakeWord's frontend step: one feature per 10 ms of 16 kHz s16le audio.
+STEP_BYTES = BYTES_PER_SECOND // 100
 #: How long the child process may take to load a model at start.
 CHECK_TIMEOUT_S = 30.0
 WORD_HELP = ("a microWakeWord model: %s or FILE.json (pymicro-wakeword); open:NAME (%s) or FILE.tflite "
@@ -129,8 +135,16 @@ def choose(word=None, phrase=None, threshold=None, min_ms=None, ds=None, check=T
         cfg = {"engine": PHRASE, "phrase": p, "label": p,
                "threshold": threshold if threshold is not None else spotter.DEFAULT_THRESHOLD,
                "ds": ds, "min_ms": min_ms}
+        if not p:
+            raise WakeError("the wake phrase is empty: give words pocketsphinx's dictionary knows, e.g. %r" %
+                            spotter.DEFAULT_PHRASE)
         if check:
-            spotter.Spotter(p, cfg["threshold"]).close()   # a phrase word missing from the dictionary fails here
+            try:
+                spotter.Spotter(p, cfg["threshold"]).close()
+            except ValueError as e:                      # a phrase word missing from the dictionary
+                words = str(e).split("word(s) ", 1)[-1].split(" not in", 1)[0]
+                raise WakeError("wake phrase %r: %s not in pocketsphinx's dictionary (cmudict): choose words it "
+                                "has, or a wake-word model (--wake-word)" % (p, words)) from None
         return cfg
     engine, model = parse_word(word)
     mod = _require(engine)
@@ -202,8 +216,33 @@ class MicroDetector(_ModelDetector):
     def _fires(self, data):
         return any(self.ww.process_streaming(f) for f in self.features.process_streaming(data))
 
+    def feed_until_hit(self, data):
+        """A whole batch (the spotting pool's 0.1 s) in one call, whole 20 ms frames: -> (Hit, the bytes after the
+        hit's frame) or None; the same hit, frame and rest as feeding it 20 ms at a time
+        (spotter.frames_until_hit), without the per-frame calls. The frontend yields one feature per 10 ms
+        (STEP_BYTES) of audio, so the k-th feature of a frame-aligned batch ends at byte (k + 1) * STEP_BYTES."""
+        if len(data) % FRAME_BYTES or self.fed % FRAME_BYTES:
+            return _per_frame(self, data)
+        start = self.fed
+        for k, f in enumerate(self.features.process_streaming(bytes(data))):
+            if self.ww.process_streaming(f):
+                end = min(len(data), -(-(k + 1) * STEP_BYTES // FRAME_BYTES) * FRAME_BYTES)
+                self.fed = start + end
+                self.ww.reset()
+                self.features.reset()
+                from .spotter import Hit
+                return Hit(self.label, (self.fed - FRAME_BYTES) // FRAME_BYTES,
+                           self.fed * 1000 // BYTES_PER_SECOND), data[end:]
+        self.fed = start + len(data)
+        return None
+
     def close(self):
         self.ww.close()
+
+
+def _per_frame(det, data):
+    from .spotter import frames_until_hit
+    return frames_until_hit(det, data, batch=False)
 
 
 class OpenDetector(_ModelDetector):

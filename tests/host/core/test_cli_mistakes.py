@@ -226,3 +226,23 @@ def test_an_existing_directory_without_core_state_is_refused_by_read_only_comman
     (d / "notes.txt").write_text("mine")
     one_line(cli(*argv, "--data", str(d)), "holds no core state", "core.key")
     assert sorted(os.listdir(d)) == ["notes.txt"]
+
+
+# ------------------------------------------------------------------------------ the wake word (issue 40)
+def test_core_serve_wake_word_and_wake_phrase_together_is_one_line(cli, tmp_path):
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--wake-word",
+                 "okay_nabu", "--wake-phrase", "hey alabama"), "--wake-word", "--wake-phrase", "not both")
+
+
+@pytest.mark.parametrize("flag", [["--wake-threshold", "1e-20"], ["--wake-min-ms", "300"]])
+def test_core_serve_keyphrase_tuning_without_a_phrase_is_one_line(cli, tmp_path, flag):
+    """The default engine is a model: the keyphrase spotter's knobs without --wake-phrase would do nothing."""
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), *flag),
+             flag[0], "--wake-phrase")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_core_serve_wake_phrase_with_a_word_pocketsphinx_lacks_is_one_line(cli, tmp_path, workers):
+    pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
+    one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--workers", workers,
+                 "--wake-phrase", "hey zzqxw"), "zzqxw", "dictionary", "--wake-word")

@@ -75,6 +75,22 @@ def test_issue40_the_corpus_bytes_are_the_seeds(wq, tmp_path):
     assert e1 * BYTES_PER_SECOND // 1000 <= len(a[2])
 
 
+@needs_espeak
+def test_issue40_gap_noise_puts_each_clips_own_noise_before_its_phrase(wq, tmp_path):
+    """``--gap noise``: no digital silence between positives; each clip's noise starts NOISE_LEAD_S before the
+    span scored (so a hit in that lead is not a detection), and the same phrases are spoken as with silence."""
+    quiet = wq.write_positives(tmp_path / "s.s16", 7, "alexa", 2)
+    noisy = wq.write_positives(tmp_path / "n.s16", 7, "alexa", 2, "noise")
+    pcm = np.frombuffer((tmp_path / "n.s16").read_bytes(), "<i2")
+    runs = np.flatnonzero(np.diff(np.flatnonzero(pcm == 0)) == 1)          # consecutive zero samples
+    assert len(runs) < SAMPLE_RATE // 100                                   # never 10 ms of zeros in a row
+    lead_ms = int(wq.NOISE_LEAD_S * 1000)
+    assert noisy[0][0] == lead_ms and [e - s for s, e, _ in noisy] == [e - s for s, e, _ in quiet]
+    assert noisy[1][0] - noisy[0][1] == lead_ms and [x[2] for x in noisy] == [20, 10]
+    with pytest.raises(ValueError):
+        wq.write_positives(tmp_path / "x.s16", 7, "alexa", 1, "music")
+
+
 def test_issue40_detected_counts_a_hit_inside_a_clip_or_within_the_slack(wq):
     spans = [[1000, 2000, 20], [5000, 6000, 10], [9000, 10000, 5], [13000, 14000, 5]]
     # clip 0: a hit inside; clip 1: 900 ms after its end (slack 1000); clip 2: 1100 ms after (missed, and
@@ -133,3 +149,18 @@ def test_issue40_the_cli_refuses_an_unknown_engine_in_one_line(wq, capsys):
         wq.main(["--engines", "micro,nope"])
     assert e.value.code == 2
     assert "unknown engine or word nope" in capsys.readouterr().err
+
+
+def test_issue40_frontend_spec_and_the_frontend_keeps_the_stream_in_step(wq):
+    """``--frontend AGC,NS``: parsed and range-checked; the WebRTC front end returns every 10 ms it was given,
+    across batches that are not multiples of 10 ms (the remainder waits for the next batch)."""
+    assert wq.frontend_spec("31,2") == (31, 2)
+    for bad in ("32,0", "0,5", "x", "1"):
+        with pytest.raises(ValueError):
+            wq.frontend_spec(bad)
+    pytest.importorskip("webrtc_noise_gain", reason="pip install webrtc-noise-gain")
+    fe = wq.Frontend((31, 0))
+    pcm = (np.sin(np.arange(16000) / 5.0) * 300).astype("<i2").tobytes()
+    out = fe(pcm[:1000]) + fe(pcm[1000:5000]) + fe(pcm[5000:])
+    assert len(out) == len(pcm) - len(pcm) % 320 and len(fe.tail) == len(pcm) % 320
+    assert np.abs(np.frombuffer(out[-3200:], "<i2")).max() > 300        # the gain raised the quiet tone

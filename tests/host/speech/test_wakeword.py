@@ -103,3 +103,27 @@ def test_an_absent_package_says_how_to_install_and_the_core_falls_back(monkeypat
         assert len(lines) == 1 and "pip install pymicro-wakeword" in lines[0] and "hey alabama" in lines[0], lines
     finally:
         wake.pool = None                                                # never started: nothing to stop
+
+
+@pytest.mark.parametrize("batch_s", [0.1, 0.3])
+def test_a_model_fed_whole_batches_hits_where_20_ms_frames_hit(batch_s):
+    """The spotting pool feeds 0.1 s batches: a microWakeWord detector takes each in one call
+    (``feed_until_hit``) and gives the hit (frame, end_ms) and the rest of the batch after the hit's frame that
+    feeding it 20 ms at a time gives (``frames_until_hit(batch=False)``), before and after a hit."""
+    pcm = (audio.synth("the weather is mild today", pad=(0.2, 0.2)) +
+           audio.synth("alexa", voice="en-us", pad=(0.3, 0.0)) + audio.synth("what time is it", pad=(0.0, 0.3)))
+    pcm = pcm + pcm                                   # a second hit after the detector started afresh
+    step = int(batch_s * 16000) * 2
+
+    def run(batch):
+        det, out = W.open_detector(W.choose("alexa", check=False)), []
+        for i in range(0, len(pcm) - len(pcm) % 640, step):
+            r = spotter.frames_until_hit(det, pcm[i:i + step], batch=batch)
+            if r is not None:
+                out.append((r[0], r[1], det.fed))
+        det.close()
+        return out
+    whole = run(True)
+    assert len(whole) == 2 and whole == run(False)
+    for hit, rest, fed in whole:
+        assert fed % 640 == 0 and hit.end_ms == fed * 1000 // 32000 and hit.frame == fed // 640 - 1
