@@ -68,6 +68,75 @@ def test_every_op_matches_the_reference_pure_viper_and_c():
         assert hits == _VEC["detected"], k.__name__
 
 
+def test_frozen_model_every_op_matches_the_reference_read_in_place():
+    # issue 37: a model frozen into the image is a bytes constant; load_frozen reads its weights and tables through
+    # memoryviews of it (no copy) and must give the same bytes as the RAM load on every kernel set. A bytes object
+    # stands in for the frozen constant here (tests/host/test_wake_frozen.py runs a really frozen one).
+    for k, whole in [(P, True)] + [(x, w) for x in (V, C) if x is not None for w in (True, False)]:
+        m = M.load_frozen(_BLOB, typed=k is P)
+        probs, hits = _with_kernels(k, lambda: _run(m, _VEC["features"]), whole)
+        assert probs == _VEC["probs"], (k.__name__, whole, probs)
+        assert hits == _VEC["detected"], k.__name__
+        if k is not P:
+            # the fast kernels read the file in place: the weights view is the file's bytes, nothing copied
+            # (the int32 tables too, where the compiler's padding left them 4-byte aligned in memory)
+            assert m.copied in (0, 4 * json.loads(_BLOB[12:12 + int.from_bytes(_BLOB[4:8], "little")])["n32"])
+            assert type(m._w8) is memoryview
+        elif not IS_MICROPYTHON:
+            assert m.copied == 0 and type(m._w8) is memoryview        # CPython: signed views (memoryview.cast)
+
+
+def test_frozen_model_allocates_only_what_is_writable():
+    # the RAM a frozen model takes is its arena, window and op program: far less than the file it runs
+    if not IS_MICROPYTHON:
+        return
+    import gc
+    gc.collect()
+    a = gc.mem_alloc()
+    m = M.load_frozen(_BLOB)
+    gc.collect()
+    frozen = gc.mem_alloc() - a
+    m = None
+    gc.collect()
+    a = gc.mem_alloc()
+    m = M.load(io.BytesIO(_BLOB))
+    gc.collect()
+    ram = gc.mem_alloc() - a
+    h = json.loads(_BLOB[12:12 + int.from_bytes(_BLOB[4:8], "little")])
+    assert m.copied == h["n8"] + 4 * h["n32"]
+    # the RAM load holds the weights and tables on top of what both hold (less a few objects only the frozen
+    # load has: its memoryviews)
+    assert ram - frozen >= m.copied * 9 // 10, (ram, frozen, m.copied)
+
+
+def test_frozen_step_allocates_nothing_in_steady_state():
+    if not IS_MICROPYTHON:
+        return
+    m = M.load_frozen(_BLOB)
+    buf = array.array("H", bytes(2 * M.FEATURES))
+    for i in range(M.FEATURES):
+        buf[i] = 100 + i
+    for _ in range(6):
+        m.step(buf)
+    for _ in range(3):
+        assert mem_alloc_delta(m.step, buf) == 0
+
+
+def test_frozen_loader_refuses_damaged_buffers():
+    assert "not a wake model" in str(raises(M.ModelError, M.load_frozen, b"XXXX" + _BLOB[4:]))
+    assert "truncated" in str(raises(M.ModelError, M.load_frozen, _BLOB[:-10]))
+    assert "after its tables" in str(raises(M.ModelError, M.load_frozen, _BLOB + b"\0"))
+    big = _BLOB[:4] + (M.MAX_HEADER + 1).to_bytes(4, "little") + _BLOB[8:]
+    assert "larger than this board takes" in str(raises(M.ModelError, M.load_frozen, big))
+    # another format version (the compiler bumps the magic when the layout changes) is refused, not misread
+    assert "not a wake model" in str(raises(M.ModelError, M.load_frozen, b"AWW2" + _BLOB[4:]))
+    assert "SOFTMAX" in str(raises(M.ModelError, M.load_frozen, _edit(_unknown_op).read()))
+
+
+def _unknown_op(h):
+    h["ops"][0][0] = "SOFTMAX"
+
+
 def test_impl_is_c_then_viper_then_pure():
     # the fast path must really be exercised (a silent fallback would hide a broken kernel): C where the
     # interpreter has it built in (the 32-bit builds, like the board image), viper on the 64-bit PyPI port
