@@ -101,9 +101,12 @@ def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print, frozen=()):
         if name in frozen:
             need -= len(blob)
         if need > free:
+            frz = "" if name in frozen or at_rest != FROZEN_AT_REST else (
+                ", or flash an image with it frozen in (`make image BOARD=%s` freezes wake.models: its weights stay in "
+                "flash)" % board.id)
             raise DeployError("wake model %s needs ~%d KB of heap, board %s's %s leaves ~%d KB beside the firmware: "
-                              "remove it from wake.models in %s, or use a board with PSRAM"
-                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path)))
+                              "remove it from wake.models in %s%s, or use a board with PSRAM"
+                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path), frz))
         if name in frozen:
             continue                      # in the image already (satellite.wake.frozen): nothing on the filesystem
         path = pathlib.Path(out_dir) / "wake" / (name + WAKE_SUFFIX)
