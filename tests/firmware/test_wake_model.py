@@ -86,6 +86,45 @@ def test_frozen_model_every_op_matches_the_reference_read_in_place():
             assert m.copied == 0 and type(m._w8) is memoryview        # CPython: signed views (memoryview.cast)
 
 
+def _aligned_blob():
+    # the synthetic file with its header padded as compile.py pads it: int32 tables at a multiple of 4 in the file
+    hl = int.from_bytes(_BLOB[4:8], "little")
+    hb = _BLOB[12:12 + hl] + b" " * (-(12 + hl) % 4)
+    return _BLOB[:4] + len(hb).to_bytes(4, "little") + _BLOB[8:12] + hb + _BLOB[12 + hl:]
+
+
+class _FrozenModule:
+    """Stands in for the generated alabama_wake module (host/alabama/wake/frozen.py module_text)."""
+    NAMES = ("synthetic",)
+
+
+def test_frozen_model_at_any_address_copies_only_tables_it_cannot_read_in_place():
+    # a frozen constant's data lands wherever the build puts it (mpy-tool emits a string literal: word-aligned only
+    # if the C compiler chooses to); the int32 tables are read in place when they are word-aligned in memory and
+    # copied (4 * n32 bytes, nothing else) when not, with the same results either way
+    import sys
+    from satellite import wake
+    blob = _aligned_blob()
+    n32 = json.loads(blob[12:12 + int.from_bytes(blob[4:8], "little")])["n32"]
+    saved = sys.modules.get(wake.FROZEN)
+    try:
+        for j in range(4):
+            _FrozenModule.MODEL_0 = memoryview(bytearray(j) + blob)[j:]
+            sys.modules[wake.FROZEN] = _FrozenModule
+            assert wake.frozen() == ("synthetic",) and wake.frozen("other") is None
+            v = wake.frozen("synthetic")
+            m = M.load_frozen(v)
+            assert _run(m, _VEC["features"]) == (_VEC["probs"], _VEC["detected"]), j
+            if IS_MICROPYTHON and M.IMPL != "pure":
+                from uctypes import addressof
+                assert m.copied == (0 if addressof(v) % 4 == 0 else 4 * n32), (j, m.copied)
+    finally:
+        if saved is None:
+            sys.modules.pop(wake.FROZEN, None)
+        else:
+            sys.modules[wake.FROZEN] = saved
+
+
 def test_frozen_model_allocates_only_what_is_writable():
     # the RAM a frozen model takes is its arena, window and op program: far less than the file it runs
     if not IS_MICROPYTHON:

@@ -56,8 +56,9 @@ def mp_wake():
 
 # --- parity: the frozen model on the C path equals TFLite ---------------------------------------------------
 
-_RUNNER = r"""
-import array, gc
+_LOAD_FILE = 'sys.path.insert(0, %(fw)r)\nfrom satellite.wake import model as M\nassert M.IMPL == "c", M.IMPL\n' \
+    'm = M.load(open(%(model)r, "rb"))\n'
+_LOAD_FROZEN = """import gc
 from satellite import wake
 from satellite.wake import model as M
 assert M.IMPL == "c", M.IMPL
@@ -67,18 +68,14 @@ buf = wake.frozen(%(model)r)
 m = M.load_frozen(buf)
 gc.collect()
 print("LOADED", gc.mem_alloc() - a, m.copied, len(buf))
-raw = open(%(feats)r, "rb").read()
-fb = array.array("H", bytes(80))
-out = bytearray()
-for k in range(len(raw) // 80):
-    for i in range(40):
-        fb[i] = raw[80 * k + 2 * i] | (raw[80 * k + 2 * i + 1] << 8)
-    p = m.step(fb)
-    if p >= 0:
-        out.append(p)
-        out.append(1 if m.detected else 0)
-open(%(out)r, "wb").write(out)
 """
+
+
+def _runner():
+    """test_wake_c_models' runner (features in, probabilities and detections out) over the frozen model."""
+    from test_wake_c_models import _RUNNER
+    assert _LOAD_FILE in _RUNNER, "test_wake_c_models._RUNNER changed: update _LOAD_FILE here"
+    return _RUNNER.replace(_LOAD_FILE, _LOAD_FROZEN)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -90,7 +87,7 @@ def test_frozen_model_read_in_place_equals_tflite_on_the_32bit_frozen_build(mode
     rp, rh = R.run_reference(model, frames)
     (tmp_path / "f.bin").write_bytes(np.asarray(frames, dtype="<u2").tobytes())
     script = tmp_path / "run.py"
-    script.write_text(_RUNNER % {"model": model, "feats": str(tmp_path / "f.bin"), "out": str(tmp_path / "out.bin")})
+    script.write_text(_runner() % {"model": model, "feats": str(tmp_path / "f.bin"), "out": str(tmp_path / "out.bin")})
     r = run_micropython([str(script)], micropython=mp_wake, heap="1m", env={"MICROPYPATH": ".frozen"})
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     loaded, copied, size = (int(v) for v in re.search(rb"LOADED (\d+) (\d+) (\d+)", r.stdout).groups())
@@ -180,14 +177,10 @@ def devkit_wake(model, micropython, heap=None, flash=None):
     return res, mem, b
 
 
-def _heap_bytes(text):
-    m = re.fullmatch(r"(\d+)([km]?)", text.lower())
-    return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2)]
-
-
 @pytest.mark.parametrize("model", MODELS)
 def test_devkit_frozen_image_wakes_at_its_heap_with_0_bytes_per_chunk(model, mp_wake):
     res, mem, b = devkit_wake(model, mp_wake)
+    from test_memory_fit import _heap_bytes
     heap = _heap_bytes(b.heap)
     print(model, json.dumps(res), mem)
     assert "error" not in res, res

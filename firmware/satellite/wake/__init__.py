@@ -13,7 +13,7 @@ FROZEN = "alabama_wake"
 
 def frozen(name=None):
     """The names of the models frozen into this image (a tuple, empty without any); with name: that model's
-    compiled file (bytes, read in place) or None."""
+    compiled file (the frozen bytes, for model.load_frozen) or None."""
     try:
         mod = __import__(FROZEN)
     except ImportError:

@@ -252,7 +252,8 @@ def load(f):
 
 
 def load_frozen(buf, typed=None):
-    """A Model over a whole board model file held in `buf` (a frozen module's bytes constant: satellite.wake.frozen)
+    """A Model over a whole board model file held in `buf` (bytes or a memoryview: a frozen module's constant,
+    satellite.wake.frozen)
     with no copy of its weights and tables: the kernels read them through memoryviews of buf, which on a frozen
     image is flash (in the interpreter's read-only data on the unix build). Only the arena, the streaming window
     and the op program are allocated. The int32 tables are copied into RAM only where they cannot be read in
@@ -263,11 +264,11 @@ def load_frozen(buf, typed=None):
     if typed is None:
         typed = IMPL == "pure"
     n = len(buf)
-    hl, bl = _sizes(buf[:12])
+    hl, bl = _sizes(bytes(buf[:12]))
     if n != 12 + hl + bl:
         raise ModelError("wake model is %d bytes, its header says %d: %s" % (
             n, 12 + hl + bl, "truncated" if n < 12 + hl + bl else "bytes after its tables"))
-    header, n8, n32 = _header(buf[12:12 + hl], bl)
+    header, n8, n32 = _header(bytes(buf[12:12 + hl]), bl)       # a transient copy: CPython's json takes no view
     o8 = 12 + hl
     o32 = o8 + n8 + (-n8 % 4)
     mv = memoryview(buf)
