@@ -54,6 +54,20 @@ def mp_wake():
     return str(MP32_WAKE)
 
 
+def _sizes(model):
+    """(n8, n32) of the frozen model: its int8 weights and its int32 tables (load_frozen copies the tables, 4 * n32
+    bytes, when they are not word-aligned in memory)."""
+    ns = {}
+    exec((MP32_WAKE.parent / "wake" / "alabama_wake.py").read_text(), ns)
+    b = ns["MODEL_%d" % ns["NAMES"].index(model)]
+    h = json.loads(b[12:12 + int.from_bytes(b[4:8], "little")])
+    return h["n8"], h["n32"]
+
+
+def _tables(model):
+    return 4 * _sizes(model)[1]
+
+
 # --- parity: the frozen model on the C path equals TFLite ---------------------------------------------------
 
 _LOAD_FILE = 'sys.path.insert(0, %(fw)r)\nfrom satellite.wake import model as M\nassert M.IMPL == "c", M.IMPL\n' \
@@ -91,8 +105,12 @@ def test_frozen_model_read_in_place_equals_tflite_on_the_32bit_frozen_build(mode
     r = run_micropython([str(script)], micropython=mp_wake, heap="1m", env={"MICROPYPATH": ".frozen"})
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     loaded, copied, size = (int(v) for v in re.search(rb"LOADED (\d+) (\d+) (\d+)", r.stdout).groups())
-    assert copied == 0                                  # weights and tables read in place, none copied
-    assert loaded < size // 3, (loaded, size)           # the heap holds the arena and program, not the file
+    # the weights read in place, never copied; the int32 tables too where the build left the constant word-aligned
+    # (else only they are copied: docs/wake.md)
+    assert copied in (0, _tables(model)), copied
+    # the heap holds the arena and the op program, not the weights: a load that copied them would take more
+    # than the weights alone
+    assert loaded < _sizes(model)[0], (loaded, size)
     out = (tmp_path / "out.bin").read_bytes()
     probs, hits = list(out[0::2]), [bool(v) for v in out[1::2]]
     assert len(probs) == len(rp) > 100
@@ -185,7 +203,7 @@ def test_devkit_frozen_image_wakes_at_its_heap_with_0_bytes_per_chunk(model, mp_
     print(model, json.dumps(res), mem)
     assert "error" not in res, res
     assert res["wake_error"] is None and res["info_wake"] == model, res
-    assert res["copied"] == 0                           # the weights stayed in flash
+    assert res["copied"] in (0, _tables(model))         # the weights stayed in flash (the tables where aligned)
     assert res["alloc_per_chunk"] == 0                  # steady state allocates nothing
     assert res["steady_free"] >= FREE_AT_REST * heap, (res["steady_free"], heap)
     assert set(mem) == {"session", "loaded", "steady"}

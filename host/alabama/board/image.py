@@ -205,6 +205,21 @@ def write_board_dir(src, mp_board, variant, out_dir):
 
 # --- the build -------------------------------------------------------------------------------------
 
+def _wake_models(board, say):
+    """The board file's wake.models to freeze; shipped ones left out, in one line, without pymicro-wakeword."""
+    wake = list((board.data.get("wake") or {}).get("models") or [])
+    if not wake:
+        return wake
+    import importlib.util
+    from ..wake.reference import BUILTIN
+    shipped = [m for m in wake if m in BUILTIN]
+    if shipped and importlib.util.find_spec("pymicro_wakeword") is None:
+        say("wake models %s left out of the image: pymicro-wakeword, which ships them, is not installed (no wheel "
+            "for this system: give wake.models the path of the model's .tflite instead)" % ", ".join(shipped))
+        wake = [m for m in wake if m not in BUILTIN]
+    return wake
+
+
 def out_dir_for(board, out=None):
     return pathlib.Path(out) if out else OUT / board.id
 
@@ -253,7 +268,7 @@ def build(board, src=None, out=None, dry_run=False, env=None, which=shutil.which
     write_board_dir(src, mp_board, variant, odir)
     write_stamp(odir, root)
     # the board file's wake models, compiled now and frozen in: the firmware reads their weights in place (flash)
-    wake = list((board.data.get("wake") or {}).get("models") or [])
+    wake = _wake_models(board, say)
     if wake:
         from ..wake import frozen
         frozen.write(odir, wake, root, say)
