@@ -279,3 +279,30 @@ def test_image_time_refuses_a_damaged_or_other_version_model_in_one_line(edit, w
     r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "alabama.wake.frozen", str(tmp_path / "o2"),
                         str(FIRMWARE), str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip() == "alabama: error: " + msg and "Traceback" not in r.stderr
+
+
+def test_alabama_image_refuses_a_board_model_it_cannot_freeze_in_one_line(tmp_path, capsys):
+    # `alabama image` as a maker runs it (dry run: the checks and the files, not ESP-IDF's build) on a board file
+    # whose wake.models names a damaged .tflite: one line naming it, non-zero, no traceback, no manifest naming it
+    from alabama.board import boards
+    from alabama.cli import main
+    from test_image import fake_idf, fake_source
+    bad = tmp_path / "mine.tflite"
+    bad.write_bytes(b"not a flatbuffer at all")
+    (tmp_path / "mine.json").write_text('{"micro": {"probability_cutoff": 0.9, "sliding_window_size": 5, '
+                                        '"feature_step_size": 10}}')
+    d = copy.deepcopy(boards.load("devkitc1-inmp441").data)
+    d["wake"] = {"models": [str(bad)]}
+    (tmp_path / "devkitc1-inmp441.json").write_text(json.dumps(d))
+    src = fake_source(tmp_path)
+    env, _ = fake_idf(tmp_path)
+    os.environ["IDF_PATH"] = env["IDF_PATH"]
+    try:
+        rc = main(["image", "--board", str(tmp_path / "devkitc1-inmp441.json"), "--micropy-dir", str(src), "--out",
+                   str(tmp_path / "out"), "--dry-run"])
+    finally:
+        del os.environ["IDF_PATH"]
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "mine" in err and "damaged" in err, err
+    assert not (tmp_path / "out" / "manifest.py").exists()
