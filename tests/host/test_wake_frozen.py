@@ -300,3 +300,25 @@ def test_alabama_image_refuses_a_board_model_it_cannot_freeze_in_one_line(tmp_pa
     assert rc != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "mine" in err and "damaged" in err, err
     assert not (tmp_path / "out" / "manifest.py").exists()
+
+
+@pytest.mark.slow
+def test_deploy_to_an_image_carrying_the_models_copies_no_model_file(tmp_path, mp_wake):
+    # `alabama deploy` against a (virtual) board running the image with the models frozen in: its probe reports
+    # frozen_wake, so no .aww is copied and only the engine's arena counts against the heap (at 130k a model file
+    # in RAM would be refused: test_wake_board)
+    from alabama.board import boards, deploy
+    from test_image import _vb
+    b = boards.with_wake(boards.load("sim"), "okay_nabu")
+    d = copy.deepcopy(b.data)
+    d["heap"] = "130k"
+    b = boards.Board(d, b.path)
+    flash = tmp_path / "flash"
+    flash.mkdir()
+    vb = _vb(flash, mp_wake)
+    try:
+        copied = deploy.deploy(b, vb.pty_path, build_dir=tmp_path / "b", reset=False, out=lambda s: None)
+        assert "board.json" in copied and not [p for p in copied if p.startswith("wake/")], copied
+        assert not (flash / "wake").exists()
+    finally:
+        vb.stop()

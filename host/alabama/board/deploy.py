@@ -101,7 +101,7 @@ def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print, frozen=()):
         if name in frozen:
             need -= len(blob)
         if need > free:
-            frz = "" if name in frozen or at_rest != FROZEN_AT_REST else (
+            frz = "" if name in frozen or at_rest != FROZEN_AT_REST or board.is_virtual else (
                 ", or flash an image with it frozen in (`make image BOARD=%s` freezes wake.models: its weights stay in "
                 "flash)" % board.id)
             raise DeployError("wake model %s needs ~%d KB of heap, board %s's %s leaves ~%d KB beside the firmware: "
