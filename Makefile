@@ -72,9 +72,12 @@ $(HILDEPS): $(BIN)/alabama
 # The suite runs on every core (pytest-xdist; TEST_JOBS=0: in one process), a test file per worker at a time,
 # the slowest files of the last run first (tests/conftest.py).
 TEST_JOBS ?= auto
+# the same with the four shipped wake models frozen in (build/mp32-frozen-wake: tests/host/test_wake_frozen.py)
+WAKE_FROZEN := okay_nabu hey_jarvis alexa hey_mycroft
 test: install test-deps
 	-@bash tools/mp32/build.sh
 	-@bash tools/mp32/build_frozen.sh
+	-@WAKE_MODELS="$(WAKE_FROZEN)" bash tools/mp32/build_frozen.sh
 	$(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile
 
 codegen: install test-deps
