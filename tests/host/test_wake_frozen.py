@@ -220,7 +220,8 @@ def test_devkit_model_that_does_not_fit_says_so_in_device_info_not_a_crash(mp_wa
     assert "does not fit" in res["wake_error"] or "MemoryError" in res["wake_error"], res
 
 
-@pytest.mark.parametrize("damage, words", [("memoryview(good)[:-9]", "truncated"), ("b'AWW9' + good[4:12]", "not a wake model")])
+@pytest.mark.parametrize("damage, words", [("memoryview(good)[:-9]", "truncated"),
+                                           ("b'AWW9' + good[4:12]", "not a wake model")])
 def test_damaged_frozen_model_is_reported_in_device_info_and_the_button_captures(damage, words, mp_wake):
     # the run-time side of a bad frozen model: the devkit boots, Runtime.wake_engine meets the damaged constant,
     # device.info says why (wake_error) and the board captures by button; no crash, nothing else lost. Frozen
@@ -231,7 +232,7 @@ def test_damaged_frozen_model_is_reported_in_device_info_and_the_button_captures
     res, mem, b = devkit_wake("alexa", mp_wake, before=before)
     assert "error" not in res, res                      # booted, a session, the engine refused: no crash
     assert res["info_wake"] is None
-    assert res["wake_error"].startswith("frozen ") and words in res["wake_error"], res
+    assert res["wake_error"].startswith("frozen model alexa: ") and words in res["wake_error"], res
 
 
 # --- the host side: the generated module and its refusals ---------------------------------------------------

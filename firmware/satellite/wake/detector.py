@@ -37,7 +37,7 @@ def load(name, rate=RATE, d=MODEL_DIR):
         m = M.load(f) if f is not None else M.load_frozen(buf)
         fe = F.Frontend()
     except M.ModelError as e:
-        raise WakeUnavailable(("frozen " if f is None else "") + str(e))
+        raise WakeUnavailable(("frozen model %s: " % name if f is None else "") + str(e))
     except MemoryError:
         raise WakeUnavailable("wake model %s does not fit the free heap" % name)
     finally:

@@ -1,5 +1,6 @@
 # Wake-word inference: loads a board model file (written on the host by `alabama wake compile`, host/alabama/wake;
-# read into RAM by load(), or left where it is by load_frozen(): a frozen module's bytes, in flash) and runs it streaming, one call per 10 ms feature frame, one inference every `stride` frames, with TFLite's int8
+# read into RAM by load(), or left where it is by load_frozen(): a frozen module's bytes, in flash) and runs it
+# streaming, one call per 10 ms feature frame, one inference every `stride` frames, with TFLite's int8
 # arithmetic. Responsible for the file's checks (every length against a named limit before anything is
 # allocated), the preallocated arena/state/tables and the detection rule (the window's sum of uint8 probabilities
 # against the compiled cutoff); not for audio features (frontend.py), the mic, or what a detection does.
@@ -253,8 +254,7 @@ def load(f):
 
 def load_frozen(buf, typed=None):
     """A Model over a whole board model file held in `buf` (bytes or a memoryview: a frozen module's constant,
-    satellite.wake.frozen)
-    with no copy of its weights and tables: the kernels read them through memoryviews of buf, which on a frozen
+    satellite.wake.frozen) with no copy of its weights and tables: the kernels read them through memoryviews of buf, which on a frozen
     image is flash (in the interpreter's read-only data on the unix build). Only the arena, the streaming window
     and the op program are allocated. The int32 tables are copied into RAM only where they cannot be read in
     place: not 4-byte aligned in memory (the C and viper kernels load them word-wise), or no uctypes to tell.
