@@ -68,6 +68,114 @@ def test_every_op_matches_the_reference_pure_viper_and_c():
         assert hits == _VEC["detected"], k.__name__
 
 
+def test_frozen_model_every_op_matches_the_reference_read_in_place():
+    # issue 37: a model frozen into the image is a bytes constant; load_frozen reads its weights and tables through
+    # memoryviews of it (no copy) and must give the same bytes as the RAM load on every kernel set. A bytes object
+    # stands in for the frozen constant here (tests/host/test_wake_frozen.py runs a really frozen one).
+    for k, whole in [(P, True)] + [(x, w) for x in (V, C) if x is not None for w in (True, False)]:
+        m = M.load_frozen(_BLOB, typed=k is P)
+        probs, hits = _with_kernels(k, lambda: _run(m, _VEC["features"]), whole)
+        assert probs == _VEC["probs"], (k.__name__, whole, probs)
+        assert hits == _VEC["detected"], k.__name__
+        if k is not P:
+            # the fast kernels read the file in place: the weights view is the file's bytes, nothing copied
+            # (the int32 tables too, where the compiler's padding left them 4-byte aligned in memory)
+            assert m.copied in (0, 4 * json.loads(_BLOB[12:12 + int.from_bytes(_BLOB[4:8], "little")])["n32"])
+            assert type(m._w8) is memoryview
+        elif not IS_MICROPYTHON:
+            assert m.copied == 0 and type(m._w8) is memoryview        # CPython: signed views (memoryview.cast)
+
+
+def _aligned_blob():
+    # the synthetic file with its header padded as compile.py pads it: int32 tables at a multiple of 4 in the file
+    hl = int.from_bytes(_BLOB[4:8], "little")
+    hb = _BLOB[12:12 + hl] + b" " * (-(12 + hl) % 4)
+    return _BLOB[:4] + len(hb).to_bytes(4, "little") + _BLOB[8:12] + hb + _BLOB[12 + hl:]
+
+
+class _FrozenModule:
+    """Stands in for the generated alabama_wake module (host/alabama/wake/frozen.py module_text)."""
+    NAMES = ("synthetic",)
+
+
+def test_frozen_model_at_any_address_copies_only_tables_it_cannot_read_in_place():
+    # a frozen constant's data lands wherever the build puts it (mpy-tool emits a string literal: word-aligned only
+    # if the C compiler chooses to); the int32 tables are read in place when they are word-aligned in memory and
+    # copied (4 * n32 bytes, nothing else) when not, with the same results either way
+    import sys
+    from satellite import wake
+    blob = _aligned_blob()
+    n32 = json.loads(blob[12:12 + int.from_bytes(blob[4:8], "little")])["n32"]
+    saved = sys.modules.get(wake.FROZEN)
+    try:
+        for j in range(4):
+            _FrozenModule.MODEL_0 = memoryview(bytearray(j) + blob)[j:]
+            sys.modules[wake.FROZEN] = _FrozenModule
+            assert wake.frozen() == ("synthetic",) and wake.frozen("other") is None
+            v = wake.frozen("synthetic")
+            m = M.load_frozen(v)
+            assert _run(m, _VEC["features"]) == (_VEC["probs"], _VEC["detected"]), j
+            if IS_MICROPYTHON and M.IMPL != "pure":
+                from uctypes import addressof
+                assert m.copied == (0 if addressof(v) % 4 == 0 else 4 * n32), (j, m.copied)
+    finally:
+        if saved is None:
+            sys.modules.pop(wake.FROZEN, None)
+        else:
+            sys.modules[wake.FROZEN] = saved
+
+
+def test_frozen_model_allocates_only_what_is_writable():
+    # the RAM a frozen model takes is its arena, window and op program: far less than the file it runs
+    if not IS_MICROPYTHON:
+        return
+    import gc
+    gc.collect()
+    a = gc.mem_alloc()
+    m = M.load_frozen(_BLOB)
+    gc.collect()
+    frozen = gc.mem_alloc() - a
+    m = None
+    gc.collect()
+    a = gc.mem_alloc()
+    m = M.load(io.BytesIO(_BLOB))
+    gc.collect()
+    ram = gc.mem_alloc() - a
+    h = json.loads(_BLOB[12:12 + int.from_bytes(_BLOB[4:8], "little")])
+    assert m.copied == h["n8"] + 4 * h["n32"]
+    # the RAM load holds the weights and tables on top of what both hold (less a few objects only the frozen
+    # load has: its memoryviews)
+    assert ram - frozen >= m.copied * 9 // 10, (ram, frozen, m.copied)
+
+
+def test_frozen_step_allocates_nothing_in_steady_state():
+    if not IS_MICROPYTHON:
+        return
+    m = M.load_frozen(_BLOB)
+    buf = array.array("H", bytes(2 * M.FEATURES))
+    for i in range(M.FEATURES):
+        buf[i] = 100 + i
+    for _ in range(6):
+        m.step(buf)
+    for _ in range(3):
+        assert mem_alloc_delta(m.step, buf) == 0
+
+
+def test_frozen_loader_refuses_damaged_buffers():
+    assert "not a wake model" in str(raises(M.ModelError, M.load_frozen, b"XXXX" + _BLOB[4:]))
+    assert "truncated" in str(raises(M.ModelError, M.load_frozen, _BLOB[:-10]))
+    assert "after its tables" in str(raises(M.ModelError, M.load_frozen, _BLOB + b"\0"))
+    big = _BLOB[:4] + (M.MAX_HEADER + 1).to_bytes(4, "little") + _BLOB[8:]
+    assert "larger than this board takes" in str(raises(M.ModelError, M.load_frozen, big))
+    # another format version (the compiler bumps the magic when the layout changes) is refused, not misread
+    assert "another format" in str(raises(M.ModelError, M.load_frozen, b"AWW1" + _BLOB[4:]))
+    assert "SOFTMAX" in str(raises(M.ModelError, M.load_frozen, _edit(_unknown_op).read()))
+
+
+def _unknown_op(h):
+    h["ops"][0][0] = "SOFTMAX"
+
+
 def test_impl_is_c_then_viper_then_pure():
     # the fast path must really be exercised (a silent fallback would hide a broken kernel): C where the
     # interpreter has it built in (the 32-bit builds, like the board image), viper on the 64-bit PyPI port

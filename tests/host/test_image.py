@@ -167,14 +167,22 @@ def test_dry_run_prints_the_build_the_maker_runs(tmp_path, board_id, variant):
     src = fake_source(tmp_path)
     env, which = fake_idf(tmp_path)
     out, lines = tmp_path / "out", []
-    cmds = image.build(boards.load(board_id), src=src, out=out, dry_run=True, env=env, which=which, say=lines.append)
+    board = boards.load(board_id)
+    cmds = image.build(board, src=src, out=out, dry_run=True, env=env, which=which, say=lines.append)
     port = ["make", "-C", str(src / "ports/esp32"), "BOARD_DIR=%s/ALABAMA_S3_OTA" % out] + variant + ["BUILD=%s/idf" % out,
             "USER_C_MODULES=%s" % (FIRMWARE / "native" / "micropython.cmake")]
     assert cmds == [["make", "-C", str(src / "mpy-cross")], port + ["submodules"],
                     port + ["FROZEN_MANIFEST=%s/manifest.py" % out]]
     assert lines[0] == "ESP-IDF 5.5.1 at %s" % env["IDF_PATH"]
     assert lines[-1] == " ".join(cmds[-1])
-    assert (out / "manifest.py").read_text() == image.port_manifest_text(out)
+    # the board file's wake models are frozen in (issue 37: their weights stay in flash), compiled now
+    wake = (board.data.get("wake") or {}).get("models") or []
+    assert (out / "manifest.py").read_text() == image.port_manifest_text(out, wake=bool(wake))
+    assert ("alabama_wake.py" in (out / "manifest.py").read_text()) == bool(wake)
+    if wake:
+        ns = {}
+        exec((out / "alabama_wake.py").read_text(), ns)
+        assert list(ns["NAMES"]) == wake and all(ns["MODEL_%d" % i][:4] == b"AWW1" for i in range(len(wake)))
     assert "DIGEST = %r" % fwset.firmware_digest() in (out / "alabama_image.py").read_text()
     bdir = out / "ALABAMA_S3_OTA"
     assert (bdir / "sdkconfig.ota").read_text() == image.SDKCONFIG_OTA

@@ -54,11 +54,13 @@ def _spoken(text, tmp_path):
     return np.concatenate([pad, y, pad, y, pad]).tobytes()
 
 
+@pytest.mark.parametrize("frozen", [False, True], ids=["file", "frozen"])
 @pytest.mark.parametrize("model", R.BUILTIN)
-def test_shipped_models_equal_tflite_on_noise_and_tones(model):
+def test_shipped_models_equal_tflite_on_noise_and_tones(model, frozen):
+    # frozen: loaded as a frozen image holds it (model.load_frozen, views of the file; issue 37)
     frames = R.features_of(_noise_stream(3))
     rp, rh = R.run_reference(model, frames)
-    fp, fh = R.run_firmware(R.compile_named(model), frames)
+    fp, fh = R.run_firmware(R.compile_named(model), frames, frozen)
     assert len(rp) == len(frames) // 3
     assert fp == rp
     assert fh == rh

@@ -7,6 +7,10 @@
 #
 #   tools/mp32/build_frozen.sh [FIRMWARE_DIR]    # default: firmware/ as it is on disk
 #   -> build/mp32-frozen/micropython
+#   WAKE_MODELS="okay_nabu hey_jarvis alexa hey_mycroft" tools/mp32/build_frozen.sh
+#   -> build/mp32-frozen-wake/micropython: the same with those wake models frozen in as `alabama image` freezes a
+#      board file's wake.models (alabama.wake.frozen: compiled now from pymicro-wakeword or your .tflite/.aww,
+#      module alabama_wake, read in place by satellite.wake.model.load_frozen); tests/host/test_wake_frozen.py
 #
 # Needs the source tarball build.sh fetched (run `make mp32` first). Viper modules are frozen as x86 native
 # code (MPY_CROSS_FLAGS=-march=x86), so they leave the heap like on the board.
@@ -15,7 +19,9 @@ cd "$(dirname "$0")/../.."
 
 ORIG=build/mp32/micropython_1.26.1+ds.orig.tar.xz
 SRC_DIR=micropython-1.26.1
+WAKE_MODELS="${WAKE_MODELS:-}"
 OUT=build/mp32-frozen
+[ -z "$WAKE_MODELS" ] || OUT=build/mp32-frozen-wake
 die() { echo "mp32-frozen: error: $*" >&2; exit 1; }
 [ -f "$ORIG" ] || die "no $ORIG: run 'make mp32' (tools/mp32/build.sh) first"
 
@@ -26,7 +32,7 @@ stamp="$(cd "$FW" && find . -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha
 # interpreter is built (the variant, this script, the user C modules of firmware/native: _aead_c, _wake_c, _wake_fe_c, built
 # in as in the board image), so a change there rebuilds it too.
 USER_C="$PWD/firmware"
-build_stamp="$(cat tools/mp32/variant/* tools/mp32/build_frozen.sh "$USER_C"/native/* | sha256sum | cut -c1-16)"
+build_stamp="$( (cat tools/mp32/variant/* tools/mp32/build_frozen.sh "$USER_C"/native/*; echo "wake: $WAKE_MODELS") | sha256sum | cut -c1-16)"
 if [ -x "$OUT/micropython" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ] \
    && [ "$(cat "$OUT/BUILD_STAMP" 2>/dev/null)" = "$build_stamp" ]; then
   exit 0                                       # already built from this firmware
@@ -43,6 +49,11 @@ PYTHONPATH="$PWD/host" "$PY" -m alabama.board.image stamp "$OUT/fw" "$OUT/stamp"
 { printf '\n# build_frozen.sh: what the board image freezes (firmware/manifest.py), and its digest\n'
   printf 'include("%s")\n' "$PWD/$OUT/fw/manifest.py"
   printf 'module("alabama_image.py", base_path="%s")\n' "$PWD/$OUT/stamp"; } >> "$OUT/variant/manifest.py"
+if [ -n "$WAKE_MODELS" ]; then
+  # shellcheck disable=SC2086  # WAKE_MODELS is a list of names / paths
+  PYTHONPATH="$PWD/host" "$PY" -m alabama.wake.frozen "$OUT/wake" "$OUT/fw" $WAKE_MODELS || die "no wake models frozen (above)"
+  printf 'module("alabama_wake.py", base_path="%s")\n' "$PWD/$OUT/wake" >> "$OUT/variant/manifest.py"
+fi
 tar -C "$OUT" -xJf "$ORIG"
 mkdir -p "$OUT/nolib"
 echo "build_frozen.sh freezes no micropython-lib package" > "$OUT/nolib/README.md"
@@ -60,6 +71,8 @@ cp "$OUT/obj/micropython" "$OUT/micropython"
 rm -rf "$OUT/$SRC_DIR" "$OUT/obj"
 "$OUT/micropython" -c "import sys, _aead_c, _wake_c, _wake_fe_c, satellite.runtime; assert sys.maxsize == 2**31 - 1" \
   || die "the build does not import the frozen firmware"
+[ -z "$WAKE_MODELS" ] || "$OUT/micropython" -c "from satellite import wake; assert wake.frozen(), 'no alabama_wake'" \
+  || die "the build does not carry the frozen wake models"
 echo "$stamp" > "$OUT/STAMP"
 echo "$build_stamp" > "$OUT/BUILD_STAMP"
-echo "mp32-frozen: built $OUT/micropython (32-bit, satellite frozen)" >&2
+echo "mp32-frozen: built $OUT/micropython (32-bit, satellite frozen${WAKE_MODELS:+, wake models $WAKE_MODELS})" >&2

@@ -9,7 +9,7 @@
 from micropython import const
 from array import array
 
-from satellite.wake import MODEL_DIR, SUFFIX, deployed
+from satellite.wake import MODEL_DIR, SUFFIX, deployed, frozen
 from satellite.wake import frontend as F
 
 RATE = const(16000)                # the only mic rate the models were trained at
@@ -21,23 +21,28 @@ class WakeUnavailable(Exception):
 
 
 def load(name, rate=RATE, d=MODEL_DIR):
-    """A Detector over the deployed model `name`; WakeUnavailable saying why when it cannot run here."""
+    """A Detector over the model `name`: frozen into the image (read in place, model.load_frozen), else the deployed
+    file (read into RAM); WakeUnavailable saying why when it cannot run here."""
     if rate != RATE:
         raise WakeUnavailable("the mic runs at %d Hz, wake models need %d Hz" % (rate, RATE))
     from satellite.wake import model as M
+    buf = frozen(name)
+    f = None
+    if buf is None:
+        try:
+            f = open(d + "/" + name + SUFFIX, "rb")
+        except OSError:
+            raise WakeUnavailable("no wake model %s deployed (have: %s)" % (name, ", ".join(deployed(d)) or "none"))
     try:
-        f = open(d + "/" + name + SUFFIX, "rb")
-    except OSError:
-        raise WakeUnavailable("no wake model %s deployed (have: %s)" % (name, ", ".join(deployed(d)) or "none"))
-    try:
-        m = M.load(f)
+        m = M.load(f) if f is not None else M.load_frozen(buf)
         fe = F.Frontend()
     except M.ModelError as e:
-        raise WakeUnavailable(str(e))
+        raise WakeUnavailable(("frozen model %s: " % name if f is None else "") + str(e))
     except MemoryError:
         raise WakeUnavailable("wake model %s does not fit the free heap" % name)
     finally:
-        f.close()
+        if f is not None:
+            f.close()
     return Detector(m, fe)
 
 

@@ -1,5 +1,6 @@
-# Wake-word inference: loads a board model file (written on the host by `alabama wake compile`, host/alabama/wake)
-# and runs it streaming, one call per 10 ms feature frame, one inference every `stride` frames, with TFLite's int8
+# Wake-word inference: loads a board model file (written on the host by `alabama wake compile`, host/alabama/wake;
+# read into RAM by load(), or left where it is by load_frozen(): a frozen module's bytes, in flash) and runs it
+# streaming, one call per 10 ms feature frame, one inference every `stride` frames, with TFLite's int8
 # arithmetic. Responsible for the file's checks (every length against a named limit before anything is
 # allocated), the preallocated arena/state/tables and the detection rule (the window's sum of uint8 probabilities
 # against the compiled cutoff); not for audio features (frontend.py), the mic, or what a detection does.
@@ -69,6 +70,7 @@ class Model:
                              % (self.name, n_arena, n_ops, self.window, self.stride))
         self._w8 = w8
         self._i32 = i32
+        self.copied = 0              # bytes of the model file copied into RAM (load: all of them; load_frozen: none)
         self.arena = array.array("b", bytes(n_arena))
         self._out = int(h["output"])
         self._out_xor = int(h["out_xor"])
@@ -98,7 +100,7 @@ class Model:
             ops.append((kind, mv[j + 1:j + len(op)]))
             j += len(op)
         self._prog = prog
-        self._check(ops, n_arena, len(w8), len(i32))
+        self._check(ops, n_arena, int(h["n8"]), int(h["n32"]))
         self._ops = tuple(ops)
         self._probs = bytearray(self.window)
         self.reset()
@@ -137,7 +139,8 @@ class Model:
         w = self._w8
         for off, n, init in self._state:
             for i in range(n):
-                a[off + i] = w[init + i]
+                v = w[init + i]              # signed from an array('b'), unsigned from a frozen model's memoryview
+                a[off + i] = v - 256 if v > 127 else v
         self._frame = 0
         self._n = 0
         self._pos = 0
@@ -194,9 +197,8 @@ class Model:
         return prob
 
 
-def load(f):
-    """A Model from an open binary file (or anything with read/readinto) holding a board model file."""
-    head = f.read(12)
+def _sizes(head):
+    """(header length, blob length) from a model file's first 12 bytes, each checked against its limit."""
     if head[:3] == MAGIC[:3] and head[:4] != MAGIC:
         raise ModelError("wake model file in another format (%r, this firmware reads %r): re-run `alabama wake "
                          "compile` and deploy it again" % (head[:4], MAGIC))
@@ -206,29 +208,95 @@ def load(f):
     if hl > MAX_HEADER or bl > MAX_BLOB:
         raise ModelError("wake model of %d + %d bytes is larger than this board takes (%d + %d)"
                          % (hl, bl, MAX_HEADER, MAX_BLOB))
-    raw = f.read(hl)
-    if len(raw) != hl:
-        raise ModelError("wake model file is truncated (header)")
+    return hl, bl
+
+
+def _header(raw, bl):
+    """The parsed JSON header and its (n8, n32), checked against the blob's length."""
     try:
         header = json.loads(raw)
         n8 = int(header["n8"])
         n32 = int(header["n32"])
     except (ValueError, KeyError, TypeError):
         raise ModelError("wake model header is damaged")
-    pad = -n8 % 4
-    if n8 < 0 or n32 < 0 or n8 + pad + 4 * n32 != bl:
+    if n8 < 0 or n32 < 0 or n8 + (-n8 % 4) + 4 * n32 != bl:
         raise ModelError("wake model sizes disagree: %d + %d int32 in a %d-byte blob" % (n8, n32, bl))
+    return header, n8, n32
+
+
+def _model(header, w8, i32):
+    try:
+        return Model(header, w8, i32)
+    except (KeyError, TypeError, IndexError) as e:
+        raise ModelError("wake model header is damaged (%r)" % (e,))
+
+
+def load(f):
+    """A Model from an open binary file (or anything with read/readinto) holding a board model file: its weights
+    and tables read into RAM arrays (the .mpy set's path; a frozen image's models: load_frozen)."""
+    hl, bl = _sizes(f.read(12))
+    raw = f.read(hl)
+    if len(raw) != hl:
+        raise ModelError("wake model file is truncated (header)")
+    header, n8, n32 = _header(raw, bl)
+    raw = None
     w8 = array.array("b", bytes(n8))
     if f.readinto(w8) != n8:
         raise ModelError("wake model file is truncated (weights)")
-    if pad:
-        f.read(pad)
+    if n8 % 4:
+        f.read(-n8 % 4)
     i32 = array.array("i", bytes(4 * n32))
     if f.readinto(i32) != 4 * n32:
         raise ModelError("wake model file is truncated (tables)")
     if f.read(1):
         raise ModelError("wake model file has bytes after its tables")
+    m = _model(header, w8, i32)
+    m.copied = n8 + 4 * n32
+    return m
+
+
+def load_frozen(buf, typed=None):
+    """A Model over a whole board model file held in `buf` (bytes or a memoryview: a frozen module's constant,
+    satellite.wake.frozen) with no copy of its weights and tables: the kernels read them through memoryviews of buf, which on a frozen
+    image is flash (in the interpreter's read-only data on the unix build). Only the arena, the streaming window
+    and the op program are allocated. The int32 tables are copied into RAM only where they cannot be read in
+    place: not 4-byte aligned in memory (the C and viper kernels load them word-wise), or no uctypes to tell.
+    typed (default: the pure kernels are in use) gives the pure kernels signed views instead (memoryview.cast on
+    CPython; MicroPython's memoryview has no cast, so there they get RAM copies). .copied says how many bytes of
+    the file were copied into RAM (0: all of it read in place)."""
+    if typed is None:
+        typed = IMPL == "pure"
+    n = len(buf)
+    hl, bl = _sizes(bytes(buf[:12]))
+    if n != 12 + hl + bl:
+        raise ModelError("wake model is %d bytes, its header says %d: %s" % (
+            n, 12 + hl + bl, "truncated" if n < 12 + hl + bl else "bytes after its tables"))
+    header, n8, n32 = _header(bytes(buf[12:12 + hl]), bl)       # a transient copy: CPython's json takes no view
+    o8 = 12 + hl
+    o32 = o8 + n8 + (-n8 % 4)
+    mv = memoryview(buf)
+    w8 = mv[o8:o8 + n8]
+    i32 = mv[o32:o32 + 4 * n32]
+    copied = 0
+    if typed:
+        try:
+            w8, i32 = w8.cast("b"), i32.cast("i")        # CPython
+        except AttributeError:
+            w8, i32 = array.array("b", bytes(w8)), array.array("i", bytes(i32))   # raw bytes -> typed values
+            copied = n8 + 4 * n32
+    elif not _aligned(i32):
+        i32 = bytearray(i32)         # a heap block is word-aligned; the fast kernels take any buffer
+        copied = 4 * n32
+    mv = None
+    m = _model(header, w8, i32)
+    m.copied = copied
+    return m
+
+
+def _aligned(view):
+    """True when the buffer's address is a multiple of 4 (uctypes.addressof; False when there is no uctypes)."""
     try:
-        return Model(header, w8, i32)
-    except (KeyError, TypeError, IndexError) as e:
-        raise ModelError("wake model header is damaged (%r)" % (e,))
+        from uctypes import addressof
+    except ImportError:
+        return False
+    return addressof(view) & 3 == 0

@@ -491,7 +491,8 @@ def read(path, label=None):
 
 #: The virtual board's heap when it wakes by itself: sim.json's 320k holds the .mpy firmware with ~84 KB free at
 #: connect, not the okay_nabu engine's ~75 KB in one piece (54 KB of weights, 7.7 KB arena, the frontend's
-#: buffers and tables) beside it; a PSRAM board has 8124k. The no-PSRAM devkit cannot wake (docs/wake.md).
+#: buffers and tables) beside it; a PSRAM board has 8124k. The no-PSRAM devkit wakes with its models frozen into
+#: its image (weights in flash, docs/wake.md "Frozen images"), not as .aww files in RAM.
 WAKE_SIM_HEAP = "512k"
 
 

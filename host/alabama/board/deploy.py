@@ -73,12 +73,14 @@ def wake_engine_bytes(blob):
     return len(blob) + json.loads(blob[12:12 + hl])["arena"] + WAKE_ENGINE_RAM
 
 
-def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print):
+def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print, frozen=()):
     """{remote path: local file} of the board file's wake models (wake.models), compiled now from the installed
     pymicro-wakeword (or the user's .tflite + JSON) into out_dir; never taken from the repository. A model the
     board cannot run (damaged, an op the firmware lacks, or larger than the heap the firmware leaves free at rest,
     `at_rest`) is a DeployError naming it. A shipped model on a system pymicro-wakeword has no wheel for is left out
-    with one line saying so (the board then captures by button and says why in device.info)."""
+    with one line saying so (the board then captures by button and says why in device.info). A model named in
+    `frozen` (the image carries it, `alabama image`) is not copied: its weights stay in flash and only its arena and
+    the engine's buffers count against the heap."""
     import importlib.util
     from ..wake.compile import ModelError
     from ..wake.reference import BUILTIN, compile_named
@@ -96,10 +98,17 @@ def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print):
             raise DeployError("wake model %s cannot go on the board: %s (fix wake.models in %s)"
                               % (m, getattr(e, "strerror", None) or e, shown(board.path))) from None
         need, free = wake_engine_bytes(blob), heap_bytes(board.heap) - at_rest
+        if name in frozen:
+            need -= len(blob)
         if need > free:
+            frz = "" if name in frozen or at_rest != FROZEN_AT_REST or board.is_virtual else (
+                ", or flash an image with it frozen in (`make image BOARD=%s` freezes wake.models: its weights stay in "
+                "flash)" % board.id)
             raise DeployError("wake model %s needs ~%d KB of heap, board %s's %s leaves ~%d KB beside the firmware: "
-                              "remove it from wake.models in %s, or use a board with PSRAM"
-                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path)))
+                              "remove it from wake.models in %s%s, or use a board with PSRAM"
+                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path), frz))
+        if name in frozen:
+            continue                      # in the image already (satellite.wake.frozen): nothing on the filesystem
         path = pathlib.Path(out_dir) / "wake" / (name + WAKE_SUFFIX)
         path.parent.mkdir(parents=True, exist_ok=True)
         fwset.write_atomic(path, blob)
@@ -127,16 +136,16 @@ def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     return files, hashes
 
 
-def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None):
+def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None, frozen_wake=()):
     """Like stage(), for an image with the firmware frozen in: only main.py, boot.py, /board.json, the wake models
-    and the manifest (which names the frozen firmware's digest)."""
+    the image does not carry (frozen_wake: the probe's) and the manifest (which names the frozen firmware's digest)."""
     root = pathlib.Path(root)
     extra = pathlib.Path(build_dir or fwset.BUILD) / march / "_frozen" / board.id
     extra.mkdir(parents=True, exist_ok=True)
     files = {name: root / name for name in SOURCE_KEPT if (root / name).is_file()}
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE
-    files.update(wake_files(board, extra, FROZEN_AT_REST))
+    files.update(wake_files(board, extra, FROZEN_AT_REST, frozen=frozen_wake))
     hashes = {dest: fwset.sha256_hex(pathlib.Path(src).read_bytes()) for dest, src in files.items()}
     man = fwset.deploy_manifest(board.id, march, hashes, frozen=digest or "", root=root)
     fwset.write_atomic(extra / "manifest.json", man)
@@ -260,7 +269,7 @@ def deploy(board, port=None, root=FIRMWARE, build_dir=None, reset=True, dry_run=
         digest = info.get("frozen_digest") or ""
         out("the image on %s has the firmware frozen in (%s): installing only main.py, boot.py and board.json"
             % (port, "digest %s..." % digest[:12] if digest else "it does not say which firmware"))
-        local, hashes = stage_frozen(board, march, digest, root, build_dir)
+        local, hashes = stage_frozen(board, march, digest, root, build_dir, info.get("frozen_wake") or ())
     else:
         local, hashes = stage(board, march, root, build_dir, out)
     copy, remove = plan(hashes, info.get("files") or {})

@@ -219,7 +219,7 @@ def parse_probe(text):
 
 def probe(port, runner=run_mpremote):
     """What the board holds: {'mpy': int, 'files': {path: sha256}, 'machine': str, 'cwd': str, 'frozen': str,
-    'frozen_digest': str}.
+    'frozen_digest': str, 'frozen_wake': [wake model names frozen into the image]}.
 
     The first mpremote command soft-resets the board (mpremote's default), which stops a running
     main.py and leaves a clean interpreter in the raw REPL (main.py does not run there).

@@ -1,5 +1,6 @@
-"""`alabama wake compile`: responsible for the command line of the wake-model compiler (which model, where the
-board file goes); not for the compiling itself (compile.py) or for deploying the file (deploy/image do)."""
+"""`alabama wake compile` / `alabama wake freeze`: responsible for the command lines of the wake-model compiler (which
+model, where the board file goes) and of the frozen-module writer; not for the compiling itself (compile.py), the
+module (frozen.py) or for deploying the file (deploy/image do)."""
 from pathlib import Path
 
 from ..errors import UsageError
@@ -21,6 +22,12 @@ def _compile(args):
     return 0
 
 
+def _freeze(args):
+    from .frozen import write
+    write(args.out, args.models)
+    return 0
+
+
 def register(sub):
     p = sub.add_parser("wake", help="on-device wake-word models (microWakeWord)")
     wsub = p.add_subparsers(dest="wake_command", metavar="ACTION")
@@ -33,4 +40,12 @@ def register(sub):
                    help="tflite (default): bit-exact with TFLite's builtin kernels, which pymicro-wakeword runs; "
                         "reference: TFLite's reference kernels, as TFLite-Micro (ESPHome) runs them")
     c.set_defaults(func=_compile)
+    f = wsub.add_parser("freeze", help="write the module an image freezes to hold wake models in flash",
+                        description="Write OUT/alabama_wake.py: the models (pymicro-wakeword's names, .tflite paths "
+                                    "compiled now, or compiled .aww files) as bytes constants, for a MicroPython "
+                                    "manifest's module(). `alabama image` does this itself for the board file's "
+                                    "wake.models; a model the firmware cannot load is refused in one line.")
+    f.add_argument("models", nargs="+", metavar="MODEL|PATH.tflite|PATH.aww")
+    f.add_argument("-o", "--out", default=".", help="output directory (default: .)")
+    f.set_defaults(func=_freeze)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

@@ -545,6 +545,9 @@ class Compiler:
             "ops": self.ops,
         }
         hb = json.dumps(header, separators=(",", ":")).encode()
+        # spaces after the JSON so the int32 tables start 4-byte aligned in the file: a frozen model's kernels read
+        # them in place (firmware model.load_frozen), word-wise
+        hb += b" " * (-(12 + len(hb)) % 4)
         blob = bytes(self.blob8) + b"\0" * (-len(self.blob8) % 4) + struct.pack("<%di" % len(self.blob32), *self.blob32)
         if len(hb) > MAX_HEADER_BYTES:
             raise ModelError("%s: %d ops need a %d-byte header (the board reads at most %d)"

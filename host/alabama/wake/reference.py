@@ -79,8 +79,9 @@ def run_reference(model, frames):
     return probs, hits
 
 
-def run_firmware(blob, frames):
-    """The firmware's interpreter (satellite.wake.model, under CPython) on the same frames."""
+def run_firmware(blob, frames, frozen=False):
+    """The firmware's interpreter (satellite.wake.model, under CPython) on the same frames; frozen: the model loaded
+    as a frozen image holds it (load_frozen: views of the file, nothing copied)."""
     import array
     import sys
     from alabama import mpcompat
@@ -89,7 +90,7 @@ def run_firmware(blob, frames):
     if str(FIRMWARE) not in sys.path:
         sys.path.insert(0, str(FIRMWARE))
     from satellite.wake import model as fw
-    m = fw.load(io.BytesIO(blob))
+    m = fw.load_frozen(blob) if frozen else fw.load(io.BytesIO(blob))
     probs, hits = [], []
     buf = array.array("H", bytes(80))
     for f in frames:

@@ -32,8 +32,9 @@ def _walk(d, out):
 def _frozen():
     # Is the firmware frozen into the image? Import it from '.frozen' alone (the filesystem's copy, if any, is
     # not looked at), with the digest module `alabama image` freezes beside it; then put sys.path and
-    # sys.modules back. Returns (the frozen package's __file__ or '', the image's firmware digest or '').
-    fz, fd, sp, old = '', '', list(sys.path), sys.modules.pop('satellite', None)
+    # sys.modules back. Returns (the frozen package's __file__ or '', the image's firmware digest or '', the
+    # names of the wake models frozen in: alabama_wake.NAMES).
+    fz, fd, fw, sp, old = '', '', [], list(sys.path), sys.modules.pop('satellite', None)
     sys.path.clear()
     sys.path.append('.frozen')
     try:
@@ -46,13 +47,19 @@ def _frozen():
         fd = alabama_image.DIGEST
     except (ImportError, AttributeError):
         pass
+    try:
+        import alabama_wake
+        fw = list(alabama_wake.NAMES)
+    except (ImportError, AttributeError):
+        pass
     sys.path.clear()
     sys.path.extend(sp)
     sys.modules.pop('satellite', None)
     sys.modules.pop('alabama_image', None)
+    sys.modules.pop('alabama_wake', None)
     if old is not None:
         sys.modules['satellite'] = old
-    return fz, fd
+    return fz, fd, fw
 
 
 def run(top, owned, mark):
@@ -64,7 +71,7 @@ def run(top, owned, mark):
             pass
     for d in owned:
         _walk(d, o)
-    fz, fd = _frozen()
+    fz, fd, fw = _frozen()
     print(mark + json.dumps({'mpy': getattr(sys.implementation, '_mpy', 0), 'files': o,
           'machine': getattr(sys.implementation, '_machine', sys.platform), 'cwd': os.getcwd(),
-          'frozen': fz, 'frozen_digest': fd}))
+          'frozen': fz, 'frozen_digest': fd, 'frozen_wake': fw}))
