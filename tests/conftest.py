@@ -197,11 +197,14 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile" or not durations:
         return None                       # xdist's own (loadfile: files with the most tests first)
     from xdist.scheduler import LoadFileScheduling
+    # a file the last run did not have (new, or split from a long one) goes first: it may be long, and a long file
+    # started last is the one thing that stretches a loadfile run; a short one first costs nothing
+    unknown = max(durations.values(), default=0.0) + 1.0
 
     class SlowestFileFirst(LoadFileScheduling):
         def _assign_work_unit(self, node):
             if not getattr(self, "_ordered", False):
-                units = sorted(self.workqueue.items(), key=lambda kv: -durations.get(kv[0], 0.0))
+                units = sorted(self.workqueue.items(), key=lambda kv: -durations.get(kv[0], unknown))
                 self.workqueue.clear()
                 self.workqueue.update(units)
                 self._ordered = True
