@@ -108,3 +108,15 @@ def check_mutant_fails_its_row(name, rid, tmp_path):
         assert any("sat -> core hello {id 2}" in t for t in row.timeline[-12:]), row.timeline
     # the rule it breaks, not a cascade: every other failure is a row the same broken behaviour also breaks
     assert failed <= {rid} | CASCADE.get(name, set()), [r for r in result if r.verdict == rows.FAIL]
+
+
+def mutant_row_test(table):
+    """The test function of one mutant file: each (mutant, row) of ``table`` fails its row."""
+    import pytest
+
+    @pytest.mark.needs_micropython
+    @pytest.mark.slow
+    @pytest.mark.parametrize("name,rid", table, ids=[m for m, _ in table])
+    def test_a_mutant_firmware_fails_its_row(name, rid, tmp_path):
+        check_mutant_fails_its_row(name, rid, tmp_path)
+    return test_a_mutant_firmware_fails_its_row

@@ -1,12 +1,5 @@
 """A mutant firmware that breaks one rule fails that row of `alabama conformance satellite` (so rows can fail):
-the half MUTANT_ROWS_B of satkit_support's table (split in two files so two workers share the ~30 s runs)."""
-import pytest
+the half MUTANT_ROWS_B of satkit_support's table (two files, so two workers share the ~30 s runs)."""
+from satkit_support import MUTANT_ROWS_B, mutant_row_test
 
-from satkit_support import MUTANT_ROWS_B, check_mutant_fails_its_row
-
-
-@pytest.mark.needs_micropython
-@pytest.mark.slow
-@pytest.mark.parametrize("name,rid", MUTANT_ROWS_B, ids=[m for m, _ in MUTANT_ROWS_B])
-def test_a_mutant_firmware_fails_its_row(name, rid, tmp_path):
-    check_mutant_fails_its_row(name, rid, tmp_path)
+test_a_mutant_firmware_fails_its_row = mutant_row_test(MUTANT_ROWS_B)
