@@ -142,6 +142,7 @@ def _xdist_controller(config):
 
 
 def pytest_configure(config):
+    _generous_event_waits()
     if hasattr(config, "workerinput"):
         _lock_sim_installs()
         return
@@ -190,6 +191,26 @@ def _lock_sim_installs():
     sim.VirtualBoard.install = locked_install
 
 
+#: The least a virtual board's log wait (VirtualBoard.wait_log) waits in a test process, in seconds. The timeouts
+#: written in the tests (often 5 s) are what the line takes on an idle machine; at more workers than cores, beside
+#: a HIL run, a line that comes in 1 s idle can take 10. A line that comes returns the wait at once, so a passing test
+#: is no slower; only a missing line fails later. No test uses a log wait's timeout as its check (a line that must
+#: NOT come is checked by reading the lines after a fixed window). ALABAMA_TEST_WAIT_FLOOR_S=0 turns it off.
+WAIT_FLOOR_S = float(os.environ.get("ALABAMA_TEST_WAIT_FLOOR_S", "30"))
+
+
+def _generous_event_waits():
+    from alabama.board import sim
+    wait_log = sim.VirtualBoard.wait_log
+    if WAIT_FLOOR_S <= 0 or getattr(wait_log, "floored", False):
+        return
+
+    def floored(self, pattern, timeout=10.0, start=0):
+        return wait_log(self, pattern, max(timeout, WAIT_FLOOR_S), start)
+    floored.floored = True
+    sim.VirtualBoard.wait_log = floored
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     cache = getattr(config, "cache", None)
@@ -197,11 +218,14 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile" or not durations:
         return None                       # xdist's own (loadfile: files with the most tests first)
     from xdist.scheduler import LoadFileScheduling
+    # a file the last run did not have (new, or split from a long one) goes first: it may be long, and a long file
+    # started last is the one thing that stretches a loadfile run; a short one first costs nothing
+    unknown = max(durations.values(), default=0.0) + 1.0
 
     class SlowestFileFirst(LoadFileScheduling):
         def _assign_work_unit(self, node):
             if not getattr(self, "_ordered", False):
-                units = sorted(self.workqueue.items(), key=lambda kv: -durations.get(kv[0], 0.0))
+                units = sorted(self.workqueue.items(), key=lambda kv: -durations.get(kv[0], unknown))
                 self.workqueue.clear()
                 self.workqueue.update(units)
                 self._ordered = True

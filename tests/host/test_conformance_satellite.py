@@ -1,11 +1,9 @@
 """`alabama conformance satellite`: our firmware on the virtual board passes every row (through the CLI, its button
-pushed over the board's control port); a mutant firmware that breaks one rule fails that row (so rows can fail); a
-peer that is not Alabama, stalls, floods or never comes ends in verdict rows within the step bounds; wrong inputs."""
-import hashlib
+pushed over the board's control port); a mutant firmware that breaks one rule fails that row (so rows can fail: the
+mutant runs are test_conformance_satellite_mutants_a/_b.py, satkit_support.py); a peer that is not Alabama, stalls, floods or never comes ends in verdict rows within the step bounds; wrong inputs."""
 import json
 import os
 import pathlib
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,47 +17,14 @@ from alabama.board import logwords as lw, sim
 from alabama.conformance import rows, satkit
 from alabama.hil import mutants
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BOARD_ENV = {"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"}
-
-
-def _failed(result):
-    return {r.rid for r in result if r.verdict == rows.FAIL}
-
-
-def _board(tmp, port, firmware=None):
-    flash = pathlib.Path(tmp) / "flash"
-    sim.provision(flash, "127.0.0.1", port, fresh_identity=True)       # the address only: a guest, XX first
-    return sim.VirtualBoard(flash, firmware=firmware, speaker=pathlib.Path(tmp) / "speaker.wav", env=BOARD_ENV)
-
-
-def _score(tmp, firmware=None):
-    """The kit (in-process, on its own thread) against a virtual board running ``firmware``; [Row]."""
-    port = sim.free_port()
-    vb = _board(tmp, port, firmware)
-    out = {}
-
-    def press(down):
-        vb.press() if down else vb.release()
-
-    def go():
-        out["rows"] = satkit.run("127.0.0.1", port, press=press, connect_s=90, watch_s=5)
-    t = threading.Thread(target=go)
-    t.start()
-    try:
-        vb.start()
-        t.join(400)
-    finally:
-        vb.stop()
-    assert not t.is_alive() and "rows" in out, vb.log_text()[-3000:]
-    return out["rows"]
+from satkit_support import KIT_MUTANTS, MUTANT_ROWS, ROOT, board, failed_rows
 
 
 @pytest.mark.needs_micropython
 @pytest.mark.slow
 def test_our_firmware_passes_every_row_through_the_cli(tmp_path):
     port = sim.free_port()
-    vb = _board(tmp_path, port)
+    vb = board(tmp_path, port)
     junit = tmp_path / "sat.xml"
     cmd = [sys.executable, "-m", "alabama.cli", "conformance", "satellite", "--listen", "127.0.0.1:%d" % port,
            "--ctl-port", str(vb.ctl_port), "--json", "--junit", str(junit), "--connect-timeout", "90"]
@@ -87,63 +52,11 @@ def test_our_firmware_passes_every_row_through_the_cli(tmp_path):
     assert suite.get("tests") == str(len(satkit.ROWS) + len(satkit.UNOBSERVABLE)) and suite.get("failures") == "0"
 
 
-#: A firmware that answers a failed IK with XX at its next attempt (the HIL catalogue's xx_fallback goes XX on every
-#: retry, so the kit already sees it fail R7.3-e; this one keeps IK after Paired and breaks R7.3-f alone).
-IK_FAIL_THEN_XX = mutants.Mutant(
-    "ik_fail_then_xx", "", "after an IK handshake failure the next attempt is XX (R7.3-f)",
-    [("satellite/runtime.py", "        core_key = rec.core_key or self.ks.pinned_core_key()\n",
-      "        core_key = None if getattr(self, '_xx_next', False) else (rec.core_key or self.ks.pinned_core_key())\n"),
-     ("satellite/runtime.py", "                self.attempts = 16 ",
-      "                self._xx_next = True\n                self.attempts = 16 ")])
-#: Rows no HIL scenario guards the same way: a firmware that leaves a RequestCapture unanswered, one that keeps
-#: streaming after the core's StreamCancel, one whose mic follows PipelineState.
-KIT_MUTANTS = [
-    IK_FAIL_THEN_XX,
-    mutants.Mutant("request_unanswered", "", "a RequestCapture is neither accepted nor declined (R10.4-a)",
-                   [("satellite/device.py", "    def _on_capture_requested(self, ev):\n",
-                     "    def _on_capture_requested(self, ev):\n        return\n")]),
-    mutants.Mutant("cancel_ignored", "", "the capture keeps streaming after the core's StreamCancel (R10.3-a)",
-                   [("satellite/session.py", '        st, ok = self._stream_op(id, _IN_CANCEL, "stream_cancel")\n',
-                     "        st, ok = self._streams.get(id), True\n"),
-                    ("satellite/device.py", "            return\n        if ev.id == self.capture_id:\n",
-                     "            return\n        if ev.id == self.capture_id and not ev.cancelled:\n")]),
-    mutants.Mutant("phase_opens_mic", "", "PipelineState LISTENING opens a capture (R10.4.1-a)",
-                   [("satellite/device.py", "            self.phase = ev.phase\n",
-                     "            self.phase = ev.phase\n            if ev.phase == 1 and not self.capture_id:\n"
-                     "                self.open_capture(pb.Trigger.BUTTON)\n")]),
-]
-#: (mutant of alabama.hil.mutants or above, the one row it must fail)
-MUTANT_ROWS = [("even_capture_ids", "R6.3-a"), ("seq_steps_by_two", "R10.10-c"), ("pin_on_xx", "R7.3-d"),
-               ("xx_fallback", "R7.3-e"), ("ik_fail_then_xx", "R7.3-f"), ("unknown_arm_drops", "R2.2-b"),
-               ("ping_wrong_t1", "R10.2-a"), ("request_unanswered", "R10.4-a"), ("cancel_ignored", "R10.3-a"),
-               ("phase_opens_mic", "R10.4.1-a")]
-
-
-@pytest.mark.needs_micropython
-@pytest.mark.slow
-@pytest.mark.parametrize("name,rid", MUTANT_ROWS, ids=[m for m, _ in MUTANT_ROWS])
-def test_a_mutant_firmware_fails_its_row(name, rid, tmp_path):
-    (m,) = [m for m in mutants.MUTANTS + KIT_MUTANTS if m.name == name]
-    fw = mutants.apply(m, sim.default_firmware(), tmp_path / "firmware")
-    try:
-        result = _score(tmp_path, fw)
-    finally:   # the virtual board caches a compiled tree per firmware path: drop this throwaway one
-        key = hashlib.sha256(str(fw.resolve()).encode()).hexdigest()[:12]
-        shutil.rmtree(ROOT / "build" / "sim" / key, ignore_errors=True)
-    failed = _failed(result)
-    assert rid in failed, [r for r in result if r.rid == rid]
-    (row,) = [r for r in result if r.rid == rid]
-    assert row.detail and row.timeline or rid in ("R7.3-d", "R7.3-f"), row
-    if name == "even_capture_ids":      # a row judged over the whole run shows the frame that broke it, in view
-        assert any("sat -> core hello {id 2}" in t for t in row.timeline[-12:]), row.timeline
-    # the rule it breaks, not a cascade: every other failure is a row the same broken behaviour also breaks
-    assert failed <= {rid} | CASCADE.get(name, set()), [r for r in result if r.verdict == rows.FAIL]
-
-
-#: Rows a mutant may also fail because the one behaviour it breaks shows in them too.
-CASCADE = {"ping_wrong_t1": {"R2.2-a"},                  # the Ping with unknown fields is answered with the wrong t1
-           "xx_fallback": {"R7.2-a"},                     # XX with a key pinned
-           "ik_fail_then_xx": {"R7.3-c"}}                 # the XX session it fell back to is with another key
+def test_the_mutant_table_is_split_without_loss():
+    """Every mutant row is scored in exactly one of test_conformance_satellite_mutants_a/_b.py."""
+    names = [m for m, _ in MUTANT_ROWS]
+    assert len(names) == len(set(names)) == 10
+    assert set(names) <= {m.name for m in mutants.MUTANTS + KIT_MUTANTS}
 
 
 # -- peers that are not an Alabama satellite -----------------------------------------------------------
@@ -196,7 +109,7 @@ def test_a_peer_that_is_not_a_satellite_ends_in_failed_rows_quickly(what, send, 
         c.close()
     assert not t.is_alive(), "the kit hung on a %s peer" % what        # every step bounded: no hang (join above)
     result = out["rows"]
-    assert _failed(result) == {"R5.1.2-a", "R6-a"}, result
+    assert failed_rows(result) == {"R5.1.2-a", "R6-a"}, result
     (row,) = [r for r in result if r.rid == "R5.1.2-a"]
     assert why in row.detail, row.detail
     assert all(r.verdict == rows.NOT_OBSERVABLE for r in result if r.rid not in ("R5.1.2-a", "R6-a"))

@@ -161,16 +161,18 @@ def fw(tmp_path_factory):
     return d
 
 
-def start_board(flash, fresh=True):
+def start_board(flash, fresh=True, micropython=None):
     """A virtual board on a pseudo-terminal. fresh: nothing installed yet (the sim runs the repo's sources
     until a deploy lands), with the import path of a board (sys.path '', '.frozen', '/lib') so deployed
-    modules are the ones imported; else the sim's own install, which uses deploy.stage."""
+    modules are the ones imported; else the sim's own install, which uses deploy.stage.
+    micropython: None is the default interpreter (the 32-bit build when built: mpremote goes through its
+    raw-REPL shim, rawrepl.py)."""
     from alabama.board.sim import VirtualBoard
-    # the default interpreter (the 32-bit build when built: mpremote goes through its raw-REPL shim)
+    kw = {"micropython": micropython} if micropython else {}
     if fresh:
-        vb = VirtualBoard(flash, compiled=False, env={"MICROPYPATH": ".frozen:lib:" + str(FIRMWARE)})
+        vb = VirtualBoard(flash, compiled=False, env={"MICROPYPATH": ".frozen:lib:" + str(FIRMWARE)}, **kw)
     else:
-        vb = VirtualBoard(flash)
+        vb = VirtualBoard(flash, **kw)
     vb.start()
     return vb
 
@@ -180,6 +182,35 @@ def board(tmp_path):
     flash = tmp_path / "flash"
     (flash / "data").mkdir(parents=True)
     vb = start_board(flash)
+    yield vb
+    vb.stop()
+
+
+def lay_out_deployed(flash, fw, build_dir, micropython):
+    """Put on ``flash`` what a whole deploy of ``fw`` lands (deploy.stage's files, manifest included), without
+    the pty: the way the sim installs itself (VirtualBoard.install). That a deploy then finds every hash equal is
+    test_deploy_to_the_sims_own_install_copies_nothing; the whole copy over the pty is
+    test_deploy_lands_files_...; the tests below start from here and deploy only their change over the pty."""
+    local, _ = deploy.stage(boards.load("sim"), native_march(micropython), root=fw, build_dir=build_dir,
+                            out=lambda s: None)
+    for dest, src in local.items():
+        (flash / dest).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, flash / dest)
+    return local
+
+
+def start_deployed(tmp_path, fw, build_dir):
+    """A board on a pty whose flash already holds a whole deploy of ``fw`` (lay_out_deployed)."""
+    flash = tmp_path / "flash"
+    (flash / "data").mkdir(parents=True)
+    vb = start_board(flash)
+    lay_out_deployed(flash, fw, build_dir, vb.micropython)     # after start(), which writes board.json
+    return vb
+
+
+@pytest.fixture
+def deployed(tmp_path, build_dir, fw):
+    vb = start_deployed(tmp_path, fw, build_dir)
     yield vb
     vb.stop()
 
@@ -248,37 +279,52 @@ def test_deploy_lands_files_second_deploy_copies_nothing_and_data_survives(board
 
 
 @pytest.mark.slow
-def test_one_changed_module_copies_that_module_and_the_manifest(board, build_dir, tmp_path):
+def test_one_changed_module_copies_that_module_and_the_manifest(tmp_path, build_dir):
     fw = tmp_path / "fw"
     shutil.copytree(FIRMWARE, fw, ignore=shutil.ignore_patterns("__pycache__"))  # this test edits it
     sim = boards.load("sim")
-    deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, reset=False, out=lambda s: None)
-    with open(fw / "satellite" / "hal" / "__init__.py", "a") as f:
-        f.write("\nDEPLOY_TEST_MARK = 42\n")
-    (board.flash / "data" / "core.pub").write_bytes(b"\x07" * 32)
-    lines = []
-    copied = deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, reset=False, out=lines.append)
-    # the module, the set's own manifest (its sha256 changed: device.info's firmware digest) and deploy's manifest
-    assert copied == ["lib/satellite/_manifest.json", "lib/satellite/hal/__init__.mpy", deploy.MANIFEST]
-    assert [ln.split()[1] for ln in lines if ln.startswith("copy ")] == copied
-    assert mpremote(board.pty_path, "exec", "import satellite.hal as h; print(h.DEPLOY_TEST_MARK)").strip() == "42"
-    assert (board.flash / "data" / "core.pub").read_bytes() == b"\x07" * 32
+    board = start_deployed(tmp_path, fw, build_dir)
+    try:
+        with open(fw / "satellite" / "hal" / "__init__.py", "a") as f:
+            f.write("\nDEPLOY_TEST_MARK = 42\n")
+        (board.flash / "data" / "core.pub").write_bytes(b"\x07" * 32)
+        lines = []
+        copied = deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, reset=False, out=lines.append)
+        # the module, the set's own manifest (its sha256 changed: device.info's firmware digest) and deploy's manifest
+        assert copied == ["lib/satellite/_manifest.json", "lib/satellite/hal/__init__.mpy", deploy.MANIFEST]
+        assert [ln.split()[1] for ln in lines if ln.startswith("copy ")] == copied
+        assert mpremote(board.pty_path, "exec", "import satellite.hal as h; print(h.DEPLOY_TEST_MARK)").strip() == "42"
+        assert (board.flash / "data" / "core.pub").read_bytes() == b"\x07" * 32
+    finally:
+        board.stop()
 
 
 @pytest.mark.slow
-def test_file_damaged_on_the_board_is_copied_again(board, build_dir, fw):
+def test_file_damaged_on_the_board_is_copied_again(deployed, build_dir, fw):
     """The plan compares the board's real file hashes, not a manifest that could be stale."""
-    sim = boards.load("sim")
-    deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, reset=False, out=lambda s: None)
+    board, sim = deployed, boards.load("sim")
     (board.flash / "lib/satellite/wire/frame.mpy").write_bytes(b"M\x06truncated")
     assert deploy.deploy(sim, board.pty_path, root=fw, build_dir=build_dir, reset=False,
                          out=lambda s: None) == ["lib/satellite/wire/frame.mpy", deploy.MANIFEST]
 
 
+@pytest.fixture
+def board64(tmp_path):
+    """A fresh board on the venv's unix port (1.27+: its own raw REPL with raw-paste, no shim), for the test that
+    copies the whole set twice; the shim's copy of the whole set is test_deploy_lands_files_..."""
+    from alabama import local
+    flash = tmp_path / "flash"
+    (flash / "data").mkdir(parents=True)
+    vb = start_board(flash, micropython=local.find_micropython(RuntimeError))
+    yield vb
+    vb.stop()
+
+
 @pytest.mark.slow
-def test_mip_install_of_package_json_then_deploy_replaces_the_sources(board, build_dir, fw):
+def test_mip_install_of_package_json_then_deploy_replaces_the_sources(board64, build_dir, fw):
     """`mpremote mip install firmware/package.json` installs the package as source; a deploy then swaps
     every .py for its .mpy (a leftover .py would shadow the .mpy: MicroPython tries .py first)."""
+    board = board64
     out = mpremote(board.pty_path, "mip", "install", "--target", "lib", str(fw / "package.json"), timeout=120)
     assert "Installing: lib/satellite/session.py" in out
     assert (board.flash / "lib/satellite/session.py").read_bytes() == (fw / "satellite/session.py").read_bytes()

@@ -168,11 +168,14 @@ def test_a_board_that_vanishes_mid_run_says_so_and_the_other_goes_on(tmp_path):
 
 KILL = '''
 """Test helper: board 2's bench process is killed in the middle of its second scenario, once board 1 has finished
-(so board 1 is free when the replacement worker starts), and only once (a marker file)."""
+(so board 1 is free when the replacement worker starts), and only once (a marker file). The wait for board 1 has a
+deadline far past any load (board 1's three scenarios); the marker says whether board 1 had finished, so a run where
+it had not fails saying so instead of passing without the free board the check is about."""
 import json, os, pathlib, time
 from alabama.hil import targets
 
 MARK = pathlib.Path(os.environ["FLEET_KILL_MARK"])
+BOARD1_DEADLINE_S = 600
 
 
 class Killed(targets.SimTarget):
@@ -183,12 +186,17 @@ class Killed(targets.SimTarget):
         self.scenarios += 1
         if self.scenarios == 2 and not MARK.exists():
             done = pathlib.Path(os.environ["FLEET_KILL_WAIT"])
-            for _ in range(600):
+            end = time.monotonic() + BOARD1_DEADLINE_S
+            state = None
+            while state != "ok" and time.monotonic() < end:
                 parts = list(done.glob("*/boards/1/board.json"))
-                if parts and json.loads(parts[0].read_text()).get("status", {}).get("state") == "ok":
-                    break
-                time.sleep(0.1)
-            MARK.write_text("killed")
+                try:
+                    state = parts and json.loads(parts[0].read_text()).get("status", {}).get("state")
+                except ValueError:          # caught mid-write: read it again
+                    state = None
+                if state != "ok":
+                    time.sleep(0.1)
+            MARK.write_text("killed" if state == "ok" else "killed before board 1 finished (%s)" % state)
             os._exit(9)
 
 
@@ -213,9 +221,10 @@ def test_a_dead_workers_replacement_gets_its_board_and_the_scenario_it_died_in_i
         os.pathsep) if p]), "FLEET_KILL_MARK": str(tmp_path / "killed"), "FLEET_KILL_WAIT": str(rep)}
     pick = "test_r7_3_a_guest_xx or test_r7_3_pre_provisioned_ik or test_4_1_voice_exchange or pair_at_once"
     r = run_hil(["--board", "sim", "--board", "sim", "-k", pick, "--report", str(rep), "--", "-p", "fleet_kill"],
-                env=env, timeout=900)
+                env=env, timeout=1500)
     out = r.stdout + r.stderr
     assert (tmp_path / "killed").exists(), out[-3000:]
+    assert (tmp_path / "killed").read_text() == "killed", (tmp_path / "killed").read_text()
     assert r.returncode == 1, out[-3000:]
     run = json.loads(next(rep.glob("*/run.json")).read_text())
     b1, b2 = run["boards"]

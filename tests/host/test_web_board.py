@@ -73,7 +73,7 @@ class Browser:
         pg = self.browser.new_page(viewport={"width": width, "height": height})
         pg.on("console", lambda m: self.console.append(m.text))
         pg.goto(url)
-        pg.wait_for_selector("#link[data-state=online]", state="attached", timeout=15000)
+        pg.wait_for_selector("#link[data-state=online]", state="attached", timeout=WAIT_FLOOR_S * 1000)
         return pg
 
     def close(self):
@@ -95,9 +95,14 @@ class LoopThread:
         self.thread.join(5)
 
 
+#: The least a page wait waits (s): the timeouts below are what the page takes idle; beside a HIL run at more
+#: workers than cores it can take several times that. A condition that holds ends the wait at once.
+WAIT_FLOOR_S = 60.0
+
+
 def wait_js(pg, expr, timeout=20.0, what=None):
     try:
-        pg.wait_for_function(expr, timeout=timeout * 1000)
+        pg.wait_for_function(expr, timeout=max(timeout, WAIT_FLOOR_S) * 1000)
     except Exception as e:   # noqa: BLE001 - say what the page had instead
         seen = pg.evaluate("JSON.stringify(window.alabama)")
         raise AssertionError("page never had %s (%s); window.alabama = %s" % (what or expr, type(e).__name__, seen))
@@ -600,10 +605,10 @@ def test_cli_board_sim_web_serves_and_stops(tmp_path):
                 async with s.get("http://127.0.0.1:%d/" % port) as r:
                     assert r.status == 200 and "Hold to talk" in await r.text()
                 async with s.ws_connect("http://127.0.0.1:%d/ws" % port) as ws:
-                    hello = await ws.receive_json(timeout=10)
+                    hello = await ws.receive_json(timeout=WAIT_FLOOR_S)
                     assert hello["t"] == "hello" and hello["board"] == "sim"
                     await ws.send_json({"cmd": "press"})
-                    end = time.monotonic() + 30
+                    end = time.monotonic() + WAIT_FLOOR_S
                     while True:
                         ev = await ws.receive_json(timeout=max(0.1, end - time.monotonic()))
                         if ev["t"] == "led" and ev["phase"] == "LISTENING":
@@ -611,13 +616,13 @@ def test_cli_board_sim_web_serves_and_stops(tmp_path):
                     await ws.send_json({"cmd": "release"})
                     await ws.send_json({"cmd": "nonsense"})
                     while True:
-                        ev = await ws.receive_json(timeout=10)
+                        ev = await ws.receive_json(timeout=WAIT_FLOOR_S)
                         if ev["t"] == "error":
                             assert "unknown command" in ev["error"]
                             break
         asyncio.run(drive())
         p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=20)
+        out, _ = p.communicate(timeout=WAIT_FLOOR_S)
         assert p.returncode == 0 and "stopping the virtual board" in out, out[-2000:]
     finally:
         if p.poll() is None:

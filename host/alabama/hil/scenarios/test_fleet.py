@@ -102,7 +102,7 @@ def test_fleet_two_boards_pair_at_once(fleet):
         first = [r for r in fleet.core.reports() if r.get("device_id") == x.device_id][0]
         assert (first["noise_pattern"], first["admission"]) == ("XX", "token"), "%s: %s" % (x.label, first)
         if hasattr(x.target, "pinned_core_key"):
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + PAIR_TIMEOUT_S
             while x.target.pinned_core_key() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert x.target.pinned_core_key() == fleet.core.public_key, "%s: Paired did not pin the key" % x.label
@@ -114,7 +114,8 @@ def test_fleet_two_boards_pair_at_once(fleet):
     while len(again) < 2 and time.monotonic() < deadline:
         for x in (a, b):
             later = [r for r in fleet.core.reports() if r.get("device_id") == x.device_id][1:]
-            if later and later[-1].get("noise_pattern"):
+            # the report has its pattern at the handshake and its admission only at Hello: wait for both
+            if later and later[-1].get("noise_pattern") and later[-1].get("admission"):
                 again[x.label] = (later[-1]["noise_pattern"], later[-1]["admission"])
         time.sleep(0.1)
     assert again == {a.label: ("IK", "known_paired"), b.label: ("IK", "known_paired")}, \
