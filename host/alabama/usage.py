@@ -49,6 +49,8 @@ def one_line(prog, message):
             return "%s has no command %r: %s`%s --help` lists them" % (prog, typed, hint, prog)
         hint = (" (did you mean '%s'?)" % near[0]) if near and not typed.isdigit() else ""
         return "%s: %s: %r is not one of %s%s" % (prog, head[len("argument "):], typed, ", ".join(names), hint)
+    if "pip install" in message or "`" in message:     # it already says what to do
+        return "%s: %s" % (prog, message)
     return "%s: %s (`%s --help` lists the options)" % (prog, message, prog)
 
 

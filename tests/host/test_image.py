@@ -15,6 +15,7 @@ import pytest
 from alabama.board import logwords as lw
 from alabama import cli
 from alabama.board import boards, deploy, fwset, image
+from alabama.wake.compile import MAGIC
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"
@@ -182,7 +183,7 @@ def test_dry_run_prints_the_build_the_maker_runs(tmp_path, board_id, variant):
     if wake:
         ns = {}
         exec((out / "alabama_wake.py").read_text(), ns)
-        assert list(ns["NAMES"]) == wake and all(ns["MODEL_%d" % i][:4] == b"AWW1" for i in range(len(wake)))
+        assert list(ns["NAMES"]) == wake and all(ns["MODEL_%d" % i][:4] == MAGIC for i in range(len(wake)))
     assert "DIGEST = %r" % fwset.firmware_digest() in (out / "alabama_image.py").read_text()
     bdir = out / "ALABAMA_S3_OTA"
     assert (bdir / "sdkconfig.ota").read_text() == image.SDKCONFIG_OTA
