@@ -6,7 +6,9 @@ decoders and the US-English model shipped inside its wheel (no download). Must n
 reply or know about frames and sessions: the core's pipeline decides when an utterance ends.
 
 Search. ``feed`` only keeps the utterance (bounded: ``max_seconds``; audio past it is not decoded and the
-Transcript says ``truncated``) and counts voiced audio. ``finish()`` decodes the whole utterance at once with
+Transcript says ``truncated``). ``finish()`` passes a noisy one (estimated SNR under 15 dB) through WebRTC noise
+suppression (``frontend.clean``: on the tuning split, commands right 68 -> 85 of 120), measures its voiced audio
+(VAD) on that, and decodes the whole utterance at once with
 two decoders: the intent grammar (JSGF from ``intents.grammar``) and a free phone loop (pocketsphinx's allphone
 search), both with batch cepstral-mean normalisation (``process_raw(full_utt=True)``: the mean of this
 utterance, not the model's default adapting as audio streams: measured on the tuning corpus, the streamed
@@ -47,7 +49,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import BYTES_PER_SECOND, intents, load
+from . import BYTES_PER_SECOND, frontend, intents, load
 
 GRAMMAR_R0 = -3.0               # tuning corpus (seed 40): with COVERAGE0, 68/120 commands right, 2/40 sentences taken
 GRAMMAR_SCALE = 2.0
@@ -95,6 +97,7 @@ class SpeechModels:
 
     def __init__(self, tool_names=(), free_form=True):
         self.ps = load()
+        frontend.processor()                        # webrtc-noise-gain missing: SpeechUnavailable now, not mid-turn
         self.tool_names = tuple(tool_names)
         self.jsgf = intents.grammar(self.tool_names)
         self.free_form = free_form
@@ -173,26 +176,22 @@ class Recognizer:
         self.max_bytes = int(max_seconds * BYTES_PER_SECOND) & ~1
         self._g = models.grammar_decoder()
         self._p = models.phone_decoder()
-        self._vad = None
         self._buf = bytearray()
         self._carry = b""
-        self._vad_at = 0
         self.speech_ms = 0
         self._open = False
         self.truncated = False
 
     def start(self):
         self.close()                           # an utterance left open (a turn abandoned) is dropped
-        self._vad = self.models.ps.Vad(self.models.ps.Vad.LOOSE, frame_length=0.02)   # stateful: one per utterance
         self._buf = bytearray()
         self._carry = b""
-        self._vad_at = 0
         self.speech_ms = 0
         self._open = True
         self.truncated = False
 
     def feed(self, data):
-        """Add audio; chunks may have any length (an odd byte waits for its pair). Cheap: VAD only."""
+        """Add audio; chunks may have any length (an odd byte waits for its pair). Cheap: it only keeps it."""
         if not self._open:
             raise RuntimeError("Recognizer.feed before start()")
         data = self._carry + bytes(data)
@@ -204,11 +203,12 @@ class Recognizer:
             even = max(room, 0)
         if even:
             self._buf += data[:even]
-            step = self._vad.frame_bytes
-            while self._vad_at + step <= len(self._buf):
-                if self._vad.is_speech(bytes(self._buf[self._vad_at:self._vad_at + step])):
-                    self.speech_ms += int(self._vad.frame_length * 1000)
-                self._vad_at += step
+
+    def _voiced_ms(self, pcm):
+        """Voiced milliseconds of ``pcm`` by pocketsphinx's VAD (a fresh one: it is stateful)."""
+        vad = self.models.ps.Vad(self.models.ps.Vad.LOOSE, frame_length=0.02)
+        step, ms = vad.frame_bytes, int(vad.frame_length * 1000)
+        return sum(ms for i in range(0, len(pcm) - step + 1, step) if vad.is_speech(pcm[i:i + step]))
 
     def finish(self):
         """End the utterance and return its Transcript (never raises on silence or noise)."""
@@ -216,9 +216,11 @@ class Recognizer:
             raise RuntimeError("Recognizer.finish before start()")
         self._open = False
         best = Transcript("", 0.0, (), "none", self.truncated)
+        clean = frontend.clean(self._buf)
+        self.speech_ms = self._voiced_ms(clean)
         if self.speech_ms < MIN_SPEECH_MS:
             return best
-        pcm = floor(self._buf)
+        pcm = floor(clean)
         words = _decode(self._g, pcm)
         _decode(self._p, pcm)
         sg, h = _score(self._g)
