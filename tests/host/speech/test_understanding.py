@@ -59,7 +59,7 @@ def noisy(text, snr_db, seed=5):
 
 
 @pytest.mark.parametrize("text,want", [
-    ("set a timer for five minutes", ("timer", {"minutes": 5})),         # without noise suppression: "the five on five a"
+    ("set a timer for five minutes", ("timer", {"minutes": 5})),         # not suppressed: "the five on five a"
     ("what time is it", ("time", {})),                                   # "what we"
     ("turn the light off", ("light", {"tool": "light.set", "on": False})),   # "the i know"
     ("set a timer for ten minutes", ("timer", {"minutes": 10})),         # "if i've offended"

@@ -140,7 +140,7 @@ def test_issue40_server_does_not_send_unsure_text(server, rec):
     pcm = np.frombuffer(audio.synth("set a timer for twenty minutes", "en-us+m2", 155), "<i2")[::-1].tobytes()
     local = rec.transcribe(pcm, chunk=640)
     assert local.text and local.confidence < recognizer.LOW_CONFIDENCE, local
-    slow = wyoming_io.WyomingSTT(server, connect_timeout=CONNECT_TIMEOUT, read_timeout=30.0)   # the LM loads on first use
+    slow = wyoming_io.WyomingSTT(server, connect_timeout=CONNECT_TIMEOUT, read_timeout=30.0)   # the LM loads now
     assert through(slow, pcm).text == ""
 
 
