@@ -29,7 +29,8 @@ Confidence (0..1), one mapping per mode:
   sentences both span r -8..+12), so a second measure: coverage = the grammar words' duration / the
   voiced duration (VAD): a command found inside a longer sentence covers little of it. confidence =
   min(logistic((r - GRAMMAR_R0) / GRAMMAR_SCALE), logistic((coverage - COVERAGE0) / COVERAGE_SCALE)),
-  the cuts chosen on the tuning corpus only (tools/speech/accuracy.py, docs/speech.md).
+  the cuts chosen on the tuning corpus only (tools/speech/accuracy.py, docs/speech.md). 0 when a grammar word
+  lasts over MAX_WORD_MS (a noise burst stretched into one "stop").
 * free-form: p = the mean posterior probability of the recognised words (``Segment.prob`` from the
   lattice, fillers excluded), rescaled so the cut-off FREE_FORM_P0 (tuning corpus: no junk clip of 3 or
   more words reached 0.7) lands on LOW_CONFIDENCE: confidence = min(1, p * LOW_CONFIDENCE / FREE_FORM_P0),
@@ -58,6 +59,8 @@ COVERAGE_SCALE = 0.05            # longer sentence: "stop by the store on your w
 LOW_CONFIDENCE = intents.LOW_CONFIDENCE
 FREE_FORM_P0 = 0.7               # mean word posterior that maps to LOW_CONFIDENCE (tuning corpus; the old cut was 0.5)
 FREE_FORM_MIN_WORDS = 3          # fewer recognised words than this: free-form confidence halved
+MAX_WORD_MS = 1000               # no command word lasts longer (tuning split: right commands' longest word 720 ms;
+                                 # noise bursts at 10 dB heard as one "stop" of 1400-2220 ms)
 DITHER_RMS = 10.0                # LSB (-70 dBFS): the input floor, under any real microphone's noise
 MIN_SPEECH_MS = 150             # less voiced audio than this (pocketsphinx's VAD) is "nothing heard"
 MAX_SECONDS = 20.0               # longest utterance kept for the free-form pass (640 kB)
@@ -228,6 +231,8 @@ class Recognizer:
         frames = max(1, self._g.n_frames())
         if h is not None and h.hypstr and sg is not None and sp is not None:
             conf = grammar_confidence((sg - sp) / frames, sum(w.end_ms - w.start_ms for w in words) / self.speech_ms)
+            if any(w.end_ms - w.start_ms > MAX_WORD_MS for w in words):
+                conf = 0.0                      # a word stretched over a noise burst ("stop" for 1.6 s of noise)
             best = Transcript(h.hypstr, conf, words, "grammar", self.truncated)
             command = intents.parse(h.hypstr, self.models.tool_names).name != intents.FREE
             if command and conf >= LOW_CONFIDENCE:

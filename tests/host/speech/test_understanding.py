@@ -87,6 +87,26 @@ def test_issue40_noise_suppressor_missing_is_one_line(monkeypatch):
     assert "pip install webrtc-noise-gain" in str(e.value) and "\n" not in str(e.value)
 
 
+def _corpus():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[3] / "tools" / "speech" / "corpus.py"
+    spec = importlib.util.spec_from_file_location("speech_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("voice,pitch,lead", [("en-029", 65, 0.29), ("en-gb+klatt", 35, 0.5)])
+def test_issue40_a_noise_burst_is_not_stop(heard, voice, pitch, lead):
+    """The tuning split's noise-burst junk at 10 dB (tools/speech/corpus.py, seed 40): the grammar stretched one
+    "stop" over 1.6-2.2 s of noise (confidence 0.74, 0.70). A command word lasts under MAX_WORD_MS."""
+    corpus = _corpus()
+    clip = corpus.Clip("", voice, 135, pitch, snr=10, noise="brown", lead=lead, junk="noise")
+    t, got = heard("", pcm=corpus.render(clip, 40))
+    assert got is None or got.name == intents.FREE, t
+
+
 def test_issue40_mean_word_probability_052_is_not_confident():
     """main let a free-form transcript of mean word posterior 0.52 pass the 0.5 cut ('You said: that i report ...')."""
     words = tuple(recognizer.Word(w, 0, 0, 0.52) for w in "that i report and the eighties".split())
