@@ -118,11 +118,13 @@ bench: install test-deps
 
 SEED ?= 40
 STT ?= embedded
+# CORPUS: another seed in its own directory, e.g. make speech-corpus speech-accuracy SEED=41 CORPUS=build/speech-corpus-41
+CORPUS ?= build/speech-corpus
 speech-corpus: install test-deps
-	$(BIN)/python tools/speech/corpus.py --seed $(SEED) --out build/speech-corpus
+	$(BIN)/python tools/speech/corpus.py --seed $(SEED) --out $(CORPUS)
 
 speech-accuracy: install test-deps
-	$(BIN)/python tools/speech/accuracy.py --seed $(SEED) --corpus build/speech-corpus --split held --stt $(STT) \
+	$(BIN)/python tools/speech/accuracy.py --seed $(SEED) --corpus $(CORPUS) --split held --stt $(STT) \
 	    --json build/speech-accuracy-held.json
 
 # WAKE_ARGS: e.g. --neg-hours open=0.5,phrase=0.5 (feed those engines part of the negatives) --words okay_nabu,alexa

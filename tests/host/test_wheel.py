@@ -78,7 +78,8 @@ def test_the_wheel_metadata_splits_the_dependencies(wheel):
     assert not runtime & {"pytest", "pytest-timeout", "pytest-xdist", "playwright", "hypothesis", "grpcio-tools",
                           "pocketsphinx", "wyoming"}
     assert any(r.startswith("uvloop") and "sys_platform != \"win32\"" in r for r in reqs)
-    for name, extra in (("pocketsphinx", "speech"), ("wyoming", "speech"), ("pytest-xdist", "hil"),
+    for name, extra in (("pocketsphinx", "speech"), ("wyoming", "speech"), ("webrtc-noise-gain", "speech"),
+                        ("pytest-xdist", "hil"),
                         ("pytest-timeout", "hil"), ("grpcio-tools", "dev"), ("playwright", "test")):
         assert any(r.startswith(name) and 'extra == "%s"' % extra for r in reqs), name
 
@@ -86,7 +87,8 @@ def test_the_wheel_metadata_splits_the_dependencies(wheel):
 #: What the extras ([speech], [hil], [dev], [test]) install, by the start of a site-packages entry's name: left out
 #: of the installed venv's view of this venv's packages (a runtime-only install: what `pip install alabama-satellite`
 #: gives), as are this venv's own alabama (the editable install) and its .pth files.
-EXTRAS_ENTRIES = ("pocketsphinx", "wyoming", "pytest", "_pytest", "xdist", "grpc_tools", "grpcio_tools", "playwright",
+EXTRAS_ENTRIES = ("pocketsphinx", "wyoming", "webrtc_noise_gain", "pytest", "_pytest", "xdist", "grpc_tools",
+                  "grpcio_tools", "playwright",
                   "hypothesis", "zxingcpp", "zxing_cpp", "alabama", "__editable__")
 
 

@@ -18,7 +18,7 @@ import logging
 import shutil
 import time
 
-from ..speech import SAMPLE_RATE, SpeechUnavailable, intents, load
+from ..speech import SAMPLE_RATE, SpeechUnavailable, frontend, intents, load
 from ..speech import engines
 from ..speech.recognizer import LOW_CONFIDENCE, Transcript
 from .turns import Reply
@@ -189,6 +189,7 @@ class SpeechBrain:
                  clock=time.localtime):
         if stt == engines.EMBEDDED:
             load()
+            frontend.processor()          # webrtc-noise-gain: one line now, not at the first turn
         if tts == engines.EMBEDDED and not shutil.which("espeak-ng"):
             raise SpeechUnavailable("the speech brain speaks with espeak-ng: apt-get install espeak-ng "
                                     "(or --tts wyoming://HOST:PORT); falling back to the echo brain")

@@ -8,6 +8,10 @@ Transcribe/AudioStart/AudioChunk*/AudioStop -> Transcript, Synthesize -> AudioSt
 (espeak-ng's own 22050 Hz, as piper sends its own rate). Must not know about the core: it is the
 remote engine the core's ``--stt/--tts wyoming://`` flags are tested against.
 
+Transcripts: only what the recogniser is sure of (confidence >= ``intents.LOW_CONFIDENCE``, the brain's own
+rule, ``intents.understand``); an unsure one is sent as empty text, so a client that takes Wyoming text as said
+(ours: confidence 1.0, Home Assistant) never echoes junk. Wyoming's Transcript has no confidence field.
+
 Neither --stt nor --tts: both. Prints one line "wyoming server listening on URI (stt, tts)" when it
 accepts connections; SIGTERM/SIGINT stop it. A request it cannot serve gets a Wyoming Error event.
 """
@@ -25,7 +29,7 @@ from wyoming.server import AsyncEventHandler, AsyncServer
 from wyoming.tts import Synthesize
 
 from ..errors import AlabamaError
-from . import SpeechUnavailable, audio
+from . import SpeechUnavailable, audio, intents
 from .base import board_converter
 from .engines import EspeakTTS
 
@@ -68,6 +72,11 @@ class Service:
                 voices=[TtsVoice(name=self.tts.voice, attribution=_ESPEAK, installed=True, version=None,
                                  description="espeak-ng voice", languages=["en"])]))
         return Info(asr=asr, tts=tts)
+
+
+def sure_text(transcript):
+    """What the server sends for a recogniser Transcript: its text when the brain would act on it, else ""."""
+    return transcript.text if intents.understand(transcript.text, transcript.confidence) is not None else ""
 
 
 class Handler(AsyncEventHandler):
@@ -119,7 +128,7 @@ class Handler(AsyncEventHandler):
             return await self._refuse("audio-stop before audio-start", "protocol")
         self.converter = None
         t = await asyncio.to_thread(self.rec.finish)
-        await self.write_event(Transcript(text=t.text, language="en").event())
+        await self.write_event(Transcript(text=sure_text(t), language="en").event())
         return True
 
     async def _synthesize(self, text):

@@ -131,6 +131,16 @@ def test_no_pocketsphinx_is_one_line_and_the_echo_brain(monkeypatch, caplog):
     assert len(lines) == 1 and "pip install pocketsphinx" in lines[0] and "\n" not in lines[0]
 
 
+def test_issue40_no_noise_suppressor_is_one_line_at_start(monkeypatch, caplog):
+    """webrtc-noise-gain ([speech], speech/frontend.py) missing: said when the brain is made, not at the first turn."""
+    monkeypatch.setitem(sys.modules, "webrtc_noise_gain", None)
+    with caplog.at_level(logging.WARNING, logger="alabama.core"):
+        b = pipeline.make_brain("speech")
+    assert isinstance(b, pipeline.EchoBrain)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "pip install webrtc-noise-gain" in lines[0] and "\n" not in lines[0]
+
+
 # ------------------------------------------------------------------------------ ambient wake phrase
 async def _ambient_until_request(sat, aid, pcm):
     """Stream the wake phrase on ambient capture ``aid``, then silence in real time until RequestCapture."""

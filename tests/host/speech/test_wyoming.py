@@ -134,6 +134,16 @@ def test_transcript_equals_the_embedded_recogniser(server, rec, utterance, text)
     assert through(stt, audio.silence(0.5)) == recognizer.Transcript("", 0.0, (), "none")   # reusable
 
 
+def test_issue40_server_does_not_send_unsure_text(server, rec):
+    """Reversed speech: the recogniser finds words but is not sure of them (the brain would not act on them); a
+    Wyoming client reads text as said (confidence 1.0), so the server sends "" (main sent the words: junk echoed)."""
+    pcm = np.frombuffer(audio.synth("set a timer for twenty minutes", "en-us+m2", 155), "<i2")[::-1].tobytes()
+    local = rec.transcribe(pcm, chunk=640)
+    assert local.text and local.confidence < recognizer.LOW_CONFIDENCE, local
+    slow = wyoming_io.WyomingSTT(server, connect_timeout=CONNECT_TIMEOUT, read_timeout=30.0)   # the LM loads now
+    assert through(slow, pcm).text == ""
+
+
 def test_tts_is_board_pcm_and_equals_the_embedded_twin(server):
     remote = tts_client(server).synthesize("the time is ten past nine")
     x = np.frombuffer(remote, "<i2").astype(float)
