@@ -535,3 +535,18 @@ def test_without_the_wake_stage_its_figures_say_why():
                                   None, ESTIMATES))
     assert rows["wake_inference_ms"]["value"] is None and "pymicro-wakeword" in rows["wake_inference_ms"]["note"]
     assert rows["wake_pct"]["value"] is None
+
+
+def test_the_wake_stage_recompiles_a_cached_model_of_another_format(tmp_path):
+    # a model compiled by an older compiler (AWW1 after AWW2 came) left in the build dir's cache was sent to the
+    # board, which refused it: the probe failed with "wake model file in another format" on any tree that had run
+    # the probe before the format changed. The cache is named by the compiler's digest and checked for its MAGIC.
+    pytest.importorskip("pymicro_wakeword")
+    from alabama.wake.compile import MAGIC
+    first, why = probe.wake_model(tmp_path)
+    assert why is None and first.read_bytes()[:4] == MAGIC
+    good = first.read_bytes()
+    first.write_bytes(b"AWW1" + good[4:])                   # what an older compiler left there
+    again, why = probe.wake_model(tmp_path)
+    assert why is None and again.read_bytes() == good
+    assert first.name != probe.WAKE_MODEL + ".aww"          # an unkeyed old-style cache is never read

@@ -27,6 +27,7 @@ virtual board every note starts with "sim:" (the unix port on this computer's CP
 format, not the chip).
 """
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -544,11 +545,15 @@ def _stage_args(stage, opts):
 
 def wake_model(build_dir=None):
     """The compiled WAKE_MODEL for the wake stage (cached under the build dir), or (None, why) without
-    pymicro-wakeword on this computer: the stage then times the frontend only."""
+    pymicro-wakeword on this computer: the stage then times the frontend only. The cache is named by a digest of
+    the compiler's source and re-made when its file is not in the compiler's format (MAGIC): a cache left by an
+    older compiler (AWW1 after AWW2 came) would otherwise be refused by the firmware."""
     from .. import BUILD
+    from ..wake import compile as wake_compile
     from ..wake.reference import ModelError, compile_named
-    out = pathlib.Path(build_dir or BUILD) / "_probe" / (WAKE_MODEL + ".aww")
-    if not out.is_file():
+    key = hashlib.sha256(pathlib.Path(wake_compile.__file__).read_bytes()).hexdigest()[:12]
+    out = pathlib.Path(build_dir or BUILD) / "_probe" / ("%s-%s.aww" % (WAKE_MODEL, key))
+    if not out.is_file() or out.read_bytes()[:4] != wake_compile.MAGIC:
         try:
             blob = compile_named(WAKE_MODEL)
         except ModelError as e:
