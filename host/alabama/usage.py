@@ -99,12 +99,12 @@ def tcp_port(zero_ok=False):
     return check
 
 
-def between(kind, low, high):
-    """A type for a number in LOW..HIGH (both included)."""
+def between(kind, low, high, what=None):
+    """A type for a number in LOW..HIGH (both included); WHAT names the unit in the refusal ("seconds")."""
     def check(text):
         v = _number(kind, text)
         if not low <= v <= high:
-            raise argparse.ArgumentTypeError("%s is outside %s..%s" % (text, low, high))
+            raise argparse.ArgumentTypeError("%s is outside %s..%s%s" % (text, low, high, " " + what if what else ""))
         return v
     check.__name__ = "%s in %s..%s" % (kind.__name__, low, high)
     return check

@@ -151,7 +151,7 @@ def test_nothing_connects_ends_in_failed_rows_saying_so():
 @pytest.mark.parametrize("argv,says", [
     (["--listen", "nothing"], "give where the kit listens as HOST:PORT"),
     (["--listen", "127.0.0.1:70000"], "give where the kit listens as HOST:PORT"),
-    (["--listen", "127.0.0.1:0", "--step-timeout", "0"], "--step-timeout 0: give seconds > 0"),
+    (["--listen", "127.0.0.1:0", "--step-timeout", "0"], "--step-timeout: 0: give seconds > 0"),
     (["--listen", "127.0.0.1:0", "--ctl-port", "1"], "no virtual board answers"),
     (["--listen", "127.0.0.1:0", "--junit", "/nonexistent-dir/x.xml"], "cannot write --junit"),
     (["--listen", "256.1.1.1:0"], "cannot listen on 256.1.1.1:0"),

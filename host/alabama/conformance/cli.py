@@ -14,6 +14,7 @@ import sys
 from .. import REPO
 from ..errors import AlabamaError, listen_error
 from ..local import find_micropython
+from .. import usage
 
 SCRIPT = pathlib.Path(__file__).resolve().parent / "codec_echo.py"
 REFUSED = b"\xff\xff\xff\xff"
@@ -86,7 +87,7 @@ def register(subparsers):
     c.add_argument("--token", metavar="T", help="a pairing token the core minted (checks R7.3-b: Paired)")
     c.add_argument("--json", action="store_true", help="the rows as JSON on stdout")
     c.add_argument("--junit", metavar="FILE", help="also write the rows as a JUnit XML file")
-    c.add_argument("--step-timeout", type=float, default=None, metavar="S",
+    c.add_argument("--step-timeout", type=usage.positive(), default=None, metavar="S",
                    help="seconds any one wait may take (default 5)")
     c.set_defaults(func=_run_core)
     s = sub.add_parser("satellite",
@@ -101,17 +102,18 @@ def register(subparsers):
     s.add_argument("--listen", required=True, metavar="HOST:PORT", help="where the kit listens (port 0: any free one, "
                                                                         "printed)")
     hook = s.add_mutually_exclusive_group()
-    hook.add_argument("--ctl-port", type=int, metavar="N", help="a virtual board's control port (`alabama board sim` "
-                                                                "prints it): the kit presses its button itself")
+    hook.add_argument("--ctl-port", type=usage.tcp_port(), metavar="N",
+                      help="a virtual board's control port (`alabama board sim` prints it): the kit presses its "
+                           "button itself")
     hook.add_argument("--hook", metavar="CMD", help="a command the kit runs as `CMD press` and `CMD release` to push "
                                                     "the satellite's button (e.g. a relay on a bench)")
     hook.add_argument("--no-prompt", action="store_true", help="never ask a person to press the button (the rows "
                                                                  "that need it are judged on the RequestCapture alone)")
     s.add_argument("--json", action="store_true", help="the rows as JSON on stdout")
     s.add_argument("--junit", metavar="FILE", help="also write the rows as a JUnit XML file")
-    s.add_argument("--step-timeout", type=float, default=None, metavar="S",
+    s.add_argument("--step-timeout", type=usage.positive(), default=None, metavar="S",
                    help="seconds any one wait may take (default 5)")
-    s.add_argument("--connect-timeout", type=float, default=None, metavar="S",
+    s.add_argument("--connect-timeout", type=usage.positive(), default=None, metavar="S",
                    help="seconds to wait for the satellite's first connection (default 120)")
     s.set_defaults(func=_run_satellite)
     e = sub.add_parser(
@@ -160,8 +162,6 @@ def _run_core(args):
         if len(key) != 32:
             raise UsageError("--core-key %r: give the core's static public key as 64 hex digits "
                              "(`alabama core key` prints it)" % args.core_key)
-    if args.step_timeout is not None and args.step_timeout <= 0:
-        raise UsageError("--step-timeout %g: give seconds > 0" % args.step_timeout)
     result = corekit.run(host.strip("[]"), int(port), core_key=key, token=args.token,
                          step_s=args.step_timeout or corekit.STEP_S)
     target = "%s:%s" % (host, port)
@@ -174,20 +174,13 @@ def _run_core(args):
 def _run_satellite(args):
     import shlex
     import socket
-    from ..errors import UsageError
     from . import rows, satkit
     host, port = _address(args.listen, "where the kit listens", zero_ok=True)
-    for name in ("step_timeout", "connect_timeout"):
-        v = getattr(args, name)
-        if v is not None and v <= 0:
-            raise UsageError("--%s %g: give seconds > 0" % (name.replace("_", "-"), v))
     if args.junit and not pathlib.Path(args.junit).resolve().parent.is_dir():
         raise ConformanceError("cannot write --junit %s: no directory %s" % (
             args.junit, pathlib.Path(args.junit).resolve().parent))
     press = prompt = None
     if args.ctl_port is not None:
-        if not 0 < args.ctl_port < 65536:
-            raise UsageError("--ctl-port %d is not a TCP port (1-65535)" % args.ctl_port)
         from ..board import simctl
         simctl.send(args.ctl_port, "state")          # a wrong port is said now, not after the first rows
 

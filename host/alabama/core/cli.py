@@ -67,9 +67,11 @@ def register(sub):
 
     t = csub.add_parser("token", help="mint a pairing token: prints the token, then the provisioning record")
     data(t)
-    t.add_argument("--ttl", type=int, default=600, help="seconds the token stays valid (default %(default)s)")
+    t.add_argument("--ttl", type=usage.between(int, 1, reg.MAX_TTL_S, "seconds"), default=600,
+                   help="seconds the token stays valid (default %(default)s, at most a week)")
     t.add_argument("--host", default=None, help="core address the record carries (default: this machine's LAN address)")
-    t.add_argument("--port", type=int, default=CORE_PORT)
+    t.add_argument("--port", type=usage.tcp_port(), default=CORE_PORT, help="the core's TCP port the record carries "
+                   "(default %(default)s)")
     t.add_argument("--no-key", action="store_true", help="leave the core key out of the record (XX + token path)")
     t.add_argument("--wifi-ssid", default="")
     t.add_argument("--wifi-passphrase", default="")
@@ -224,11 +226,6 @@ def cmd_key(args):
 
 def cmd_token(args):
     from ..provision import record
-    if not 0 < args.port < 65536:         # before a token is minted for a record that cannot carry it
-        raise UsageError("--port %d is not a TCP port: give the port the core listens on (1..65535, default %d)"
-                         % (args.port, CORE_PORT))
-    if not 0 < args.ttl <= reg.MAX_TTL_S:
-        raise UsageError("--ttl is 1..%d seconds, got %d" % (reg.MAX_TTL_S, args.ttl))
     if args.wifi_passphrase and not args.wifi_ssid:
         raise UsageError("--wifi-passphrase needs --wifi-ssid NAME (the network it opens)")
     if record.wpa_problem(args.wifi_passphrase):

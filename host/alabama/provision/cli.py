@@ -41,7 +41,7 @@ def register(sub):
     out = s.add_mutually_exclusive_group()
     out.add_argument("--wav", metavar="FILE", help="write the sound to a 16-bit mono WAV")
     out.add_argument("--play", action="store_true", help="play it on this computer's speaker")
-    s.add_argument("--rate", type=int, default=48000, choices=(48000, 16000),
+    s.add_argument("--rate", type=usage.positive(int, "Hz"), default=48000, choices=(48000, 16000),
                    help="WAV sample rate (default %(default)s; 16000 is what `alabama board sim --mic` takes)")
     s.add_argument("--volume", type=usage.between(int, 1, 100), default=50, help="ggwave volume 1..100 (default %(default)s)")
     s.set_defaults(func=cmd_sound)
@@ -59,19 +59,19 @@ def register(sub):
 def _record_options(p, port_flag):
     g = p.add_argument_group("the record")
     src = g.add_mutually_exclusive_group()
-    from ..core import datadir
+    from ..core import datadir, registry as reg
     src.add_argument("--data", metavar="DIR", help=datadir.data_help(
         "the core's state directory: mint a pairing token there and take the core's key from it") + " when "
         "--record is not given")
     src.add_argument("--record", metavar="HEX", help="a record as `alabama core token` prints it")
-    g.add_argument("--ttl", type=int, default=None, metavar="S",
+    g.add_argument("--ttl", type=usage.between(int, 1, reg.MAX_TTL_S, "seconds"), default=None, metavar="S",
                    help="with --data: seconds the token stays valid (default %d)" % DEFAULT_TTL_S)
     g.add_argument("--no-key", action="store_true",
                    help="leave the core key out (the board pairs over XX with the token, then pins the key)")
     g.add_argument("--host", "--core-host", dest="core_host", metavar="H",
                    help="the core's address (with --data default: this machine's LAN address)")
     ports = ("--port", "--core-port") if port_flag else ("--core-port",)
-    g.add_argument(*ports, dest="core_port", type=int, metavar="P",
+    g.add_argument(*ports, dest="core_port", type=usage.tcp_port(), metavar="P",
                    help="the core's TCP port (with --data default %d)" % CORE_PORT)
     g.add_argument("--wifi-ssid", metavar="S", help="the Wi-Fi network the board joins (up to 32 bytes)")
     g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase (8..63 characters; asked for "
