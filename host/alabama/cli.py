@@ -79,9 +79,6 @@ def _main(argv):
     args = parser.parse_args(join_free_values(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     try:
         return args.func(args) or 0
     except AlabamaError as e:

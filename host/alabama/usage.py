@@ -20,6 +20,20 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, "%s%s\n" % (PREFIX, one_line(self.prog, message)))
 
+    def add_subparsers(self, **kwargs):
+        """As argparse's; and this group run without a command says so in one line naming its commands, status 2
+        (as git and pip do), where argparse would run nothing and a hand-made default printed the whole help."""
+        action = super().add_subparsers(**kwargs)
+        self.set_defaults(func=lambda args: self.needs_command(action))
+        return action
+
+    def needs_command(self, action):
+        """The one line for this group run without one of ACTION's commands; returns the status, 2."""
+        names = [a.dest for a in action._choices_actions]       # those --help lists (an old spelling is hidden)
+        sys.stderr.write("%s%s needs a command: %s (`%s --help` says what each does)\n"
+                         % (PREFIX, self.prog, ", ".join(names), self.prog))
+        return 2
+
     def parse_known_args(self, args=None, namespace=None):
         ns, extras = super().parse_known_args(args, namespace)
         if extras and not hasattr(ns, "_extras_prog"):      # the innermost (sub-)parser that was left them

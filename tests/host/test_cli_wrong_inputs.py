@@ -148,6 +148,33 @@ def test_a_typod_command_is_one_line_with_the_nearest_name(capsys, argv, says):
     assert status == 2 and says in line, line
 
 
+@pytest.mark.parametrize("argv, names", [
+    ((), ("codegen", "conformance", "board", "core", "provision", "hil", "wake", "ota", "demo")),
+    (("core",), ("serve", "key", "token", "devices", "approve", "invoke", "setting", "request-capture", "say", "show")),
+    (("conformance",), ("core", "satellite", "codec-echo")),
+    (("wake",), ("compile", "freeze")),
+    (("provision",), ("qr", "sound", "serial")),
+    (("-v",), ("codegen", "wake")),
+])
+def test_a_group_without_its_command_is_one_line_naming_them_not_its_whole_help(capsys, argv, names):
+    prog = " ".join(("alabama",) + tuple(a for a in argv if a != "-v"))
+    status, line = main_line(capsys, *argv)
+    assert status == 2 and not capsys.readouterr().out
+    assert line.startswith("alabama: error: %s needs a command: " % prog), line
+    assert line.endswith("(`%s --help` says what each does)" % prog), line
+    listed = line.split(" needs a command: ", 1)[1].split(" (`", 1)[0].split(", ")
+    assert set(names) <= set(listed) and "boards" not in listed     # the old spelling stays hidden
+
+
+@pytest.mark.parametrize("group", [(), ("core",), ("conformance",), ("wake",), ("provision",), ("board",)])
+def test_a_group_with_dash_h_prints_its_help_on_stdout_and_exits_0(capsys, group):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        alabama_cli.main(list(group) + ["-h"])
+    r = capsys.readouterr()
+    assert e.value.code == 0 and r.out.startswith("usage: %s " % " ".join(("alabama",) + group)) and not r.err
+
+
 @pytest.mark.parametrize("message", [                            # argparse's wording across Python 3.11..3.14
     "argument COMMAND: invalid choice: 'bord' (choose from 'codegen', 'board', 'boards')",
     "argument COMMAND: invalid choice: 'bord' (choose from codegen, board, boards)",

@@ -122,7 +122,6 @@ def register(subparsers):
                     "Envelope decoded and re-encoded by firmware/satellite/wire under micropython, or "
                     "`FF FF FF FF | u32 length | CODE field` when the codec refuses it (docs/codec.md).")
     e.set_defaults(func=_run_codec_echo)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
 def _run_codec_echo(args):

@@ -126,7 +126,6 @@ def register(sub):
     v.add_argument("file", help="an image file (JPEG, PNG, WebP, GIF, BMP, ...)")
     v.add_argument("--mime", default="", help="its MIME type (default: from the file name)")
     v.set_defaults(func=cmd_show)
-    p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
 def _engine_flag(value):

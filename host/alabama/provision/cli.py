@@ -23,7 +23,6 @@ def register(sub):
                                    "The record comes from the core's state directory (--data: a fresh token is "
                                    "minted) or from `alabama core token` (--record HEX).")
     psub = p.add_subparsers(dest="provision_command", metavar="CARRIER")
-    p.set_defaults(func=lambda args: p.print_help() or 2)
 
     q = psub.add_parser("qr", help="show the record as a QR code (terminal, PNG): phones, camera boards")
     _record_options(q, port_flag=True)

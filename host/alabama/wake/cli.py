@@ -48,4 +48,3 @@ def register(sub):
     f.add_argument("models", nargs="+", metavar="MODEL|PATH.tflite|PATH.aww")
     f.add_argument("-o", "--out", default=".", help="output directory (default: .)")
     f.set_defaults(func=_freeze)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
