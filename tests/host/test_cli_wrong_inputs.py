@@ -207,6 +207,21 @@ def test_a_usage_mistake_from_a_process_is_one_line_and_status_2():
     one_line(r, "--timeout", "whole number")
 
 
+@pytest.mark.parametrize("pattern, words", [
+    ("nothingmatches", ("-k 'nothingmatches' matches none of the", "scenarios", "admission, ", "liveness",
+                        "`alabama hil --board sim --list` lists them")),
+    ("admision", ("did you mean 'admission'?",)),
+    ("liveness and nothing", ("-k 'liveness and nothing' matches none",)),
+    ("admission and", ("-k 'admission and': ", "-k syntax")),        # not a -k expression: pytest's ERROR, one line
+])
+def test_hil_k_that_selects_no_scenario_is_one_line_naming_the_nearest_not_a_silent_exit_5(tmp_path, pattern, words):
+    for extra in ((), ("--list",)) if pattern == "nothingmatches" else ((),):
+        r = run("hil", "--board", "sim", "-k", pattern, "--report", str(tmp_path / "rep"), *extra, cwd=tmp_path)
+        assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout)
+        one_line(r, *words)
+    assert not (tmp_path / "rep").exists()                    # no empty report written, no board brought up
+
+
 # ------------------------------------------------------------------------------ 3. paths as the user named them
 @pytest.fixture
 def boards_elsewhere(tmp_path, monkeypatch):

@@ -190,6 +190,43 @@ def check_boards(args, environ=os.environ):
                          "(e.g. `ALABAMA_WIFI_SSID=home ALABAMA_WIFI_PASSPHRASE=... alabama hil ...`)")
 
 
+class _Collected:
+    """A pytest plugin that keeps the scenarios' names before and after -k deselects them."""
+
+    def __init__(self):
+        self.all, self.selected = [], []
+
+    def pytest_collection_modifyitems(self, items):      # registered first: sees the items before -k
+        self.all = [i.nodeid for i in items]
+
+    def pytest_collection_finish(self, session):
+        self.selected = [i.nodeid for i in session.items]
+
+
+def check_pattern(args, argv):
+    """-k PATTERN that selects no scenario (pytest would deselect them all and exit 5) or is no -k expression:
+    one line naming it and the nearest scenario names, before any board is touched (a quiet collection)."""
+    import contextlib
+    import difflib
+    import io
+    import pytest
+    got, said = _Collected(), io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        code = pytest.main(list(argv) + ["--collect-only", "-q"], plugins=[got])
+    errors = [ln[len("ERROR: "):] for ln in said.getvalue().splitlines() if ln.startswith("ERROR: ")]
+    if code == pytest.ExitCode.USAGE_ERROR and errors:
+        raise UsageError("-k %r: %s (pytest's -k syntax: words joined by and, or, not)" % (args.pattern, errors[0]))
+    if got.selected or not got.all:
+        return
+    files = sorted({n.split("::")[0][len("test_"):-len(".py")] for n in got.all})
+    words = files + [n.split("::")[-1] for n in got.all]
+    near = difflib.get_close_matches(args.pattern.lower(), words, n=3, cutoff=0.6)
+    raise UsageError("-k %r matches none of the %d scenarios%s: give a word of their names, e.g. a file's: %s "
+                     "(`alabama hil --board sim --list` lists them)" % (
+                         args.pattern, len(got.all), " (did you mean %s?)" % " or ".join(repr(w) for w in near)
+                         if near else "", ", ".join(files)))
+
+
 def cmd_hil(args):
     argv = pytest_argv(args)           # the options checked before a board is touched
     fleet_run = len(args.board) > 1 and not args.list
@@ -201,6 +238,8 @@ def cmd_hil(args):
                               "pytest and pytest-timeout", " and ".join(missing),
                               "is" if len(missing) == 1 else "are"))
     check_boards(args)
+    if args.pattern:
+        check_pattern(args, pytest_argv(args))
     if args.probe and not args.list:
         probe_boards(args)
         argv = pytest_argv(args)
