@@ -464,3 +464,139 @@ def test_core_token_refuses_wifi_a_board_cannot_join_and_mints_nothing(tmp_path,
 def test_board_probe_of_the_virtual_board_by_board_name_says_the_port_to_use(capsys):
     _, line = main_line(capsys, "board", "probe", "--board", "sim")
     assert "--port sim" in line and "alabama board probe --port sim" in line
+
+
+# ------------------------------------------------------------------------------ alabama ota before the board answers
+@pytest.fixture
+def image_dir(tmp_path):
+    """An image release as `make image` leaves it (firmware.bin, its .sha256, ota-image.json) for board sim."""
+    import hashlib
+    d = tmp_path / "img"
+    d.mkdir()
+    fw = b"\xe9" + bytes(4095)
+    (d / "firmware.bin").write_bytes(fw)
+    (d / "firmware.bin.sha256").write_text("%s  firmware.bin\n" % hashlib.sha256(fw).hexdigest())
+    (d / "ota-image.json").write_text(json.dumps({"board": "sim", "file": "firmware.bin", "firmware_digest": "ab" * 32,
+                                                 "format": 1, "kind": "image", "size": len(fw), "version": "9.9.9"}))
+    return d
+
+
+@pytest.mark.parametrize("damage, says", [
+    (None, None),
+    ("missing", "no firmware.bin.sha256"),
+    ("sha256", "firmware.bin does not match its firmware.bin.sha256"),
+    ("empty-sha256", "firmware.bin does not match its firmware.bin.sha256"),
+    ("not-json", "is not an image manifest (no JSON object)"),
+    ("no-version", "is not an image manifest (no version)"),
+])
+def test_ota_says_a_missing_or_damaged_image_before_asking_the_core_or_the_board(tmp_path, capsys, image_dir,
+                                                                                damage, says):
+    if damage == "missing":
+        (image_dir / "firmware.bin.sha256").unlink()
+    elif damage == "sha256":
+        (image_dir / "firmware.bin").write_bytes(b"\xe9" + bytes(4094) + b"\x01")
+    elif damage == "empty-sha256":
+        (image_dir / "firmware.bin.sha256").write_text("")
+    elif damage == "not-json":
+        (image_dir / "ota-image.json").write_text("[1, 2")
+    elif damage == "no-version":
+        (image_dir / "ota-image.json").write_text(json.dumps({"board": "sim", "file": "firmware.bin",
+                                                             "firmware_digest": "ab" * 32, "size": 4096}))
+    _, line = main_line(capsys, "ota", "--device", "abcd", "--image", str(image_dir), "--data", str(tmp_path / "no"))
+    if damage is None:          # a whole image: the next problem is the --data that does not exist
+        assert "no core state in" in line, line
+    else:
+        assert says in line and "no core state" not in line, line
+
+
+@pytest.mark.parametrize("argv, says", [
+    (("--device", "/dev/ttyACM0"), ("--device /dev/ttyACM0: give the device's fingerprint", "alabama core devices",
+                                    "alabama deploy --port /dev/ttyACM0")),
+    (("--device", "COM3"), ("not a port",)),
+    (("--device", "abcd", "--firmware", "{t}/nofw"), ("--firmware", "nofw holds no satellite/ package",)),
+    (("--device", "abcd", "--image", "{t}/noimg"), ("--image", "noimg is not a directory",)),
+    (("--device", "abcd", "--sign-key", "{t}/nokey.pem"), ("cannot read the key file", "nokey.pem")),
+    (("--device", "abcd", "--sign-key", "{t}/junk.pem"), ("junk.pem is not an unencrypted PEM private key (no PEM key "
+                                                          "in it)",)),
+    (("--device", "abcd", "--bind", "10.255.255.254"), ("10.255.255.254 is not an address of this machine",)),
+])
+def test_ota_options_that_name_nothing_usable_are_one_line_before_the_core_is_asked(tmp_path, capsys, argv, says):
+    (tmp_path / "junk.pem").write_text("not a key")
+    _, line = main_line(capsys, "ota", "--data", str(tmp_path / "no"), *[a.replace("{t}", str(tmp_path)) for a in argv])
+    assert "no core state" not in line and "https://" not in line, line
+    for w in says:
+        assert w in line, line
+
+
+def test_ota_port_in_use_is_said_before_the_build(tmp_path, capsys):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        port = s.getsockname()[1]
+        _, line = main_line(capsys, "ota", "--data", str(tmp_path / "no"), "--device", "abcd", "--bind", "127.0.0.1",
+                            "--port", str(port))
+    finally:
+        s.close()
+    assert "127.0.0.1:%d is already in use" % port in line and "--port N" in line, line
+
+
+@pytest.fixture
+def core_dir(tmp_path):
+    from alabama.core import registry as reg
+    reg.load_or_create_key(tmp_path / "core")
+    return tmp_path / "core"
+
+
+def _answers(monkeypatch, answer):
+    """The running core's control endpoint, as ota asks it: ANSWER is raised, or is the device.info text."""
+    from alabama.board import ota
+
+    def control(data_dir, req, timeout):
+        if isinstance(answer, BaseException):
+            raise answer
+        return {"content": [{"text": answer}]}
+    monkeypatch.setattr(ota, "_control", control)
+
+
+def test_ota_to_a_board_that_never_answers_is_one_line_saying_so(core_dir, capsys, monkeypatch):
+    import asyncio
+    from alabama.core.errors import CoreError
+    for answer in (asyncio.TimeoutError(), CoreError("TimeoutError", "TimeoutError")):     # the core's wait, ours
+        _answers(monkeypatch, answer)
+        _, line = main_line(capsys, "ota", "--data", str(core_dir), "--device", "abcd")
+        assert line == "alabama: error: abcd did not answer device.info within 10 s: is it still running? " \
+                       "(`alabama core devices --health`; its log: `alabama logs`)", line
+
+
+@pytest.mark.parametrize("answer, says", [
+    ("no-core", "no running core for "),
+    ("not-connected", "alabama: error: device abcd has no live session: start it, or check `alabama core devices`"),
+    ("unknown", "no device matches 'abcd': list them with `alabama core devices` (--device takes its fingerprint"),
+    ("refused", "abcd cannot tell its firmware (device.info: the device answered Invoke with Error UNKNOWN_TOOL"),
+    ("[1, 2]", "abcd answered device.info with no JSON object"),
+    ("hello", "abcd answered device.info with no JSON object"),
+])
+def test_ota_says_in_one_line_why_the_device_cannot_be_asked(core_dir, capsys, monkeypatch, answer, says):
+    from alabama.core.errors import CoreError, NotConnected, RequestFailed
+    if answer == "no-core":
+        _, line = main_line(capsys, "ota", "--data", str(core_dir), "--device", "abcd")   # no control file there
+        assert line == "alabama: error: no running core for %s: start it with `alabama core serve --data %s`" % (
+            core_dir, core_dir), line
+        return
+    answer = {"not-connected": NotConnected("device abcd has no live session: start it, or check `alabama core "
+                                            "devices`"),
+              "unknown": CoreError("no device matches 'abcd': list them with `alabama core devices`", "UNKNOWN_DEVICE"),
+              "refused": RequestFailed("the device answered Invoke with Error UNKNOWN_TOOL: device.info",
+                                       "UNKNOWN_TOOL")}.get(answer, answer)
+    _answers(monkeypatch, answer)
+    _, line = main_line(capsys, "ota", "--data", str(core_dir), "--device", "abcd")
+    assert says in line and line.count("alabama core devices") <= 1, line
+
+
+def test_ota_image_for_another_board_says_whose_and_what_to_do(core_dir, capsys, monkeypatch, image_dir):
+    _answers(monkeypatch, json.dumps({"image": "frozen", "slot": "ota_0", "board": "esp32-s3-box-3",
+                                      "firmware_digest": "cd" * 32}))
+    _, line = main_line(capsys, "ota", "--data", str(core_dir), "--device", "abcd", "--image", str(image_dir))
+    assert "ota-image.json is an image for board sim, and this device is a esp32-s3-box-3 board" in line, line
+    assert "`make image BOARD=esp32-s3-box-3`" in line and "--force-board" in line, line

@@ -149,6 +149,34 @@ def _device_info(data_dir, device, timeout=10.0):
     return json.loads(res["content"][0]["text"])
 
 
+def _first_info(data_dir, device, timeout=10.0):
+    """device.info before anything is built or served; one line for each way it fails (no core, no such device, not
+    connected, no answer, not an Alabama satellite)."""
+    from ..core.errors import CoreError, NotConnected
+    try:
+        info = _device_info(data_dir, device, timeout)
+    except (asyncio.TimeoutError, TimeoutError):          # the core itself did not answer in time
+        info = TimeoutError
+    except NotConnected as e:
+        raise OtaError(str(e)) from None                  # no running core / no live session: it says what to do
+    except CoreError as e:
+        if e.code == "UNKNOWN_DEVICE":
+            raise OtaError("%s (--device takes its fingerprint or a unique prefix of it)" % e) from None
+        if e.code not in ("TimeoutError", "TIMEOUT"):     # the device refused the tool: not our firmware
+            raise OtaError("%s cannot tell its firmware (device.info: %s): `alabama ota` updates an Alabama "
+                           "satellite's firmware only" % (device, e)) from None
+        info = TimeoutError
+    except (ValueError, KeyError, IndexError, TypeError):
+        info = None
+    if info is TimeoutError:
+        raise OtaError("%s did not answer device.info within %.0f s: is it still running? (`alabama core devices "
+                       "--health`; its log: `alabama logs`)" % (device, timeout))
+    if not isinstance(info, dict):
+        raise OtaError("%s answered device.info with no JSON object: `alabama ota` updates an Alabama satellite's "
+                       "firmware only" % device)
+    return info
+
+
 def _offer(data_dir, device, url, pin, invoke_timeout):
     """firmware.update {url, sha256} through the core; the tool's result dict, or OtaError with its refusal."""
     from ..core.errors import CoreError
@@ -176,12 +204,8 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
     release: a release tag whose image (the project's GitHub releases, board/release.py) is sent instead of
     image_dir (a frozen image with OTA slots only). force_board: send an image built for another board anyway
     (load_image)."""
-    from ..core.errors import CoreError
     from ..local import lan_address
-    try:
-        before = _device_info(data_dir, device)
-    except CoreError as e:
-        raise OtaError("cannot ask %s for device.info (%s): is it connected to the core on %s?" % (device, e, data_dir))
+    before = _first_info(data_dir, device)
     if (image_dir or release) and before.get("image") != "frozen":
         raise OtaError("%s runs its firmware from files: it takes a module set, not an image; drop %s"
                        % (device, "--release (update it from a checkout of that tag)" if release else "--image"))
@@ -249,38 +273,62 @@ def load_image(info, root=FIRMWARE, image_dir=None, march=None, out=print, force
         d = d.parent
     else:
         d = pathlib.Path(image_dir) if image_dir else image.OUT / board
-    try:
-        fw = (d / "firmware.bin").read_bytes()
-        man = (d / image.OTA_MANIFEST).read_bytes()
-        pin = (d / "firmware.bin.sha256").read_text().split()[0]
-    except (OSError, IndexError):
-        raise OtaError("no image release in %s (firmware.bin, firmware.bin.sha256, %s): build it with `make image "
-                       "BOARD=%s`, pass --release TAG for a published release, or --image DIR holding its three "
-                       "files under these names"
-                       % (d, image.OTA_MANIFEST, board)) from None
-    if hashlib.sha256(fw).hexdigest() != pin:
-        raise OtaError("%s/firmware.bin does not match its firmware.bin.sha256: download or build it again" % d)
+    fw, man = read_image(d, board)
     man = _board_checked(man, d / image.OTA_MANIFEST, board, force_board, out)
     rel = ImageRelease(fw, man)
     out("ota: image %s (%d bytes of app, manifest sha256 %s) from %s" % (rel.version, rel.size, rel.digest, d))
     return rel
 
 
-def _board_checked(man, path, board, force, out):
-    """The manifest bytes when they name `board`; re-stamped for it under force; else one line saying whose it is."""
+def read_image(d, board="<board>"):
+    """(firmware.bin bytes, manifest bytes) of the image release in directory d, its sha256 checked; one line when
+    a file is missing or damaged."""
+    from . import appimage as image
+    names = ("firmware.bin", "firmware.bin.sha256", image.OTA_MANIFEST)
+    try:
+        fw, pin, man = ((d / n).read_bytes() for n in names)
+    except OSError:
+        raise OtaError("no image release in %s (%s): %s, pass --release TAG for a published release, or --image DIR "
+                       "holding its three files under these names" % (
+                           d, ", ".join(n if (d / n).is_file() else "no " + n for n in names), _build_hint(board))) \
+            from None
+    pin = pin.decode("ascii", "replace").split()[:1]
+    if not pin or hashlib.sha256(fw).hexdigest() != pin[0]:
+        raise OtaError("%s/firmware.bin does not match its firmware.bin.sha256: download or build it again" % d)
+    return fw, man
+
+
+def _build_hint(board):
+    """What makes an image release for BOARD (the virtual board's is built from --firmware by itself)."""
+    if board == "sim":
+        return "drop --image: the virtual board's image is built from --firmware"
+    return "build one with `make image BOARD=%s` (or `alabama image --board %s`)" % (board, board)
+
+
+def _manifest(man, path, board="<board>"):
+    """The image manifest's dict, with every field ImageRelease reads; else one line naming what it lacks."""
     try:
         m = json.loads(man)
-        built_for = m.get("board")
-    except (ValueError, AttributeError):
-        raise OtaError("%s is not a JSON image manifest: build the image again (make image BOARD=%s)"
-                       % (path, board)) from None
+        missing = [k for k in ("version", "firmware_digest", "size", "file") if k not in m]
+    except (ValueError, TypeError):
+        m, missing = None, []
+    if not isinstance(m, dict):
+        missing = ["JSON object"]
+    if missing:
+        raise OtaError("%s is not an image manifest (no %s): %s" % (path, ", ".join(missing), _build_hint(board)))
+    return m
+
+
+def _board_checked(man, path, board, force, out):
+    """The manifest bytes when they name `board`; re-stamped for it under force; else one line saying whose it is."""
+    m = _manifest(man, path, board)
+    built_for = m.get("board")
     if built_for == board:
         return man
     if not force:
-        raise OtaError("%s is %s, and this device is a %s board: build its own (make image BOARD=%s), or pass "
-                       "--force-board to send this one anyway" % (
-                           path, "an image for board %s" % built_for if built_for else "an image manifest naming no "
-                           "board", board, board))
+        raise OtaError("%s is %s, and this device is a %s board: %s, or pass --force-board to send this one anyway" % (
+            path, "an image for board %s" % built_for if built_for else "an image manifest naming no board", board,
+            _build_hint(board)))
     out("ota: --force-board: sending an image built for %s to a %s board (its manifest re-stamped for %s)"
         % (built_for, board, board))
     m["board"] = board
@@ -380,12 +428,41 @@ def cmd_ota(args):
         raise UsageError("give --release TAG or --image DIR, not both")
     if args.force_board and not (args.image or args.release):
         raise UsageError("--force-board goes with --image DIR or --release TAG (an image built for another board)")
-    args.data = datadir.resolve(args.data)      # the options first: a wrong pair is said whatever the state
+    _check_paths(args)                          # the options first: a wrong one is said whatever the state
     key = None
     if args.sign_key:
         from .signing import load_private
         key = load_private(args.sign_key)     # before building: a bad key file is one line, not a half-done update
+    args.data = datadir.resolve(args.data)
     update(args.data, args.device, root=args.firmware, march=args.march, host=args.host, bind=args.bind,
            port=args.port, timeout=args.timeout, image_dir=args.image, sign_key=key,
            release=args.release, force_board=args.force_board)
     return 0
+
+
+def _check_paths(args):
+    """What the options name, before the core or the device is asked: --device is a fingerprint (not a serial
+    port), --firmware a firmware tree, --bind/--port free to listen on, --image an image release whose files are
+    whole."""
+    import os
+    if os.sep in args.device or "/" in args.device or args.device.upper().startswith("COM"):
+        raise UsageError("--device %s: give the device's fingerprint (`alabama core devices` lists them), not a "
+                         "port: an OTA goes over the network through the running core (over USB: `alabama deploy "
+                         "--port %s`)" % (args.device, args.device))
+    if not (pathlib.Path(args.firmware) / "satellite").is_dir():
+        raise UsageError("--firmware %s holds no satellite/ package: give a copy of the repository's firmware/ "
+                         "(default: the one alabama ships)" % args.firmware)
+    import socket
+    with socket.socket() as s:      # the HTTP server's address, tried as it binds: said before the build, not after
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((args.bind, args.port))
+        except OSError as e:
+            raise listen_error(e, args.bind, args.port, "--bind ADDR / --port", "N") from None
+    if args.image:
+        if not pathlib.Path(args.image).is_dir():
+            raise UsageError("--image %s is not a directory: give the one `make image` left (build/image/<board>, "
+                             "with firmware.bin, firmware.bin.sha256 and ota-image.json)" % args.image)
+        from .appimage import OTA_MANIFEST
+        d = pathlib.Path(args.image)
+        _manifest(read_image(d)[1], d / OTA_MANIFEST)        # whole and a manifest; whose board: once it answers

@@ -43,8 +43,10 @@ def load_private(path):
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as e:
+        why = str(e).split("\n")[0]
+        why = "no PEM key in it" if "Unable to load PEM" in why else why    # not cryptography's FAQ link and enum
         raise SigningError("%s is not an unencrypted PEM private key (%s): make one with `alabama release-key "
-                           "--out FILE`" % (path, str(e).split("\n")[0]))
+                           "--out FILE`" % (path, why))
     if not isinstance(key, Ed25519PrivateKey):
         raise SigningError("%s is not an Ed25519 key: make one with `alabama release-key --out FILE`" % path)
     return key
