@@ -600,3 +600,28 @@ def test_ota_image_for_another_board_says_whose_and_what_to_do(core_dir, capsys,
     _, line = main_line(capsys, "ota", "--data", str(core_dir), "--device", "abcd", "--image", str(image_dir))
     assert "ota-image.json is an image for board sim, and this device is a esp32-s3-box-3 board" in line, line
     assert "`make image BOARD=esp32-s3-box-3`" in line and "--force-board" in line, line
+
+
+# ------------------------------------------------------------------------------ found by the sweep from a wheel
+def test_board_sim_speaker_in_a_missing_directory_is_one_line_before_the_board_boots(tmp_path):
+    for spk, says in ((tmp_path / "no" / "out.wav", "no directory %s" % (tmp_path / "no")),
+                      (tmp_path, "is a directory")):
+        r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--speaker", str(spk),
+                timeout=30)
+        one_line(r, "--speaker %s: " % spk, says, "give a WAV file path")
+        assert r.stdout == "" and not (tmp_path / "vb").exists()       # nothing booted, nothing provisioned
+
+
+def test_wake_freeze_into_a_file_is_one_line_naming_it(tmp_path, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    _, line = main_line(capsys, "wake", "freeze", "alexa", "-o", str(f))
+    assert line == "alabama: error: -o %s is a file: give the directory alabama_wake.py goes into" % f
+    assert f.read_text() == "mine"
+
+
+def test_image_without_a_micropython_source_names_the_command_an_installed_alabama_has():
+    from alabama.board import image
+    with pytest.raises(image.ImageError) as e:
+        image.check_source(None, "ESP32_GENERIC_S3", None)
+    assert "`alabama image --board ... --micropy-dir DIR`" in str(e.value)

@@ -831,6 +831,12 @@ def cmd_sim(args):
     flash = pathlib.Path(args.dir)
     if flash.exists() and not flash.is_dir():
         raise SimError("--dir %s is a file: give the board's flash directory (created if missing)" % args.dir)
+    if args.speaker:                      # the firmware opens it at the first reply: a bad path is said now
+        spk = pathlib.Path(args.speaker).resolve()
+        if spk.is_dir() or not spk.parent.is_dir() or not os.access(spk.parent, os.W_OK):
+            raise SimError("--speaker %s: %s: give a WAV file path in a directory you can write" % (
+                args.speaker, "is a directory" if spk.is_dir() else "no directory %s" % spk.parent
+                if not spk.parent.is_dir() else "cannot write in %s" % spk.parent))
     if args.core:
         host, _, port = args.core.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -106,6 +106,8 @@ def write(out_dir, specs, root=FIRMWARE, say=print):
             raise ModelError("two wake models are named %s: rename one .tflite" % name)
         models.append((name, blob))
     path = pathlib.Path(out_dir) / (MODULE + ".py")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ModelError("-o %s is a file: give the directory %s.py goes into" % (out_dir, MODULE))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(module_text(models))
