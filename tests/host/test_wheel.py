@@ -8,6 +8,7 @@ runtime dependencies come from this venv's site-packages through a .pth line nam
 extras' packages (so the runtime set alone is proven; a plain path: no .pth file there is processed, the editable
 install of the checkout among them), and `micropython` is the console script the micropython-unix dependency would
 install. The installed `alabama` is checked to be the wheel's."""
+import json
 import os
 import pathlib
 import re
@@ -233,3 +234,54 @@ def test_the_core_serves_with_the_runtime_only(installed):
         core.send_signal(signal.SIGINT)
         out = core.communicate(timeout=30)[0]
     assert core.returncode == 0 and "Traceback" not in "".join(lines) + out
+
+
+#: Run by the installed python: every command of `alabama --help`'s tree given the mistakes the parser answers (a
+#: group without its command or with a typo'd one, a typo'd flag, a leaf without its required arguments, a number
+#: option given a word), each through alabama.cli.main; prints [argv, status, stdout, stderr] per case as JSON.
+SWEEP = r"""
+import argparse, contextlib, io, json, sys
+from alabama import cli
+def cases(p, path):
+    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    if subs:
+        yield path
+        yield path + ["bogus"]
+        for s in subs:
+            for a in s._choices_actions:
+                yield from cases(s.choices[a.dest], path + [a.dest])
+        return
+    yield path + ["--nope"]
+    if any(a.required and a.nargs not in ("*", "?") for a in p._actions):
+        yield path
+    for a in p._actions:
+        if a.option_strings and a.nargs is None and a.type is not None and not isinstance(a.type, type):
+            yield path + [a.option_strings[-1], "zz"]
+out = []
+for argv in cases(cli.build_parser(), []):
+    o, e = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try:
+            status = cli.main(argv)
+        except SystemExit as x:
+            status = x.code
+    out.append([argv, status, o.getvalue(), e.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def test_every_command_from_the_wheel_answers_a_usage_mistake_in_one_line(installed):
+    """The sweep of the wrong inputs the parser answers, over every command the installed tree has (a command added
+    later is swept too): one line on stderr, status 2, nothing on stdout, no traceback, no advice to edit a file."""
+    env_dir, work, env = installed
+    before = sorted(work.rglob("*"))
+    r = subprocess.run([str(env_dir / "bin" / "python"), "-c", SWEEP], cwd=str(work), env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads(r.stdout)
+    assert len(results) > 60 and ["core"] in [a for a, *_ in results] and ["wake", "bogus"] in [a for a, *_ in results]
+    bad = [(argv, status, out[:200], err[:300]) for argv, status, out, err in results
+           if argv != ["board"] and (status != 2 or out or len(err.strip().splitlines()) != 1 or not err.startswith("alabama: error: ")
+           or "Traceback" in err or "host/alabama" in err)]       # `alabama board` alone lists the boards
+    assert not bad, "\n".join(map(repr, bad))
+    assert sorted(work.rglob("*")) == before                   # a usage mistake writes nothing where it ran
