@@ -625,3 +625,14 @@ def test_image_without_a_micropython_source_names_the_command_an_installed_alaba
     with pytest.raises(image.ImageError) as e:
         image.check_source(None, "ESP32_GENERIC_S3", None)
     assert "`alabama image --board ... --micropy-dir DIR`" in str(e.value)
+
+
+def test_a_board_given_by_a_path_is_read_as_a_board_file_whatever_its_name(tmp_path, capsys):
+    junk = tmp_path / "myboard.bak"
+    junk.write_bytes(b"\xff\xfejunk")
+    _, line = main_line(capsys, "board", "show", str(junk))           # it was "no board '...': pick one of ..."
+    assert line == "alabama: error: %s: not a board file (not UTF-8 text; a board file is JSON)" % junk
+    for missing in (str(tmp_path / "gone"), "mine.json"):
+        _, line = main_line(capsys, "deploy", "--board", missing, "--port", "/dev/null", "--dry-run")
+        assert line.startswith("alabama: error: no board file %s: check the path, or give a board id: " % missing)
+        assert "sim" in line

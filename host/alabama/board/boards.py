@@ -532,11 +532,13 @@ def load_path(path):
 def load(name, directory=None):
     """The board called `name` (its id, i.e. boards/<name>.json) or a path to a board file."""
     p = pathlib.Path(name)
-    if p.suffix == ".json" and p.exists():
+    if (p.suffix == ".json" or len(p.parts) > 1) and p.is_file():     # a path: read as a board file, whatever it holds
         return load_path(p)
     path = (pathlib.Path(directory) if directory else BOARDS_DIR) / (name + ".json")
     if not path.exists():
         known = ", ".join(q.stem for q in board_paths(directory)) or "none"
+        if p.suffix == ".json" or len(p.parts) > 1:
+            raise BoardError("no board file %s: check the path, or give a board id: %s" % (name, known))
         raise BoardError("no board %r: pick one of %s (or pass a path to a board .json)" % (name, known))
     return load_path(path)
 
