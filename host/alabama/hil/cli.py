@@ -191,16 +191,20 @@ def check_boards(args, environ=os.environ):
 
 
 class _Collected:
-    """A pytest plugin that keeps the scenarios' names before and after -k deselects them."""
+    """A pytest plugin that keeps the names of the scenarios -k selected and of those it deselected."""
 
     def __init__(self):
-        self.all, self.selected = [], []
+        self.selected, self.deselected = [], []
 
-    def pytest_collection_modifyitems(self, items):      # registered first: sees the items before -k
-        self.all = [i.nodeid for i in items]
+    def pytest_deselected(self, items):
+        self.deselected += [i.nodeid for i in items]
 
     def pytest_collection_finish(self, session):
         self.selected = [i.nodeid for i in session.items]
+
+    @property
+    def all(self):
+        return self.selected + self.deselected
 
 
 def check_pattern(args, argv):
