@@ -636,3 +636,8 @@ def test_a_board_given_by_a_path_is_read_as_a_board_file_whatever_its_name(tmp_p
         _, line = main_line(capsys, "deploy", "--board", missing, "--port", "/dev/null", "--dry-run")
         assert line.startswith("alabama: error: no board file %s: check the path, or give a board id: " % missing)
         assert "sim" in line
+
+
+def test_image_of_the_virtual_board_names_what_an_installed_alabama_runs(capsys):
+    _, line = main_line(capsys, "image", "--board", "sim")
+    assert "board sim is the virtual board: it has no image (`alabama board sim --image` runs" in line, line

@@ -245,8 +245,9 @@ def build(board, src=None, out=None, dry_run=False, env=None, which=shutil.which
     """Build the image for `board` (a boards.Board) into build/image/<board>/firmware.bin; returns its path
     (dry_run: prints the command lines and returns them)."""
     if board.is_virtual or not board.image:
-        raise UsageError("board %s is the virtual board: it has no image (its interpreter with the firmware "
-                         "frozen is tools/mp32/build_frozen.sh)" % board.id)
+        raise UsageError("board %s is the virtual board: it has no image (`alabama board sim --image` runs the "
+                         "firmware as an app image; in a checkout, tools/mp32/build_frozen.sh freezes it into the unix "
+                         "port)" % board.id)
     mp_board, variant = board_and_variant(board.image)
     env = os.environ if env is None else env
     src = check_source(src or env.get("MICROPY_DIR"), mp_board, variant)
