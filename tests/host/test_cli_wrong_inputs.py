@@ -641,3 +641,11 @@ def test_a_board_given_by_a_path_is_read_as_a_board_file_whatever_its_name(tmp_p
 def test_image_of_the_virtual_board_names_what_an_installed_alabama_runs(capsys):
     _, line = main_line(capsys, "image", "--board", "sim")
     assert "board sim is the virtual board: it has no image (`alabama board sim --image` runs" in line, line
+
+
+def test_hil_probe_json_that_is_not_text_says_so_not_the_codecs_words(tmp_path, capsys):
+    f = tmp_path / "probe.json"
+    f.write_bytes(b"\xff\xfe\x00binary")
+    _, line = main_line(capsys, "hil", "--board", "sim", "--probe-json", str(f), "--list")
+    assert line == "alabama: error: --probe-json %s is not JSON (not UTF-8 text): give the file `alabama board probe " \
+                   "--json` wrote" % f, line

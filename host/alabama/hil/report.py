@@ -497,6 +497,8 @@ def read_probe(path):
         data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     except OSError as e:
         raise ProbeFileError("%s: cannot read it (%s)" % (path, e.strerror or e)) from None
+    except UnicodeDecodeError:
+        raise ProbeFileError("%s is not JSON (not UTF-8 text)" % path) from None
     except ValueError as e:
         raise ProbeFileError("%s is not JSON (%s)" % (path, e)) from None
     from alabama.board.probe import PROBE_FORMAT       # the format's one owner
