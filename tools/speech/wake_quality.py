@@ -23,6 +23,7 @@ negatives is a false accept (the detector restarts after a hit, as in the core).
         [--gap noise|silence] [--variants] [--frontend AGC,NS] [--engines micro,open,phrase]
         [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
         [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
+    .venv/bin/python tools/speech/wake_quality.py --table REPORT.json [...]   (the docs' table from --json reports)
 """
 import argparse
 import json
@@ -271,6 +272,31 @@ def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S, frontend=None):
     return hits, fed / BYTES_PER_SECOND, cpu
 
 
+ENGINE_NAMES = {"micro": "microWakeWord", "open": "openWakeWord", "phrase": "keyphrase spotter"}
+TABLE_HEAD = ("| wake word | engine | false accepts (h of negatives) | FA/h | detected at 20 dB | 10 dB | 5 dB | all | "
+              "CPU xRT | finished (UTC) | wall s (load) |")
+
+
+def table(reports):
+    """The markdown table of docs/speech.md, "Wake words measured", from ``--json`` reports (dicts): one row per
+    result, wake words in PHRASES order and engines in ENGINE_NAMES order; -> its lines."""
+    rows = [(r, rep) for rep in reports for r in rep["results"]]
+    order = {w: i for i, w in enumerate(PHRASES)}
+    rows.sort(key=lambda x: (order.get(x[0]["word"], len(order)), list(ENGINE_NAMES).index(x[0]["engine"]),
+                             bool(x[0]["config"].get("variants"))))
+    out = [TABLE_HEAD, "|" + "---|" * (TABLE_HEAD.count("|") - 1)]
+    for r, rep in rows:
+        name = ENGINE_NAMES[r["engine"]] + (" + variants" if r["config"].get("variants") else "")
+        if rep.get("gap", "silence") != GAPS[0]:
+            name += " (--gap %s)" % rep.get("gap", "silence")
+        snr = [r["by_snr"].get(str(s), [0, 0])[0] for s in SNRS]
+        out.append("| %s | %s | %d (%.2f h) | %.2f | %d | %d | %d | %d (%d %%) | %.4f | %s | %.1f (%.1f) |" % (
+            r["word"], name, r["false_accepts"], r["neg_seconds"] / 3600, r["fa_per_hour"], *snr, r["detected"],
+            round(100.0 * r["detected"] / r["positives"]), r["cpu_xrt"], r.get("finished", rep.get("finished", "?")),
+            r["wall_s"], r["load"]))
+    return out
+
+
 def neg_seconds(text):
     """``--neg-hours`` "open=0.5,phrase=1" -> {"open": 1800.0, "phrase": 3600.0}; ValueError when malformed."""
     from alabama.speech import wakeword
@@ -316,7 +342,22 @@ def main(argv=None):
     p.add_argument("--words", default=",".join(PHRASES), help="default: all; %s only by the phrase engine" %
                    ", ".join(PHRASE_ONLY))
     p.add_argument("--json", default="", help="write the results here too")
+    p.add_argument("--table", nargs="+", metavar="JSON", help="only print the markdown table of these --json "
+                   "reports (docs/speech.md) and stop")
     a = p.parse_args(argv)
+    if a.table:
+        reports = []
+        for f in a.table:
+            try:
+                reports.append(json.loads(pathlib.Path(f).read_text()))
+                table(reports[-1:])
+            except OSError as e:
+                p.error("--table: %s: %s" % (f, e.strerror or e))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                p.error("--table: %s is not a report this tool wrote (--json FILE)" % f)
+        lines = table(reports)
+        print("\n".join(lines))
+        return {"table": lines}
     engines = [e for e in a.engines.split(",") if e]
     words = [w for w in a.words.split(",") if w]
     bad = [e for e in engines if e not in wakeword.ENGINES] + [w for w in words if w not in PHRASES]

@@ -185,3 +185,28 @@ def test_issue40_variants_give_the_keyphrase_spotter_its_phrases_pronunciation_v
     assert wq.engine_config("phrase", "okay_nabu", True)["pronunciations"] == {"nabu": "N AA B UW"}
     assert plain["threshold"] == var["threshold"] == spotter.DEFAULT_THRESHOLD          # the cutoff is not moved
     assert len(wq.open_engine(var)._d.get_kws("wake").split("\n")) == 6
+
+
+def test_issue40_the_docs_table_is_made_from_the_json_reports(wq, tmp_path, capsys):
+    """``--table``: one row per result, wake words and engines in order, the stress arrangement and the
+    spotter's variants named; a file that is not a report is one usage line."""
+    def res(engine, word, fa, snr, variants=False):
+        return {"engine": engine, "word": word, "config": {"variants": variants}, "false_accepts": fa,
+                "neg_seconds": 7200.0, "fa_per_hour": fa / 2.0, "detected": sum(snr), "positives": 324,
+                "by_snr": {"20": [snr[0], 108], "10": [snr[1], 108], "5": [snr[2], 108]}, "cpu_xrt": 0.004,
+                "wall_s": 50.0, "load": 3.0, "finished": "2026-12-05 19:20 UTC"}
+    room = {"gap": "noise", "results": [res("phrase", "alexa", 444, (77, 71, 50)), res("micro", "alexa", 0, (87, 82, 81)),
+                                        res("phrase", "hey_alabama", 966, (90, 99, 101), True)]}
+    stress = {"gap": "silence", "results": [res("micro", "alexa", 0, (74, 90, 86))]}
+    lines = wq.table([room, stress])
+    assert lines[0] == wq.TABLE_HEAD and len(lines) == 6
+    assert lines[2] == ("| alexa | microWakeWord | 0 (2.00 h) | 0.00 | 87 | 82 | 81 | 250 (77 %) | 0.0040 | "
+                        "2026-12-05 19:20 UTC | 50.0 (3.0) |")
+    assert lines[3].startswith("| alexa | microWakeWord (--gap silence) | 0 (2.00 h) | 0.00 | 74 | 90 | 86 |")
+    assert lines[4].startswith("| alexa | keyphrase spotter | 444 (2.00 h) | 222.00 | 77 | 71 | 50 |")
+    assert lines[5].startswith("| hey_alabama | keyphrase spotter + variants | 966 (2.00 h) | 483.00 |")
+    f = tmp_path / "r.json"
+    f.write_text('{"seed": 40}')
+    with pytest.raises(SystemExit) as e:
+        wq.main(["--table", str(f)])
+    assert e.value.code == 2 and "is not a report this tool wrote" in capsys.readouterr().err
