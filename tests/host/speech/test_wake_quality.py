@@ -195,7 +195,8 @@ def test_issue40_the_docs_table_is_made_from_the_json_reports(wq, tmp_path, caps
                 "neg_seconds": 7200.0, "fa_per_hour": fa / 2.0, "detected": sum(snr), "positives": 324,
                 "by_snr": {"20": [snr[0], 108], "10": [snr[1], 108], "5": [snr[2], 108]}, "cpu_xrt": 0.004,
                 "wall_s": 50.0, "load": 3.0, "finished": "2026-12-05 19:20 UTC"}
-    room = {"gap": "noise", "results": [res("phrase", "alexa", 444, (77, 71, 50)), res("micro", "alexa", 0, (87, 82, 81)),
+    room = {"gap": "noise", "results": [res("phrase", "alexa", 444, (77, 71, 50)),
+                                        res("micro", "alexa", 0, (87, 82, 81)),
                                         res("phrase", "hey_alabama", 966, (90, 99, 101), True)]}
     stress = {"gap": "silence", "results": [res("micro", "alexa", 0, (74, 90, 86))]}
     lines = wq.table([room, stress])
