@@ -20,7 +20,7 @@ Scoring: a positive is detected when a hit ends inside its clip or within ``SLAC
 negatives is a false accept (the detector restarts after a hit, as in the core).
 
     .venv/bin/python tools/speech/wake_quality.py [--seed 40] [--hours 2] [--positives 324]
-        [--gap noise|silence] [--variants] [--frontend AGC,NS] [--engines micro,open,phrase]
+        [--gap noise|silence] [--positives-only] [--variants] [--frontend AGC,NS] [--engines micro,open,phrase]
         [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
         [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
     .venv/bin/python tools/speech/wake_quality.py --table REPORT.json [...]   (the docs' table from --json reports)
@@ -290,8 +290,10 @@ def table(reports):
         if rep.get("gap", "silence") != GAPS[0]:
             name += " (--gap %s)" % rep.get("gap", "silence")
         snr = [r["by_snr"].get(str(s), [0, 0])[0] for s in SNRS]
-        out.append("| %s | %s | %d (%.2f h) | %.2f | %d | %d | %d | %d (%d %%) | %.4f | %s | %.1f (%.1f) |" % (
-            r["word"], name, r["false_accepts"], r["neg_seconds"] / 3600, r["fa_per_hour"], *snr, r["detected"],
+        fa = ("%d (%.2f h)" % (r["false_accepts"], r["neg_seconds"] / 3600), "%.2f" % r["fa_per_hour"]) \
+            if r["false_accepts"] is not None else ("not fed", "–")
+        out.append("| %s | %s | %s | %s | %d | %d | %d | %d (%d %%) | %.4f | %s | %.1f (%.1f) |" % (
+            r["word"], name, *fa, *snr, r["detected"],
             round(100.0 * r["detected"] / r["positives"]), r["cpu_xrt"], r.get("finished", rep.get("finished", "?")),
             r["wall_s"], r["load"]))
     return out
@@ -335,6 +337,8 @@ def main(argv=None):
     p.add_argument("--frontend", default="", metavar="AGC,NS",
                    help="WebRTC gain (dBFS, 0-31, 0 off) and noise suppression (0-4) before every engine, e.g. 31,2 "
                         "(pip install webrtc-noise-gain); default none")
+    p.add_argument("--positives-only", action="store_true",
+                   help="detections only: the negatives are not fed (their false accepts do not depend on --gap)")
     p.add_argument("--variants", action="store_true",
                    help="the keyphrase spotter also spots its phrase's pronunciation variants "
                         "(spotter.DEFAULT_VARIANTS)")
@@ -436,14 +440,19 @@ def main(argv=None):
             hits, secs, cpu = run_stream(cfg, path, frontend=fe)
             flags = detected(spans, hits)
             snr = by_snr(spans, flags)
-            nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e), frontend=fe)
-            r = {"engine": e, "word": w, "config": cfg, "false_accepts": len(nhits), "neg_seconds": nsecs,
-                 "fa_per_hour": per_hour(len(nhits), nsecs), "detected": sum(flags), "positives": len(flags),
+            if a.positives_only:
+                nhits, nsecs, ncpu = None, 0.0, 0.0
+            else:
+                nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e), frontend=fe)
+            r = {"engine": e, "word": w, "config": cfg, "false_accepts": None if nhits is None else len(nhits),
+                 "neg_seconds": nsecs, "fa_per_hour": None if nhits is None else per_hour(len(nhits), nsecs),
+                 "detected": sum(flags), "positives": len(flags),
                  "by_snr": snr, "cpu_xrt": (cpu + ncpu) / (secs + nsecs), "wall_s": round(time.time() - w0, 1),
                  "load": round((load0 + _load()) / 2, 2), "finished": _utc()}
             report["results"].append(r)
-            print("%-8s %-12s %8d %8.2f %6.2f  %s  (%d/%d)  [%.4f xRT, %.1f s, load %.1f]" % (
-                e, w, r["false_accepts"], r["fa_per_hour"], nsecs / 3600,
+            print("%-8s %-12s %8s %8s %6.2f  %s  (%d/%d)  [%.4f xRT, %.1f s, load %.1f]" % (
+                e, w, "-" if nhits is None else len(nhits), "-" if nhits is None else "%.2f" % r["fa_per_hour"],
+                nsecs / 3600,
                 " / ".join("%d/%d" % tuple(snr.get(str(s), (0, 0))) for s in SNRS), r["detected"], r["positives"],
                 r["cpu_xrt"], r["wall_s"], r["load"]), flush=True)
             if a.json:                     # after every row: a long run stopped half-way keeps what it measured

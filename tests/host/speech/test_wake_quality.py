@@ -199,11 +199,12 @@ def test_issue40_the_docs_table_is_made_from_the_json_reports(wq, tmp_path, caps
                                         res("micro", "alexa", 0, (87, 82, 81)),
                                         res("phrase", "hey_alabama", 966, (90, 99, 101), True)]}
     stress = {"gap": "silence", "results": [res("micro", "alexa", 0, (74, 90, 86))]}
+    stress["results"][0].update(false_accepts=None, fa_per_hour=None, neg_seconds=0.0)    # --positives-only
     lines = wq.table([room, stress])
     assert lines[0] == wq.TABLE_HEAD and len(lines) == 6
     assert lines[2] == ("| alexa | microWakeWord | 0 (2.00 h) | 0.00 | 87 | 82 | 81 | 250 (77 %) | 0.0040 | "
                         "2026-12-05 19:20 UTC | 50.0 (3.0) |")
-    assert lines[3].startswith("| alexa | microWakeWord (--gap silence) | 0 (2.00 h) | 0.00 | 74 | 90 | 86 |")
+    assert lines[3].startswith("| alexa | microWakeWord (--gap silence) | not fed | – | 74 | 90 | 86 |")
     assert lines[4].startswith("| alexa | keyphrase spotter | 444 (2.00 h) | 222.00 | 77 | 71 | 50 |")
     assert lines[5].startswith("| hey_alabama | keyphrase spotter + variants | 966 (2.00 h) | 483.00 |")
     f = tmp_path / "r.json"
