@@ -34,10 +34,6 @@ RESTART_S = 30.0
 DEFAULT_OPTIONS = {"beam": 1e-80, "ds": 2}    # ds 2: acoustic scores every other 10 ms frame (~0.6x the CPU)
 DEFAULT_VERIFY = 0            # the second stage's threshold (Verifier); 0: none
 DEFAULT_MIN_MS = 450          # the shortest phrase segment taken as a hit (0: any): "hey alabama" lasts longer
-#: Pronunciation variants of the default phrase (issue 40 item 2): the stressed vowels of "alabama" as AE or AA,
-#: "hey" with or without its H. Measured beside the plain phrase: docs/speech.md, "Wake words measured".
-DEFAULT_VARIANTS = {"alabama": ["AE L AH B AE M AH", "AA L AH B AA M AH", "AE L AH B AA M AH"],
-                    "hey": ["HH EY", "EY"]}
 OVERLAP_S = 1.5               # longer than the phrase at a slow pace
 
 

@@ -181,7 +181,7 @@ def test_issue40_variants_give_the_keyphrase_spotter_its_phrases_pronunciation_v
     from alabama.speech import spotter
     plain, var = wq.engine_config("phrase", "hey_alabama"), wq.engine_config("phrase", "hey_alabama", True)
     assert plain["pronunciations"] == {} and not plain["variants"]
-    assert var["pronunciations"] == spotter.DEFAULT_VARIANTS and var["variants"]
+    assert var["pronunciations"] == wq.VARIANTS and var["variants"]
     assert wq.engine_config("phrase", "okay_nabu", True)["pronunciations"] == {"nabu": "N AA B UW"}
     assert plain["threshold"] == var["threshold"] == spotter.DEFAULT_THRESHOLD          # the cutoff is not moved
     assert len(wq.open_engine(var)._d.get_kws("wake").split("\n")) == 6
