@@ -9,7 +9,9 @@ configs ``wakeword.choose`` gives the core).
 
 Corpus (deterministic in the seed; written to build/wake-quality, not committed):
   positives  per wake word, ``--positives`` clips (default 324): the phrase in the 64 voices of corpus.py (both
-             splits' accents x variants), speeds, pitches, SNR 20 / 10 / 5 dB in turn, white/pink/brown/hum noise;
+             splits' accents x variants), speeds, pitches, SNR 20 / 10 / 5 dB in turn, white/pink/brown/hum noise,
+             each in a room (``--gap noise``: its own noise from 3 s before the phrase, never digital silence;
+             ``--gap silence``, the stress row: 1 s of zeros after each clip);
   negatives  ``--hours`` (default 2.0) of one continuous stream: paragraphs of read text containing near-miss words
              ("okay now", "hey travis", "alexander", "microsoft", "hey obama", ...) in those voices, two voices
              over each other (overlaps), noise bursts and tones, clean or at 20/10 dB.
