@@ -130,6 +130,7 @@ speech-accuracy: install test-deps
 	    --json build/speech-accuracy-held.json
 
 # WAKE_ARGS: e.g. --neg-hours open=0.5,phrase=0.5 (feed those engines part of the negatives) --words okay_nabu,alexa
+# (the positives are in a room by default, --gap noise; --gap silence is the stress row; --table R.json ... the docs' table)
 wake-quality: install test-deps
 	@mkdir -p build/wake-quality
 	$(BIN)/python tools/speech/wake_quality.py --seed $(SEED) --json build/wake-quality/report.json $(WAKE_ARGS)

@@ -51,7 +51,7 @@ class HeardTap(logging.Handler):
 
     def emit(self, record):
         msg = record.getMessage()
-        for word in ("heard: ", "wake phrase "):
+        for word in ("heard: ", "wake phrase ", "wake word "):
             if word in msg:
                 self.lines.append(msg[msg.index(word):])
                 break

@@ -46,7 +46,7 @@ def test_demo_ambient_wakes_on_the_default_wake_word_without_a_button(tmp_path):
     text = p.stdout
     assert "button    : press" not in text, text
     for needle in ("the core listens for 'alexa' (microWakeWord model)", "'Alexa,' (en-us)",
-                   "wake phrase 'Alexa' heard on ambient capture", "Core → Sat  RequestCapture",
+                   "wake word 'Alexa' heard on ambient capture", "Core → Sat  RequestCapture",
                    "Sat → Core  StreamCancel     {id 3, SUPERSEDED}", "correlation_ref 'wake-3-",
                    'heard: "what time is it" intent time', "ambient streaming again on capture", "no violations"):
         assert needle in text, needle

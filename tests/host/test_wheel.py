@@ -93,19 +93,19 @@ EXTRAS_ENTRIES = ("pocketsphinx", "wyoming", "webrtc_noise_gain", "pytest", "_py
                   "hypothesis", "zxingcpp", "zxing_cpp", "alabama", "__editable__")
 
 
-def _runtime_view(dest):
-    """A directory of symlinks to this venv's site-packages entries, less EXTRAS_ENTRIES."""
+def _runtime_view(dest, drop=EXTRAS_ENTRIES):
+    """A directory of symlinks to this venv's site-packages entries, less those whose names start with ``drop``."""
     dest.mkdir()
     for entry in pathlib.Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if entry.name.lower().startswith(EXTRAS_ENTRIES) or entry.suffix == ".pth":
+        if entry.name.lower().startswith(drop) or entry.suffix == ".pth":
             continue
         (dest / entry.name).symlink_to(entry)
     return dest
 
 
-@pytest.fixture(scope="module")
-def installed(wheel, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("installed")
+def _install(wheel, tmp, drop=EXTRAS_ENTRIES):
+    """The wheel in a fresh venv under ``tmp`` whose dependencies are this venv's packages less ``drop``;
+    -> (venv dir, a working directory, the environment to run it in)."""
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(env_dir)
     py = env_dir / "bin" / "python"
@@ -115,7 +115,7 @@ def installed(wheel, tmp_path_factory):
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     # this venv's packages, less the extras' (a plain path line: the .pth files there are not processed)
-    pathlib.Path(site, "alabama-test-deps.pth").write_text(str(_runtime_view(tmp / "deps")) + "\n")
+    pathlib.Path(site, "alabama-test-deps.pth").write_text(str(_runtime_view(tmp / "deps", drop)) + "\n")
     mp = env_dir / "bin" / "micropython"
     mp.write_text("#!%s\nimport sys\nfrom micropython_unix import main\nsys.exit(main())\n" % py)
     mp.chmod(0o755)
@@ -124,6 +124,11 @@ def installed(wheel, tmp_path_factory):
     env = {"PATH": str(env_dir / "bin"), "HOME": str(tmp / "home"), "XDG_CACHE_HOME": str(tmp / "cache"),
            "XDG_DATA_HOME": str(tmp / "data"), "LANG": "C.UTF-8"}
     return env_dir, work, env
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    return _install(wheel, tmp_path_factory.mktemp("installed"))
 
 
 def _alabama(installed, *args, timeout=120):
@@ -285,3 +290,35 @@ def test_every_command_from_the_wheel_answers_a_usage_mistake_in_one_line(instal
            or "Traceback" in err or "host/alabama" in err)]       # `alabama board` alone lists the boards
     assert not bad, "\n".join(map(repr, bad))
     assert sorted(work.rglob("*")) == before                   # a usage mistake writes nothing where it ran
+def _serve_until_listening(installed, *args):
+    """``alabama core serve`` from the installed venv until it listens, then Ctrl-C: -> (exit status, output)."""
+    env_dir, work, env = installed
+    core = subprocess.Popen([str(env_dir / "bin" / "alabama"), "core", "serve", "--listen", "127.0.0.1:0", "--data",
+                             str(work / "core"), *args], cwd=str(work), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in core.stdout:
+            lines.append(line)
+            if line.startswith("alabama core: listening on 127.0.0.1:"):
+                break
+    finally:
+        core.send_signal(signal.SIGINT)
+        out = core.communicate(timeout=30)[0]
+    return core.returncode, "".join(lines) + out
+
+
+def test_issue40_without_pymicro_wakeword_the_core_says_so_once_and_spots_the_keyphrase(wheel, tmp_path):
+    """A platform where pymicro-wakeword does not install (its wheels: Linux x86_64/aarch64/armv7l, Windows) with
+    [speech] installed: `alabama core serve` (the default wake word is a microWakeWord model) says once, in one
+    line with the install command, that the keyphrase spotter listens instead (two workers: still one line),
+    and serves with it."""
+    installed = _install(wheel, tmp_path, drop=tuple(e for e in EXTRAS_ENTRIES if e != "pocketsphinx")
+                         + ("pymicro_wakeword",))
+    status, out = _serve_until_listening(installed, "--workers", "2")
+    assert status == 0 and "Traceback" not in out, out
+    said = [ln for ln in out.splitlines() if "pymicro-wakeword" in ln]
+    assert len(said) == 1, out
+    assert "pip install pymicro-wakeword" in said[0] and "the keyphrase spotter listens for 'hey alabama' instead" \
+        in said[0], said
+    assert "wake phrase 'hey alabama' on ambient captures: keyphrase spotter" in out, out

@@ -9,7 +9,9 @@ configs ``wakeword.choose`` gives the core).
 
 Corpus (deterministic in the seed; written to build/wake-quality, not committed):
   positives  per wake word, ``--positives`` clips (default 324): the phrase in the 64 voices of corpus.py (both
-             splits' accents x variants), speeds, pitches, SNR 20 / 10 / 5 dB in turn, white/pink/brown/hum noise;
+             splits' accents x variants), speeds, pitches, SNR 20 / 10 / 5 dB in turn, white/pink/brown/hum noise,
+             each in a room (``--gap noise``: its own noise from 3 s before the phrase, never digital silence;
+             ``--gap silence``, the stress row: 1 s of zeros after each clip);
   negatives  ``--hours`` (default 2.0) of one continuous stream: paragraphs of read text containing near-miss words
              ("okay now", "hey travis", "alexander", "microsoft", "hey obama", ...) in those voices, two voices
              over each other (overlaps), noise bursts and tones, clean or at 20/10 dB.
@@ -20,9 +22,10 @@ Scoring: a positive is detected when a hit ends inside its clip or within ``SLAC
 negatives is a false accept (the detector restarts after a hit, as in the core).
 
     .venv/bin/python tools/speech/wake_quality.py [--seed 40] [--hours 2] [--positives 324]
-        [--gap silence|noise] [--frontend AGC,NS] [--engines micro,open,phrase]
+        [--gap noise|silence] [--positives-only] [--variants] [--frontend AGC,NS] [--engines micro,open,phrase]
         [--words okay_nabu,hey_jarvis,alexa,hey_mycroft,hey_alabama]
         [--neg-hours open=0.5,phrase=1] [--json FILE]      (make wake-quality WAKE_ARGS="...")
+    .venv/bin/python tools/speech/wake_quality.py --table REPORT.json [...]   (the docs' table from --json reports)
 """
 import argparse
 import json
@@ -50,11 +53,18 @@ PHRASES = {"okay_nabu": "okay nabu", "hey_jarvis": "hey jarvis", "alexa": "alexa
 PHRASE_ONLY = ("hey_alabama",)
 #: For the keyphrase spotter: words of those phrases that pocketsphinx's dictionary lacks (CMU phones).
 PRONUNCIATIONS = {"nabu": "N AA B UW", "mycroft": "M AY K R AO F T"}
+#: ``--variants``: pronunciation variants of the keyphrase spotter's phrase words (issue 40 item 2): the stressed
+#: vowels of "alabama" as AE or AA, "hey" with or without its H. Measured, not kept in the core: they add more
+#: false accepts than detections (docs/speech.md, "Wake words measured").
+VARIANTS = {"alabama": ["AE L AH B AE M AH", "AA L AH B AA M AH", "AE L AH B AA M AH"], "hey": ["HH EY", "EY"]}
 SNRS = (20, 10, 5)
 NOISES = ("white", "pink", "brown", "hum")
 SLACK_MS = 1000          # a hit this long after a positive's end still counts (engines decide on a window)
-GAP_S = 1.0              # quiet between positives in their stream
-GAPS = ("silence", "noise")   # what fills that gap (--gap): digital silence, or the next clip's own noise
+GAP_S = 1.0              # --gap silence: digital silence after each positive in their stream
+#: What comes between positives (--gap): "noise" (the default, the published rows): each clip's own noise for
+#: NOISE_LEAD_S before its phrase, a room whose noise is there before someone speaks; "silence": GAP_S of digital
+#: zeros after each clip, the next at another SNR and colour (the stress row: a model's frontend has not adapted).
+GAPS = ("noise", "silence")
 NOISE_LEAD_S = 3.0       # --gap noise: each clip's own noise starts this long before its phrase (no silence)
 CHUNK_S = BATCH_S        # seconds per feed: the core's spotting batch
 #: Read text for the negatives: near misses of every wake phrase, and ordinary household talk.
@@ -147,12 +157,12 @@ def write_negatives(path, seed, seconds):
 
 def write_positives(path, seed, word, n, gap=GAPS[0]):
     """The positives of ``word`` as one stream to ``path``; -> spans [[start_ms, end_ms, snr], ...].
-    ``gap`` "silence": GAP_S of digital silence after each clip (the corpus of the published rows); "noise":
-    instead, each clip's own noise starts NOISE_LEAD_S earlier (its lead that much longer), as a room's steady
-    noise is there before someone speaks. With "silence" every 20 dB clip follows a 5 dB clip of another noise
-    colour by 1 s of zeros, and microWakeWord's frontend (its per-channel noise estimate) still carries that
-    louder noise: the 20 dB clips are detected less than the 10 dB ones (docs/speech.md, "Why alexa detected
-    fewer at 20 dB")."""
+    ``gap`` "noise" (the default, the published rows): each clip's own noise starts NOISE_LEAD_S earlier (its
+    lead that much longer), as a room's steady noise is there before someone speaks; "silence" (the stress row):
+    GAP_S of digital silence after each clip instead. With "silence" every 20 dB clip follows a 5 dB clip of
+    another noise colour by 1 s of zeros, and microWakeWord's frontend (its per-channel noise estimate) still
+    carries that louder noise: the 20 dB clips are detected less than the 10 dB ones (docs/speech.md, "Why alexa
+    detected fewer at 20 dB")."""
     spans, pos, quiet = [], 0, audio.silence(GAP_S)
     if gap not in GAPS:
         raise ValueError(gap)
@@ -199,21 +209,25 @@ def per_hour(hits, seconds):
 
 
 # ------------------------------------------------------------------------------------------ engines
-def engine_config(engine, word):
-    """The config the core would run for this engine and wake word (published cutoffs, never lowered)."""
+def engine_config(engine, word, variants=False):
+    """The config the core would run for this engine and wake word (published cutoffs, never lowered).
+    ``variants``: the keyphrase spotter also spots the pronunciation variants of its phrase's words
+    (``VARIANTS``: "alabama" with AE/AA, "hey" with or without its H)."""
     from alabama.speech import spotter, wakeword
     if engine == wakeword.PHRASE:
+        words = PHRASES[word].split()
+        pron = {w: p for w, p in PRONUNCIATIONS.items() if w in words}
+        if variants:
+            pron.update({w: p for w, p in VARIANTS.items() if w in words})
         return {"engine": engine, "phrase": PHRASES[word], "label": PHRASES[word],
-                "threshold": spotter.DEFAULT_THRESHOLD}
+                "threshold": spotter.DEFAULT_THRESHOLD, "pronunciations": pron, "variants": bool(variants)}
     return wakeword.choose("%s:%s" % (engine, word), check=False)
 
 
 def open_engine(cfg):
     from alabama.speech import spotter, wakeword
     if cfg["engine"] == wakeword.PHRASE:
-        words = cfg["phrase"].split()
-        return spotter.Spotter(cfg["phrase"], cfg["threshold"],
-                               pronunciations={w: p for w, p in PRONUNCIATIONS.items() if w in words})
+        return spotter.Spotter(cfg["phrase"], cfg["threshold"], pronunciations=cfg.get("pronunciations"))
     return wakeword.open_detector(cfg)
 
 
@@ -264,6 +278,33 @@ def run_stream(cfg, path, limit_s=None, chunk_s=CHUNK_S, frontend=None):
     return hits, fed / BYTES_PER_SECOND, cpu
 
 
+ENGINE_NAMES = {"micro": "microWakeWord", "open": "openWakeWord", "phrase": "keyphrase spotter"}
+TABLE_HEAD = ("| wake word | engine | false accepts (h of negatives) | FA/h | detected at 20 dB | 10 dB | 5 dB | all | "
+              "CPU xRT | finished (UTC) | wall s (load) |")
+
+
+def table(reports):
+    """The markdown table of docs/speech.md, "Wake words measured", from ``--json`` reports (dicts): one row per
+    result, wake words in PHRASES order and engines in ENGINE_NAMES order; -> its lines."""
+    rows = [(r, rep) for rep in reports for r in rep["results"]]
+    order = {w: i for i, w in enumerate(PHRASES)}
+    rows.sort(key=lambda x: (order.get(x[0]["word"], len(order)), list(ENGINE_NAMES).index(x[0]["engine"]),
+                             bool(x[0]["config"].get("variants"))))
+    out = [TABLE_HEAD, "|" + "---|" * (TABLE_HEAD.count("|") - 1)]
+    for r, rep in rows:
+        name = ENGINE_NAMES[r["engine"]] + (" + variants" if r["config"].get("variants") else "")
+        if rep.get("gap", "silence") != GAPS[0]:
+            name += " (--gap %s)" % rep.get("gap", "silence")
+        snr = [r["by_snr"].get(str(s), [0, 0])[0] for s in SNRS]
+        fa = ("%d (%.2f h)" % (r["false_accepts"], r["neg_seconds"] / 3600), "%.2f" % r["fa_per_hour"]) \
+            if r["false_accepts"] is not None else ("not fed", "–")
+        out.append("| %s | %s | %s | %s | %d | %d | %d | %d (%d %%) | %.4f | %s | %.1f (%.1f) |" % (
+            r["word"], name, *fa, *snr, r["detected"],
+            round(100.0 * r["detected"] / r["positives"]), r["cpu_xrt"], r.get("finished", rep.get("finished", "?")),
+            r["wall_s"], r["load"]))
+    return out
+
+
 def neg_seconds(text):
     """``--neg-hours`` "open=0.5,phrase=1" -> {"open": 1800.0, "phrase": 3600.0}; ValueError when malformed."""
     from alabama.speech import wakeword
@@ -274,6 +315,10 @@ def neg_seconds(text):
             raise ValueError(kv)
         out[engine] = float(hours) * 3600
     return out
+
+
+def _utc():
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 def _load():
@@ -293,16 +338,35 @@ def main(argv=None):
                    help="per engine, hours of those negatives fed (e.g. micro=2,open=0.5,phrase=0.25; default all)")
     p.add_argument("--positives", type=int, default=324, help="positive clips per wake word (default 324)")
     p.add_argument("--gap", default=GAPS[0], choices=GAPS,
-                   help="between positives: 1 s of digital silence (default, the published rows) or the next "
-                        "clip's own noise (it starts %.0f s before the phrase)" % NOISE_LEAD_S)
+                   help="before each positive: its own noise for %.0f s (default, the published rows: a room) or, "
+                        "after each, 1 s of digital silence (the stress row)" % NOISE_LEAD_S)
     p.add_argument("--frontend", default="", metavar="AGC,NS",
                    help="WebRTC gain (dBFS, 0-31, 0 off) and noise suppression (0-4) before every engine, e.g. 31,2 "
                         "(pip install webrtc-noise-gain); default none")
+    p.add_argument("--positives-only", action="store_true",
+                   help="detections only: the negatives are not fed (their false accepts do not depend on --gap)")
+    p.add_argument("--variants", action="store_true",
+                   help="the keyphrase spotter also spots its phrase's pronunciation variants (VARIANTS)")
     p.add_argument("--engines", default="micro,open,phrase")
     p.add_argument("--words", default=",".join(PHRASES), help="default: all; %s only by the phrase engine" %
                    ", ".join(PHRASE_ONLY))
     p.add_argument("--json", default="", help="write the results here too")
+    p.add_argument("--table", nargs="+", metavar="JSON", help="only print the markdown table of these --json "
+                   "reports (docs/speech.md) and stop")
     a = p.parse_args(argv)
+    if a.table:
+        reports = []
+        for f in a.table:
+            try:
+                reports.append(json.loads(pathlib.Path(f).read_text()))
+                table(reports[-1:])
+            except OSError as e:
+                p.error("--table: %s: %s" % (f, e.strerror or e))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                p.error("--table: %s is not a report this tool wrote (--json FILE)" % f)
+        lines = table(reports)
+        print("\n".join(lines))
+        return {"table": lines}
     engines = [e for e in a.engines.split(",") if e]
     words = [w for w in a.words.split(",") if w]
     bad = [e for e in engines if e not in wakeword.ENGINES] + [w for w in words if w not in PHRASES]
@@ -338,7 +402,7 @@ def main(argv=None):
         sys.exit("wake_quality: %s" % e)
 
     report = {"seed": a.seed, "gap": a.gap, "frontend": list(fe or ()), "load_start": _load(), "corpus": {},
-              "results": []}
+              "started": _utc(), "results": []}
     t0 = time.time()
     neg = out / "negatives.s16"
     meta_path = out / "negatives.json"
@@ -350,12 +414,12 @@ def main(argv=None):
             meta_path.write_text(json.dumps(meta))
         pos = {}
         for w in words:
-            tag = "" if a.gap == GAPS[0] else "-gap-" + a.gap
+            tag = "-gap-" + a.gap
             path = out / ("positives-%s%s.s16" % (w, tag))
             spans_path = out / ("positives-%s%s.json" % (w, tag))
-            pkey = {"seed": a.seed, "n": a.positives}
-            if a.gap != GAPS[0]:
-                pkey.update(gap=a.gap, lead=NOISE_LEAD_S)
+            pkey = {"seed": a.seed, "n": a.positives, "gap": a.gap}
+            if a.gap == "noise":
+                pkey.update(lead=NOISE_LEAD_S)
             old = json.loads(spans_path.read_text()) if spans_path.exists() else {}
             if old.get("key") != pkey or not path.exists():
                 old = {"key": pkey, "spans": write_positives(path, a.seed, w, a.positives, a.gap)}
@@ -375,25 +439,31 @@ def main(argv=None):
         for e in engines:
             if w in PHRASE_ONLY and e != wakeword.PHRASE:
                 continue
-            cfg = engine_config(e, w)
+            cfg = engine_config(e, w, a.variants)
             load0 = _load()
             w0 = time.time()
             hits, secs, cpu = run_stream(cfg, path, frontend=fe)
             flags = detected(spans, hits)
             snr = by_snr(spans, flags)
-            nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e), frontend=fe)
-            r = {"engine": e, "word": w, "config": cfg, "false_accepts": len(nhits), "neg_seconds": nsecs,
-                 "fa_per_hour": per_hour(len(nhits), nsecs), "detected": sum(flags), "positives": len(flags),
+            if a.positives_only:
+                nhits, nsecs, ncpu = None, 0.0, 0.0
+            else:
+                nhits, nsecs, ncpu = run_stream(cfg, neg, limits.get(e), frontend=fe)
+            r = {"engine": e, "word": w, "config": cfg, "false_accepts": None if nhits is None else len(nhits),
+                 "neg_seconds": nsecs, "fa_per_hour": None if nhits is None else per_hour(len(nhits), nsecs),
+                 "detected": sum(flags), "positives": len(flags),
                  "by_snr": snr, "cpu_xrt": (cpu + ncpu) / (secs + nsecs), "wall_s": round(time.time() - w0, 1),
-                 "load": round((load0 + _load()) / 2, 2)}
+                 "load": round((load0 + _load()) / 2, 2), "finished": _utc()}
             report["results"].append(r)
-            print("%-8s %-12s %8d %8.2f %6.2f  %s  (%d/%d)  [%.4f xRT, %.1f s, load %.1f]" % (
-                e, w, r["false_accepts"], r["fa_per_hour"], nsecs / 3600,
+            print("%-8s %-12s %8s %8s %6.2f  %s  (%d/%d)  [%.4f xRT, %.1f s, load %.1f]" % (
+                e, w, "-" if nhits is None else len(nhits), "-" if nhits is None else "%.2f" % r["fa_per_hour"],
+                nsecs / 3600,
                 " / ".join("%d/%d" % tuple(snr.get(str(s), (0, 0))) for s in SNRS), r["detected"], r["positives"],
                 r["cpu_xrt"], r["wall_s"], r["load"]), flush=True)
             if a.json:                     # after every row: a long run stopped half-way keeps what it measured
                 pathlib.Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
     report["wall_s"] = round(time.time() - t0, 1)
+    report["finished"] = _utc()
     print("total %.0f s wall" % report["wall_s"])
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(report, indent=1) + "\n")

@@ -161,6 +161,28 @@ def _wake_choice(args):
     return args.wake_word or DEFAULT_WAKE_WORD, None
 
 
+def _wake_at_start(word, phrase):
+    """The wake choice checked once, before any worker starts -> (word, phrase) every server is given. A missing
+    or damaged model, a phrase word not in the dictionary: WakeError (one line, exit 1). The model's engine
+    package absent: said here once, in one line with its install command, and the servers get the keyphrase
+    spotter's phrase instead; without pocketsphinx for that, one line and no spotting ("")."""
+    from ..speech import SpeechUnavailable, wakeword
+    from .server import wake_fallback, wake_off
+    try:
+        if word:
+            try:
+                wakeword.choose(word)
+                return word, None
+            except wakeword.WakeUnavailable as e:
+                word, phrase = None, wake_fallback(e, phrase)
+        if phrase:
+            wakeword.choose(phrase=phrase)
+    except SpeechUnavailable as e:
+        wake_off(e)
+        return None, ""
+    return word, phrase
+
+
 def _speech_kw(args):
     word, phrase = _wake_choice(args)
     return {"stt": args.stt, "tts": args.tts, "wake_phrase": phrase, "wake_threshold": args.wake_threshold,
@@ -174,15 +196,7 @@ def cmd_serve(args):
         raise UsageError("--workers wants 1 or more worker processes")
     args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
-    word, phrase = _wake_choice(args)
-    from ..speech import SpeechUnavailable, wakeword
-    try:                             # a missing or damaged model, a phrase word not in the dictionary: one line
-        if word:                     # now, before any worker starts
-            wakeword.choose(word)
-        elif phrase:
-            wakeword.choose(phrase=phrase)
-    except (wakeword.WakeUnavailable, SpeechUnavailable):
-        pass                         # the core says how to install it (and falls back to the keyphrase spotter)
+    args.wake_word, args.wake_phrase = _wake_at_start(*_wake_choice(args))
     if args.workers > 1:
         from . import workers
 

@@ -153,6 +153,13 @@ class Wake:
             self._devices[word] = cfg
         return cfg
 
+    @staticmethod
+    def kind(config):
+        """What the log calls what ``config`` spots: "wake word" for a model, "wake phrase" for the keyphrase
+        spotter."""
+        from ..speech import wakeword
+        return "wake phrase" if config.get("engine", wakeword.PHRASE) == wakeword.PHRASE else "wake word"
+
     def feeder(self, spawn, on_result, config=None):
         """One ambient stream's spotting: ``push(bytes)``, ``pending``, ``backlog()``, ``drop()``;
         ``on_result((hit, rest))`` on the loop at a hit (``rest``: the audio pushed after the hit's frame);

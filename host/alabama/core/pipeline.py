@@ -372,10 +372,11 @@ class VoicePipeline:
         cap = self.captures.get(cid)
         if cap is None or self.waking.state is not W.SPOTTING or self.s.phase != cs.PHASE_OPEN:
             return
+        kind = self.wake.kind(self.wake.for_device(self._device_wake_word(), self.conn.device_id))
         if self.turn_id is not None or self.render_id is not None:
-            log.info("%s: wake phrase on ambient %d while a turn runs: ignored", self.conn.device_id, cid)
+            log.info("%s: %s on ambient %d while a turn runs: ignored", self.conn.device_id, kind, cid)
             return
-        log.info("%s: wake phrase %r heard on ambient capture %d at %d ms", self.conn.device_id, hit.phrase, cid,
+        log.info("%s: %s %r heard on ambient capture %d at %d ms", self.conn.device_id, kind, hit.phrase, cid,
                  hit.end_ms)
         spot = cap["spot"]
         if spot is not None:              # frames that came while the hit's batch was in the spotter follow it

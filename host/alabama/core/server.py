@@ -137,7 +137,8 @@ class CoreServer:
             cfg = self.wake.config
             engine = {"micro": "microWakeWord model ", "open": "openWakeWord model "}.get(cfg["engine"],
                                                                                     "keyphrase spotter")
-            log.info("wake word %r on ambient captures: %s%s", cfg["label"], engine, cfg.get("model", ""))
+            log.info("%s %r on ambient captures: %s%s", self.wake.kind(cfg), cfg["label"], engine,
+                     cfg.get("model", ""))
         return self
 
     async def stop(self):
@@ -428,15 +429,15 @@ def _make_wake(phrase, threshold, min_ms=None, word=None):
     """hearing.Wake for a wake word (a model engine, speech/wakeword.py) or a keyphrase ("" or None: off).
     A missing or damaged model file raises WakeError (one line, at start); an engine package that is not
     installed logs one line saying how to install it and the keyphrase spotter runs instead (``phrase``, else
-    its default); without pocketsphinx for that, one line and no spotting."""
+    its default); without pocketsphinx for that, one line and no spotting. (``alabama core serve`` decides
+    this once, ``core/cli.py``, and gives every worker the outcome: the line is said once.)"""
     from ..speech import SpeechUnavailable, wakeword
     from .hearing import Wake
     if word:
         try:
             cfg = wakeword.choose(word)
         except wakeword.WakeUnavailable as e:
-            phrase = phrase or wakeword.spotter_default()
-            log.warning("%s; the keyphrase spotter listens for %r instead", e, phrase)
+            phrase = wake_fallback(e, phrase)
         else:
             return Wake(config=cfg)
     if not phrase:
@@ -444,8 +445,22 @@ def _make_wake(phrase, threshold, min_ms=None, word=None):
     try:
         return Wake(phrase, threshold, min_ms=min_ms)
     except SpeechUnavailable as e:
-        log.warning("the wake phrase %s", str(e).replace("falling back to the echo brain", "is off"))
+        wake_off(e)
         return None
+
+
+def wake_fallback(e, phrase=None):
+    """Say in one line that the wake word's engine package is absent (``e``: its WakeUnavailable, with the install
+    command) and that the keyphrase spotter listens for ``phrase`` (None: its default) instead; -> that phrase."""
+    from ..speech import wakeword
+    phrase = phrase or wakeword.spotter_default()
+    log.warning("%s; the keyphrase spotter listens for %r instead", e, phrase)
+    return phrase
+
+
+def wake_off(e):
+    """Say in one line that the keyphrase spotter cannot run (``e``: SpeechUnavailable): no wake phrase."""
+    log.warning("the wake phrase %s", str(e).replace("falling back to the echo brain", "is off"))
 
 
 class ImageShown:

@@ -9,12 +9,18 @@ Search: pocketsphinx's keyphrase (KWS) search with the US-English model inside i
 and its threshold (``kws_threshold``: lower = more hits; pocketsphinx compares the phrase's path
 score against a phone loop's and fires when the ratio beats it) are configurable. Every phrase word
 must be in the wheel's dictionary (cmudict has "hey" and "alabama"); a missing word needs a
-pronunciation (``pronunciations={"word": "AE L ..."}``) or the constructor raises ValueError.
+pronunciation (``pronunciations={"word": "AE L ..."}``) or the constructor raises ValueError. A list of
+pronunciations gives a word variants (``{"alabama": ["AE L AH B AE M AH", "AA L AH B AA M AH"]}``): each one
+the dictionary lacks is added as ``alabama(2)``, ... and the search spots every combination of the phrase's
+variants (one keyphrase list, each at the same threshold).
 
 Bounded memory: the decoder's utterance is restarted after every hit and every ``restart_s`` of audio;
 the last ``OVERLAP_S`` of audio (a fixed ring) is replayed into the new utterance so a phrase spoken
 across a restart is still heard.
 """
+import itertools
+import os
+import tempfile
 from typing import NamedTuple
 
 from . import BYTES_PER_SECOND, FRAME_BYTES, load
@@ -29,6 +35,61 @@ DEFAULT_OPTIONS = {"beam": 1e-80, "ds": 2}    # ds 2: acoustic scores every othe
 DEFAULT_VERIFY = 0            # the second stage's threshold (Verifier); 0: none
 DEFAULT_MIN_MS = 450          # the shortest phrase segment taken as a hit (0: any): "hey alabama" lasts longer
 OVERLAP_S = 1.5               # longer than the phrase at a slow pace
+
+
+#: The most keyphrases the variants of one phrase may make (their product): each costs the search a little.
+MAX_VARIANTS = 16
+
+
+def _add_words(d, pronunciations):
+    """Add ``pronunciations`` ({word: phones or [phones, ...]}) to decoder ``d``'s dictionary; -> {word: [the
+    dictionary names of its variants]} for words given more than one pronunciation. A word the dictionary lacks
+    takes its first pronunciation as the word itself; every other one, not already the word's, is ``word(k)``."""
+    n = 1
+    for phones in (pronunciations or {}).values():
+        n *= 1 if isinstance(phones, str) else len(phones)
+    if n > MAX_VARIANTS:
+        raise ValueError("%d pronunciation variants of the wake phrase, at most %d" % (n, MAX_VARIANTS))
+    variants = {}
+    for word, phones in (pronunciations or {}).items():
+        if isinstance(phones, str):
+            d.add_word(word, phones, True)
+            continue
+        names = []
+        for ph in (" ".join(x.split()) for x in phones):
+            have = _entries(d, word)
+            name = next((n for n in have if d.lookup_word(n) == ph), None)
+            if name is None:
+                name = "%s(%d)" % (word, len(have) + 1) if have else word
+                d.add_word(name, ph, True)
+            if name not in names:
+                names.append(name)
+        variants[word] = names
+    return variants
+
+
+def _entries(d, word):
+    """The dictionary's names for ``word``: itself, then its alternates ``word(2)``, ``word(3)``, ..."""
+    out = []
+    while d.lookup_word(word if not out else "%s(%d)" % (word, len(out) + 1)) is not None:
+        out.append(word if not out else "%s(%d)" % (word, len(out) + 1))
+    return out
+
+
+def _add_search(d, phrase, variants):
+    """Activate the keyphrase search "wake" for ``phrase``, or for every combination of its words' variants."""
+    combos = list(itertools.product(*[variants.get(w) or [w] for w in phrase.split()]))
+    if len(combos) == 1:
+        d.add_keyphrase("wake", " ".join(combos[0]))
+    else:
+        fd, path = tempfile.mkstemp(suffix=".kws")    # pocketsphinx reads a keyphrase list from a file only
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write("".join(" ".join(c) + "\n" for c in combos))
+            d.add_kws("wake", path)
+        finally:
+            os.unlink(path)
+    d.activate_search("wake")
 
 
 class Verifier:
@@ -48,10 +109,7 @@ class Verifier:
         opts.update(options or {})
         self._d = ps.Decoder(loglevel="FATAL", lm=None, kws_plp=plp if plp is not None else DEFAULT_PLP,
                              kws_threshold=threshold, **opts)
-        for word, phones in (pronunciations or {}).items():
-            self._d.add_word(word, phones, True)
-        self._d.add_keyphrase("wake", self.phrase)
-        self._d.activate_search("wake")
+        _add_search(self._d, self.phrase, _add_words(self._d, pronunciations))
         self._cmn = self._d.config["cmninit"]
         self.checked = 0
 
@@ -93,14 +151,12 @@ class Spotter:
             opts["ds"] = ds
         self.options = opts
         self._d = ps.Decoder(loglevel="FATAL", lm=None, kws_plp=plp, kws_threshold=threshold, **opts)
-        for word, phones in (pronunciations or {}).items():
-            self._d.add_word(word, phones, True)
+        variants = _add_words(self._d, pronunciations)
         missing = [w for w in self.phrase.split() if self._d.lookup_word(w) is None]
         if missing:
             raise ValueError("wake phrase word(s) %s not in pocketsphinx's dictionary: pass "
                              "pronunciations={word: 'PH ON ES'}" % ", ".join(missing))
-        self._d.add_keyphrase("wake", self.phrase)
-        self._d.activate_search("wake")
+        _add_search(self._d, self.phrase, variants)
         if verifier is None:
             verify = DEFAULT_VERIFY if verify is None else verify
             verifier = Verifier(self.phrase, verify, plp, pronunciations) if verify else None

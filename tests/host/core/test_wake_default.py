@@ -61,3 +61,33 @@ def test_an_absent_model_package_falls_back_to_the_keyphrase_spotter(monkeypatch
 def test_wake_word_and_wake_phrase_together_are_refused():
     with pytest.raises(UsageError, match="not both"):
         core_cli._speech_kw(serve_args("--wake-word", "okay_nabu", "--wake-phrase", "hey alabama"))
+
+
+def test_issue40_core_serve_decides_the_fallback_once_for_every_worker(monkeypatch, caplog):
+    """`alabama core serve` checks the wake choice once, before its workers start: an absent engine package is
+    one line and every server is given the keyphrase phrase (so no worker says it again); without pocketsphinx
+    for that, one line and waking off ("")."""
+    pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
+    from alabama.speech import SpeechUnavailable
+
+    def absent(engine):
+        raise wakeword.WakeUnavailable("the micro wake-word engine needs pymicro-wakeword: pip install "
+                                       "pymicro-wakeword")
+    monkeypatch.setattr(wakeword, "_require", absent)
+    assert core_cli._wake_at_start(wakeword.DEFAULT_WORD, None) == (None, "hey alabama")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "pip install pymicro-wakeword" in lines[0] and "'hey alabama' instead" in lines[0]
+    args = serve_args()
+    args.wake_word, args.wake_phrase = core_cli._wake_at_start(*core_cli._wake_choice(args))
+    kw = core_cli._speech_kw(args)                   # what each worker's CoreServer is given
+    assert (kw["wake_word"], kw["wake_phrase"]) == (None, "hey alabama")
+    caplog.clear()
+    assert _make_wake(kw["wake_phrase"], kw["wake_threshold"], kw["wake_min_ms"], kw["wake_word"]).config[
+        "engine"] == wakeword.PHRASE and caplog.records == []
+
+    def no_speech(*a, **k):
+        raise SpeechUnavailable("pocketsphinx is not installed (pip install pocketsphinx): falling back to the echo "
+                                "brain")
+    monkeypatch.setattr(wakeword, "choose", no_speech)
+    assert core_cli._wake_at_start(None, "hey alabama") == (None, "")
+    assert len(caplog.records) == 1 and "is off" in caplog.records[0].getMessage()

@@ -185,8 +185,9 @@ def test_a_wake_word_model_runs_the_same_turn_through_the_spotting_pool(tmp_path
             assert srv.reports_for(sat.device_id)[-1].clean
             await sat.close()
     run(body(), timeout=240)
-    assert any("wake phrase" in r.getMessage() and "heard on ambient capture" in r.getMessage()
-               for r in caplog.records)
+    heard = [r.getMessage() for r in caplog.records if "heard on ambient capture" in r.getMessage()]
+    assert heard and all(": wake word %r heard" % {"okay_nabu": "Okay Nabu", "open:alexa": "alexa"}[word] in m
+                         for m in heard), heard           # a model hears a wake word, not a phrase (issue 40)
 
 
 def test_a_device_setting_picks_its_own_wake_word(tmp_path, run, brain, say, monkeypatch, caplog):
@@ -210,7 +211,15 @@ def test_a_device_setting_picks_its_own_wake_word(tmp_path, run, brain, say, mon
             assert understood(resp)[1]["intent"] == "time"
             await sat.close()
     run(body(), timeout=240)
-    assert any("'Okay Nabu' heard on ambient capture" in r.getMessage() for r in caplog.records)
+    assert any("wake word 'Okay Nabu' heard on ambient capture" in r.getMessage() for r in caplog.records)
+
+
+def test_issue40_the_log_says_wake_word_for_a_model_and_wake_phrase_for_the_spotter():
+    from alabama.core.hearing import Wake
+    from alabama.speech import wakeword
+    assert Wake.kind(wakeword.choose(phrase="hey alabama", check=False)) == "wake phrase"
+    assert Wake.kind({"engine": wakeword.MICRO, "model": "alexa.json", "label": "Alexa"}) == "wake word"
+    assert Wake.kind({"engine": wakeword.OPEN, "model": "alexa.tflite", "label": "alexa"}) == "wake word"
 
 
 def test_a_device_never_makes_the_core_load_a_file(caplog):

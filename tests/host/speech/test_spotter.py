@@ -33,6 +33,28 @@ def test_unknown_word_needs_a_pronunciation():
     assert spotter.Spotter("hey zorblax", pronunciations={"zorblax": "Z AO R B L AE K S"}).phrase == "hey zorblax"
 
 
+def test_issue40_pronunciation_variants_are_every_combination_of_the_phrases_words():
+    """A list of pronunciations gives a word variants: those the dictionary lacks become ``word(k)``, one already
+    there is reused, and the search spots every combination (issue 40 item 2, the keyphrase spotter's phrase)."""
+    sp = spotter.Spotter(pronunciations={"alabama": ["AE L AH B AE M AH", "AA L AH B AA M AH", "AE L AH B AA M AH"],
+                                         "hey": ["HH EY", "EY"]})
+    assert sp._d.lookup_word("alabama") == "AE L AH B AE M AH"            # cmudict's, kept
+    assert sp._d.lookup_word("alabama(2)") == "AA L AH B AA M AH" and sp._d.lookup_word("hey(2)") == "EY"
+    assert sorted(sp._d.get_kws("wake").split("\n")) == sorted(
+        "%s %s" % (h, a) for h in ("hey", "hey(2)") for a in ("alabama", "alabama(2)", "alabama(3)"))
+    new = spotter.Spotter("hey zorblax", pronunciations={"zorblax": ["Z AO R B L AE K S", "Z AA R B L AE K S"]})
+    assert new._d.lookup_word("zorblax") == "Z AO R B L AE K S" and new._d.lookup_word("zorblax(2)")
+    with pytest.raises(ValueError, match="variants"):
+        spotter.Spotter(pronunciations={"alabama": ["%s L AH B %s M AH" % (a, b) for a in ("AE", "AA", "AH")
+                                                    for b in ("AE", "AA")], "hey": ["HH EY", "EY", "HH EH"]})
+
+
+def test_issue40_variants_still_hear_the_phrase_once(utterance):
+    pcm = utterance("good morning everyone") + utterance("hey alabama") + utterance("what time is it")
+    sp = spotter.Spotter(pronunciations={"alabama": ["AE L AH B AE M AH", "AA L AH B AA M AH"], "hey": ["HH EY", "EY"]})
+    assert len(feed_all(sp, pcm)) == 1
+
+
 def test_false_positives_on_other_speech_and_noise():
     """Report (not assert) the false-positive rate on ~60 s of other speech; none on noise."""
     other = audio.synth(OTHER * 2, voice="en-us", speed=160) + audio.synth(OTHER, voice="en-us+f2")

@@ -71,22 +71,32 @@ def test_issue40_the_corpus_bytes_are_the_seeds(wq, tmp_path):
     assert a[2] != c[2] and a[3] != c[3]
     assert a[1]["seconds"] >= 4.0 and len(a[3]) == a[1]["seconds"] * BYTES_PER_SECOND
     (s0, e0, snr0), (s1, e1, snr1) = a[0]
-    assert (snr0, snr1) == (20, 10) and 0 == s0 < e0 < s1 < e1
+    assert (snr0, snr1) == (20, 10) and wq.NOISE_LEAD_S * 1000 == s0 < e0 < s1 < e1     # the default: in a room
     assert e1 * BYTES_PER_SECOND // 1000 <= len(a[2])
+
+
+def test_issue40_the_published_corpus_puts_each_positive_in_a_room(wq):
+    """The default (the published rows, `make wake-quality`) is ``--gap noise``; ``--gap silence`` stays
+    measurable (the stress row)."""
+    assert wq.GAPS == ("noise", "silence")
+    import inspect
+    assert inspect.signature(wq.write_positives).parameters["gap"].default == "noise"
 
 
 @needs_espeak
 def test_issue40_gap_noise_puts_each_clips_own_noise_before_its_phrase(wq, tmp_path):
-    """``--gap noise``: no digital silence between positives; each clip's noise starts NOISE_LEAD_S before the
-    span scored (so a hit in that lead is not a detection), and the same phrases are spoken as with silence."""
-    quiet = wq.write_positives(tmp_path / "s.s16", 7, "alexa", 2)
-    noisy = wq.write_positives(tmp_path / "n.s16", 7, "alexa", 2, "noise")
+    """``--gap noise`` (the default): no digital silence between positives; each clip's noise starts
+    NOISE_LEAD_S before the span scored (so a hit in that lead is not a detection), and the same phrases are
+    spoken as with ``--gap silence`` (1 s of zeros after each clip, its spans back to back with those gaps)."""
+    quiet = wq.write_positives(tmp_path / "s.s16", 7, "alexa", 2, "silence")
+    noisy = wq.write_positives(tmp_path / "n.s16", 7, "alexa", 2)
     pcm = np.frombuffer((tmp_path / "n.s16").read_bytes(), "<i2")
     runs = np.flatnonzero(np.diff(np.flatnonzero(pcm == 0)) == 1)          # consecutive zero samples
     assert len(runs) < SAMPLE_RATE // 100                                   # never 10 ms of zeros in a row
     lead_ms = int(wq.NOISE_LEAD_S * 1000)
     assert noisy[0][0] == lead_ms and [e - s for s, e, _ in noisy] == [e - s for s, e, _ in quiet]
     assert noisy[1][0] - noisy[0][1] == lead_ms and [x[2] for x in noisy] == [20, 10]
+    assert quiet[0][0] == 0 and quiet[1][0] - quiet[0][1] == int(wq.GAP_S * 1000)
     with pytest.raises(ValueError):
         wq.write_positives(tmp_path / "x.s16", 7, "alexa", 1, "music")
 
@@ -164,3 +174,41 @@ def test_issue40_frontend_spec_and_the_frontend_keeps_the_stream_in_step(wq):
     out = fe(pcm[:1000]) + fe(pcm[1000:5000]) + fe(pcm[5000:])
     assert len(out) == len(pcm) - len(pcm) % 320 and len(fe.tail) == len(pcm) % 320
     assert np.abs(np.frombuffer(out[-3200:], "<i2")).max() > 300        # the gain raised the quiet tone
+
+
+def test_issue40_variants_give_the_keyphrase_spotter_its_phrases_pronunciation_variants(wq):
+    pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
+    from alabama.speech import spotter
+    plain, var = wq.engine_config("phrase", "hey_alabama"), wq.engine_config("phrase", "hey_alabama", True)
+    assert plain["pronunciations"] == {} and not plain["variants"]
+    assert var["pronunciations"] == wq.VARIANTS and var["variants"]
+    assert wq.engine_config("phrase", "okay_nabu", True)["pronunciations"] == {"nabu": "N AA B UW"}
+    assert plain["threshold"] == var["threshold"] == spotter.DEFAULT_THRESHOLD          # the cutoff is not moved
+    assert len(wq.open_engine(var)._d.get_kws("wake").split("\n")) == 6
+
+
+def test_issue40_the_docs_table_is_made_from_the_json_reports(wq, tmp_path, capsys):
+    """``--table``: one row per result, wake words and engines in order, the stress arrangement and the
+    spotter's variants named; a file that is not a report is one usage line."""
+    def res(engine, word, fa, snr, variants=False):
+        return {"engine": engine, "word": word, "config": {"variants": variants}, "false_accepts": fa,
+                "neg_seconds": 7200.0, "fa_per_hour": fa / 2.0, "detected": sum(snr), "positives": 324,
+                "by_snr": {"20": [snr[0], 108], "10": [snr[1], 108], "5": [snr[2], 108]}, "cpu_xrt": 0.004,
+                "wall_s": 50.0, "load": 3.0, "finished": "2026-12-05 19:20 UTC"}
+    room = {"gap": "noise", "results": [res("phrase", "alexa", 444, (77, 71, 50)),
+                                        res("micro", "alexa", 0, (87, 82, 81)),
+                                        res("phrase", "hey_alabama", 966, (90, 99, 101), True)]}
+    stress = {"gap": "silence", "results": [res("micro", "alexa", 0, (74, 90, 86))]}
+    stress["results"][0].update(false_accepts=None, fa_per_hour=None, neg_seconds=0.0)    # --positives-only
+    lines = wq.table([room, stress])
+    assert lines[0] == wq.TABLE_HEAD and len(lines) == 6
+    assert lines[2] == ("| alexa | microWakeWord | 0 (2.00 h) | 0.00 | 87 | 82 | 81 | 250 (77 %) | 0.0040 | "
+                        "2026-12-05 19:20 UTC | 50.0 (3.0) |")
+    assert lines[3].startswith("| alexa | microWakeWord (--gap silence) | not fed | – | 74 | 90 | 86 |")
+    assert lines[4].startswith("| alexa | keyphrase spotter | 444 (2.00 h) | 222.00 | 77 | 71 | 50 |")
+    assert lines[5].startswith("| hey_alabama | keyphrase spotter + variants | 966 (2.00 h) | 483.00 |")
+    f = tmp_path / "r.json"
+    f.write_text('{"seed": 40}')
+    with pytest.raises(SystemExit) as e:
+        wq.main(["--table", str(f)])
+    assert e.value.code == 2 and "is not a report this tool wrote" in capsys.readouterr().err
