@@ -67,11 +67,18 @@ GRAMMAR_R0 = -6.0               # tuning split (seed 40), with GRAMMAR_SEARCH an
 #: final-state path does not. Grammar decode + gate, commands right 85 -> 95 of 120 (with the new cuts).
 GRAMMAR_SEARCH = dict(beam=1e-80, pbeam=1e-80, wbeam=1e-40, bestpath=False)
 GRAMMAR_SCALE = 2.0
+#: weak-vowel and syllabic-consonant pronunciations the wheel's cmudict lacks (RP's /ˈmɪnɪt/, /ˈsɛvn̩/,
+#: /ˈkænsl̩/: J. C. Wells, Accents of English, 1982), added as alternates ``word(N)``. Tuning split: decoded right
+#: 101 -> 104 of 120, commands right 94 -> 95, no sentence more; the other accent groups tried (PRICE, non-rhotic,
+#: TH-stopping, LOT/TRAP/STRUT/FACE) found fewer or took more sentences (docs/speech.md, "The next step").
+PRONUNCIATIONS = (("minutes", "M IH N IH T S"), ("minute", "M IH N IH T"), ("seven", "S EH V N"),
+                  ("cancel", "K AE N S L"))
 COVERAGE0 = 0.6                  # the grammar's words must span >= 60 % of the voiced audio (a command said inside a
 COVERAGE_SCALE = 0.05            # longer sentence: "stop by the store on your way home" -> "stop" spans a fifth of it)
 LOW_CONFIDENCE = intents.LOW_CONFIDENCE
 FREE_FORM_P0 = 0.7               # mean word posterior that maps to LOW_CONFIDENCE (tuning corpus; the old cut was 0.5)
-FREE_FORM_MIN_WORDS = 3          # fewer recognised words than this: free-form confidence halved
+FREE_FORM_MIN_WORDS = 4          # fewer recognised words than this: free-form confidence halved (3 before: tones heard
+                                 # as "i am walmart", "oh her read" at 0.69, 0.59 in a larger tuning-split junk draw)
 WORD_SCORE0 = 0.72               # every grammar word's own path score (below) at least this (tuning split: sentences
                                  # taken 3 -> 0 of 40, commands right the same 94 of 120)
 MAX_WORD_MS = 1000               # no command word lasts longer (tuning split: right commands' longest word 720 ms;
@@ -130,6 +137,11 @@ class SpeechModels:
 
     def grammar_decoder(self):
         d = self.decoder(lm=None, **GRAMMAR_SEARCH)
+        for word, phones in PRONUNCIATIONS:
+            n = 2
+            while d.lookup_word("%s(%d)" % (word, n)):
+                n += 1
+            d.add_word("%s(%d)" % (word, n), phones, update=False)
         d.add_jsgf_string("intents", self.jsgf)
         d.activate_search("intents")
         return d

@@ -151,3 +151,24 @@ def test_issue40_a_sentence_forced_into_the_grammar_is_not_a_command(heard, text
     clip = _corpus().Clip(text, voice, speed, pitch, snr=snr, noise=noise, lead=lead)
     t, got = heard("", pcm=_corpus().render(clip, 40))
     assert got is None or got.name == intents.FREE, t
+
+
+def test_issue40_weak_vowel_pronunciations(heard, models):
+    """A tuning-split clip (seed 40) whose "nine minutes" the grammar heard as "two minute" with cmudict's
+    pronunciations only; recognizer.PRONUNCIATIONS (RP's weak vowel in "minute") hears it right."""
+    clip = _corpus().Clip("set a timer for nine minutes", "en-gb+m3", 170, 65, snr=5, noise="white", lead=0.2)
+    t, got = heard("", pcm=_corpus().render(clip, 40))
+    assert got is not None and tuple(got) == ("timer", {"minutes": 9}), t
+    d = models.grammar_decoder()
+    assert all(any(d.lookup_word("%s(%d)" % (w, n)) == p for n in range(2, 6)) for w, p in recognizer.PRONUNCIATIONS)
+
+
+@pytest.mark.parametrize("voice,pitch,lead", [("en-gb+f2", 65, 0.39), ("en-gb+m5", 65, 0.24)])
+def test_issue40_three_words_heard_in_tones_are_not_echoed(heard, voice, pitch, lead):
+    """Tones junk from a larger tuning-split draw (corpus.plan(400, TUNE, 0, 40, 96)): the language model heard
+    "i am walmart" and "oh her read" at free-form confidence 0.69 and 0.59; under FREE_FORM_MIN_WORDS words the
+    confidence is halved."""
+    clip = _corpus().Clip("", voice, 170 if voice.endswith("m5") else 135, pitch, snr=5, noise="brown", lead=lead,
+                          junk="tones")
+    t, got = heard("", pcm=_corpus().render(clip, 400))
+    assert got is None, t
