@@ -69,3 +69,20 @@ def test_loader_one_line_when_pocketsphinx_missing(monkeypatch):
     assert "\n" not in msg and "pip install pocketsphinx" in msg
     with pytest.raises(speech.SpeechUnavailable):
         recognizer.SpeechModels()
+
+
+def test_issue40_a_transcript_does_not_depend_on_the_previous_utterance(models, utterance):
+    """pocketsphinx's front end keeps its noise estimate (remove_noise) across utterances unless a stream is
+    started: the same words decoded fresh, again, and after another utterance gave different transcripts."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[3] / "tools" / "speech" / "corpus.py"
+    spec = importlib.util.spec_from_file_location("speech_corpus", path)
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    pcm = corpus.render(corpus.Clip("what is the capital of france", "en-us+klatt", 150, 35, snr=20, lead=0.48), 40)
+    r = recognizer.Recognizer(models)
+    first = r.transcribe(pcm, chunk=640)
+    assert r.transcribe(pcm, chunk=640) == first
+    r.transcribe(utterance("set a timer for five minutes"), chunk=640)
+    assert r.transcribe(pcm, chunk=640) == first
