@@ -80,6 +80,27 @@ def lsb_stamp(piece, ns):
     return a.tobytes()
 
 
+class LsbStamper:
+    """lsb_stamp for a fixed piece without numpy (the simulators stamp every frame, and their CPU is on the same 2
+    cores as the core's): the piece's first TS_SAMPLES samples with their lowest bit cleared are kept as one
+    big-endian integer, and the stamp's bits, spread by a table to one byte per sample (the low byte's place), are
+    added to it. Equal to lsb_stamp (tests/host/test_bench_core_stamp.py), ~3x cheaper."""
+
+    __slots__ = ("head", "rest")
+
+    def __init__(self, piece):
+        head = bytearray(piece[:2 * TS_SAMPLES])
+        head[0::2] = bytes(b & 0xFE for b in head[0::2])
+        self.head = int.from_bytes(head, "big")
+        self.rest = bytes(piece[2 * TS_SAMPLES:])
+
+    def stamp(self, ns):
+        spread = b"".join(map(_SPREAD.__getitem__, ns.to_bytes(TS_BYTES, "little")))
+        return (self.head + int.from_bytes(spread, "big")).to_bytes(2 * TS_SAMPLES, "big") + self.rest
+
+
+#: stamp byte -> its 8 bits, most significant first, each as the low byte of one s16le sample (lsb_read's order)
+_SPREAD = [bytes(x for k in range(7, -1, -1) for x in ((v >> k) & 1, 0)) for v in range(256)]
 #: byte -> "0" or "1" (its lowest bit): the stamp read with one bytes.translate, not four numpy calls per frame
 #: (the read runs in the core's process, inside the CPU the bench reports as the core's: ~10 µs a frame before).
 _LSB_DIGIT = bytes(48 + (b & 1) for b in range(256))
@@ -308,8 +329,7 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
     pieces = [pcm[p + skip:p + step] for p in range(0, len(pcm) - step + 1, step)]
     # speech: each satellite at its own place in the loop (spotters not in lock step); the tone: all the same
     offsets = [0 if audio_path == "-" else (i * 7919) % len(pieces) for i in range(lo, hi)]
-    if speech:
-        lsb_stamp(pieces[0], 0)                # imports numpy now, not at the first due frame
+    stampers = [LsbStamper(p) for p in pieces] if speech else None   # speech: the stamp in the lowest bits
     ep = select.epoll()
     fds = {}
     for sock, conn, _ in sats:
@@ -336,7 +356,7 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
         base = t0 + seq * period
         prefix = prefixes[seq]
         for j in range(m):
-            piece = pieces[(seq + offsets[j]) % len(pieces)]
+            idx = (seq + offsets[j]) % len(pieces)
             due = base + phases[j]
             now = mono()
             while now < due:
@@ -344,9 +364,9 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
                 now = mono()
             lags.append(now - due)
             if speech:
-                msg = encs[j](prefix + lsb_stamp(piece, mono_ns()))
+                msg = encs[j](prefix + stampers[idx].stamp(mono_ns()))
             else:
-                msg = encs[j](prefix + mono_ns().to_bytes(TS_BYTES, "little") + piece)
+                msg = encs[j](prefix + mono_ns().to_bytes(TS_BYTES, "little") + pieces[idx])
             if pending[j]:
                 msg = pending[j] + msg
                 pending[j] = b""
