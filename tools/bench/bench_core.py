@@ -8,7 +8,10 @@ Three kinds of process, so the load generator never competes with the core insid
   mono s16le audio at real-time pace: one StreamChunk per ``--chunk-ms`` (640 bytes at 20 ms), the
   N satellites' phases spread evenly over the period. Frames are pre-built (Envelope + frame
   prefix per seq, audio slices); per frame the simulator only stamps the send time, encrypts
-  (Noise ChaChaPoly via ``cryptography``) and calls ``send()``;
+  (Noise ChaChaPoly via ``cryptography``) and calls ``send()``. The simulators share the core's CPUs, so they
+  are kept cheap without changing what each satellite does (its own Noise session, every frame encrypted,
+  real-time pacing): speech frames are stamped by ``LsbStamper`` (integers and a table, ~3 µs a frame; numpy
+  took ~14, ~10 % of a core at 200 boards);
 * this **driver**, which starts them per N, releases all simulators at one start instant and
   collects the numbers.
 
@@ -51,7 +54,9 @@ ambient boards per 2 cores with the microWakeWord engine). The satellites stream
 
     .venv/bin/python tools/bench/bench_core.py --wake-word okay_nabu --workers 2 --spotting on --n 100 200 300
 
-BENCH_CORE_PROFILE=PATH cProfiles the core process into PATH.
+BENCH_CORE_PROFILE=PATH cProfiles the core process into PATH (one core worker: --workers 1); BENCH_CORE_PROFILE_CPU=1
+times it in CPU time (time.process_time) instead of wall time, so a busy machine's waits do not land in whichever
+call was running (a pipe write that wakes a spotting worker read 340 µs in wall time).
 """
 import argparse
 import asyncio
@@ -269,7 +274,9 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio", stamp="head", wake
     prof = os.environ.get("BENCH_CORE_PROFILE")
     if prof:
         import cProfile
-        cProfile.runctx("run_loop(main, loop)", globals(), locals(), prof)
+        p = cProfile.Profile(time.process_time) if os.environ.get("BENCH_CORE_PROFILE_CPU") else cProfile.Profile()
+        p.runctx("run_loop(main, loop)", globals(), locals())
+        p.dump_stats(prof)
     else:
         run_loop(main, loop)
 
