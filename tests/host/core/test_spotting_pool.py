@@ -204,3 +204,22 @@ def test_the_worker_answers_all_that_one_read_brought_in_one_write():
         got.append((op, sid, seq))
         data = data[SP.HDR.size + n:]
     assert got == [(SP.FED, 7, seq) for seq in range(1, 6)] and Out.flushes == 1
+
+
+def test_the_workers_yield_the_cpu_to_the_cores_frame_path(run):
+    """A frame has 20 ms, a stream's spotting 2 s of slack: the spotting processes run WORKER_NICE nicer than
+    the core, so a busy machine delays spotting, not frames."""
+    import os
+
+    from alabama.core.spotting import WORKER_NICE
+
+    async def main():
+        async with one_worker() as wake:
+            s = wake.feeder(None, lambda r: None)
+            w = wake.pool.workers[0]
+            await _until(lambda: w.proc is not None)
+            s.push(audio.silence(0.1))
+            await _until(lambda: not s.backlog())                  # up and answering
+            assert os.getpriority(os.PRIO_PROCESS, w.proc.pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICE)
+            s.drop()
+    run(main())
