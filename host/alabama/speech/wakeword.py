@@ -188,7 +188,8 @@ def _check_in_child(cfg):
 class _ModelDetector:
     """What both model engines share: the stream position (a Hit's frame index and end_ms, counted as
     speech/spotter.py counts them) and a fresh start after each hit (no second hit on the same words).
-    Subclasses set ``ww``, ``features``, ``label`` and say in ``_fires(bytes)`` whether the word was heard."""
+    Subclasses set ``ww``, ``label``, say in ``_fires(bytes)`` whether the word was heard and start afresh in
+    ``_restart()`` (the library's resets of its model and features, unless they say otherwise)."""
 
     fed = 0
 
@@ -197,10 +198,13 @@ class _ModelDetector:
         self.fed += len(data)
         if not self._fires(bytes(data)):
             return None
-        self.ww.reset()
-        self.features.reset()
+        self._restart()
         from .spotter import Hit
         return Hit(self.label, start // FRAME_BYTES, self.fed * 1000 // BYTES_PER_SECOND)
+
+    def _restart(self):
+        self.ww.reset()
+        self.features.reset()
 
 
 class MicroDetector(_ModelDetector):
@@ -215,14 +219,11 @@ class MicroDetector(_ModelDetector):
         self.stream = MicroStream(self.ww)
         self.label = cfg.get("label") or self.ww.wake_word
 
-    def feed(self, data):
-        start = self.fed
-        self.fed += len(data)
-        if self.stream.run(bytes(data)) < 0:
-            return None
-        self.stream.reset()
-        from .spotter import Hit
-        return Hit(self.label, start // FRAME_BYTES, self.fed * 1000 // BYTES_PER_SECOND)
+    def _fires(self, data):
+        return self.stream.run(data) >= 0
+
+    def _restart(self):
+        self.stream.reset()                 # a fresh interpreter on the loaded model: no file read
 
     def feed_until_hit(self, data):
         """A whole batch (the spotting pool's 0.1 s) in one call, whole 20 ms frames: -> (Hit, the bytes after the
@@ -238,7 +239,7 @@ class MicroDetector(_ModelDetector):
             return None
         end = min(len(data), -(-(k + 1) * STEP_BYTES // FRAME_BYTES) * FRAME_BYTES)
         self.fed = start + end
-        self.stream.reset()
+        self._restart()
         from .spotter import Hit
         return Hit(self.label, (self.fed - FRAME_BYTES) // FRAME_BYTES,
                    self.fed * 1000 // BYTES_PER_SECOND), data[end:]
