@@ -11,7 +11,10 @@ Three kinds of process, so the load generator never competes with the core insid
   (Noise ChaChaPoly via ``cryptography``) and calls ``send()``. The simulators share the core's CPUs, so they
   are kept cheap without changing what each satellite does (its own Noise session, every frame encrypted,
   real-time pacing): speech frames are stamped by ``LsbStamper`` (integers and a table, ~3 µs a frame; numpy
-  took ~14, ~10 % of a core at 200 boards);
+  took ~14, ~10 % of a core at 200 boards), and a simulator that must wait wakes on a 1 ms grid
+  (``--send-grid-ms``, default 1 since issue 40: every frame due by then is sent, each on its own socket at its
+  own 20 ms pace, stamped when sent, its lateness in lag99; at 200 boards 20 % of a core instead of 32 %;
+  ``--send-grid-ms 0`` sends each frame at its own due time, as before);
 * this **driver**, which starts them per N, releases all simulators at one start instant and
   collects the numbers.
 
@@ -512,11 +515,11 @@ def main():
     ap.add_argument("--n", type=int, nargs="*", default=[100, 200, 300, 400, 500, 600])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--chunk-ms", type=int, default=20)
-    ap.add_argument("--send-grid-ms", type=float, default=0.0,
+    ap.add_argument("--send-grid-ms", type=float, default=1.0,
                     help="simulator wake-up grid: when it must wait, it sleeps this much past the next due send and "
                          "sends every frame due by then (each still on its own socket, stamped when sent, its lateness "
-                         "in lag99): fewer sleeps, fewer wake-ups, burstier arrivals (default 0: each frame at its due "
-                         "time)")
+                         "in lag99): fewer sleeps, fewer wake-ups, burstier arrivals (default 1 ms since issue 40: the "
+                         "simulators' CPU shares the core's; 0: each frame at its due time, as before)")
     ap.add_argument("--budget-ms", type=float, default=20.0)
     ap.add_argument("--sim-procs", type=int, default=1, help="simulator processes (default 1)")
     try:
@@ -548,6 +551,8 @@ def main():
     ap.add_argument("--max-wait-pct", type=float, default=10.0,
                     help="above this core run-queue wait (%% of the run) an over-budget N is CONTENDED, not judged")
     args = ap.parse_args()
+    if args.send_grid_ms < 0:
+        raise SystemExit("bench_core: --send-grid-ms must be 0 or more (milliseconds), not %g" % args.send_grid_ms)
     os.environ["BENCH_SPOT_DS"] = "" if args.spot_ds is None else str(args.spot_ds)   # the core children read it
     if args.wake_word and not args.core_child:
         from alabama.speech import wakeword as _ww

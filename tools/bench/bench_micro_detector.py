@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.seconds < 1 or args.rounds < 1:
+        raise SystemExit("bench_micro_detector: give --seconds of at least 1 and --rounds of at least 1")
     try:
         import pymicro_wakeword as P
     except ImportError:
