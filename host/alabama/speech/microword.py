@@ -43,7 +43,6 @@ class MicroStream:
         probs = [float(p) for p in (codes.astype(np.float32) - ww.output_zero_point) * ww.output_scale]
         ratios = [p.as_integer_ratio() for p in probs]
         den = max(d for _, d in ratios)
-        self._prob = probs
         self._num = [n * (den // d) for n, d in ratios]
         self._den_window = den * self.window
         self._out = (ctypes.c_uint8 * 1)()
@@ -68,6 +67,8 @@ class MicroStream:
         i, n = 0, len(buf)
         while i + CHUNK_BYTES <= n:
             f, read = process(fe, buf[i:i + CHUNK_BYTES])
+            if not read:                       # never seen; the library's loop would spin on it forever
+                break
             i += read * 2
             if f:
                 out.append(f)
@@ -76,7 +77,8 @@ class MicroStream:
 
     def run(self, data, probs=None):
         """Feed ``data`` (16 kHz s16le): -> the index among this call's features of the first whose inference
-        crossed the cutoff, or -1. ``probs`` (a list): gets what ``process_streaming_prob`` returns per feature."""
+        crossed the cutoff (then call ``reset()``: what followed it is not run), or -1. ``probs`` (a list): gets
+        what ``process_streaming_prob`` returns per feature, up to the hit."""
         feats = self.features(data)
         rows = self._rows + feats if self._rows else feats
         stride = self.stride
