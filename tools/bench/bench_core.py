@@ -8,7 +8,13 @@ Three kinds of process, so the load generator never competes with the core insid
   mono s16le audio at real-time pace: one StreamChunk per ``--chunk-ms`` (640 bytes at 20 ms), the
   N satellites' phases spread evenly over the period. Frames are pre-built (Envelope + frame
   prefix per seq, audio slices); per frame the simulator only stamps the send time, encrypts
-  (Noise ChaChaPoly via ``cryptography``) and calls ``send()``;
+  (Noise ChaChaPoly via ``cryptography``) and calls ``send()``. The simulators share the core's CPUs, so they
+  are kept cheap without changing what each satellite does (its own Noise session, every frame encrypted,
+  real-time pacing): speech frames are stamped by ``LsbStamper`` (integers and a table, ~3 µs a frame; numpy
+  took ~14, ~10 % of a core at 200 boards), and a simulator that must wait wakes on a 1 ms grid
+  (``--send-grid-ms``, default 1 since issue 40: every frame due by then is sent, each on its own socket at its
+  own 20 ms pace, stamped when sent, its lateness in lag99; at 200 boards 20 % of a core instead of 32 %;
+  ``--send-grid-ms 0`` sends each frame at its own due time, as before);
 * this **driver**, which starts them per N, releases all simulators at one start instant and
   collects the numbers.
 
@@ -51,7 +57,9 @@ ambient boards per 2 cores with the microWakeWord engine). The satellites stream
 
     .venv/bin/python tools/bench/bench_core.py --wake-word okay_nabu --workers 2 --spotting on --n 100 200 300
 
-BENCH_CORE_PROFILE=PATH cProfiles the core process into PATH.
+BENCH_CORE_PROFILE=PATH cProfiles the core process into PATH (one core worker: --workers 1); BENCH_CORE_PROFILE_CPU=1
+times it in CPU time (time.process_time) instead of wall time, so a busy machine's waits do not land in whichever
+call was running (a pipe write that wakes a spotting worker read 340 µs in wall time).
 """
 import argparse
 import asyncio
@@ -80,6 +88,27 @@ def lsb_stamp(piece, ns):
     return a.tobytes()
 
 
+class LsbStamper:
+    """lsb_stamp for a fixed piece without numpy (the simulators stamp every frame, and their CPU is on the same 2
+    cores as the core's): the piece's first TS_SAMPLES samples with their lowest bit cleared are kept as one
+    big-endian integer, and the stamp's bits, spread by a table to one byte per sample (the low byte's place), are
+    added to it. Equal to lsb_stamp (tests/host/test_bench_core_stamp.py), ~3x cheaper."""
+
+    __slots__ = ("head", "rest")
+
+    def __init__(self, piece):
+        head = bytearray(piece[:2 * TS_SAMPLES])
+        head[0::2] = bytes(b & 0xFE for b in head[0::2])
+        self.head = int.from_bytes(head, "big")
+        self.rest = bytes(piece[2 * TS_SAMPLES:])
+
+    def stamp(self, ns):
+        spread = b"".join(map(_SPREAD.__getitem__, ns.to_bytes(TS_BYTES, "little")))
+        return (self.head + int.from_bytes(spread, "big")).to_bytes(2 * TS_SAMPLES, "big") + self.rest
+
+
+#: stamp byte -> its 8 bits, most significant first, each as the low byte of one s16le sample (lsb_read's order)
+_SPREAD = [bytes(x for k in range(7, -1, -1) for x in ((v >> k) & 1, 0)) for v in range(256)]
 #: byte -> "0" or "1" (its lowest bit): the stamp read with one bytes.translate, not four numpy calls per frame
 #: (the read runs in the core's process, inside the CPU the bench reports as the core's: ~10 µs a frame before).
 _LSB_DIGIT = bytes(48 + (b & 1) for b in range(256))
@@ -248,7 +277,9 @@ def core_child(data_dir, out_path, workers=1, loop="asyncio", stamp="head", wake
     prof = os.environ.get("BENCH_CORE_PROFILE")
     if prof:
         import cProfile
-        cProfile.runctx("run_loop(main, loop)", globals(), locals(), prof)
+        p = cProfile.Profile(time.process_time) if os.environ.get("BENCH_CORE_PROFILE_CPU") else cProfile.Profile()
+        p.runctx("run_loop(main, loop)", globals(), locals())
+        p.dump_stats(prof)
     else:
         run_loop(main, loop)
 
@@ -308,8 +339,7 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
     pieces = [pcm[p + skip:p + step] for p in range(0, len(pcm) - step + 1, step)]
     # speech: each satellite at its own place in the loop (spotters not in lock step); the tone: all the same
     offsets = [0 if audio_path == "-" else (i * 7919) % len(pieces) for i in range(lo, hi)]
-    if speech:
-        lsb_stamp(pieces[0], 0)                # imports numpy now, not at the first due frame
+    stampers = [LsbStamper(p) for p in pieces] if speech else None   # speech: the stamp in the lowest bits
     ep = select.epoll()
     fds = {}
     for sock, conn, _ in sats:
@@ -336,7 +366,7 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
         base = t0 + seq * period
         prefix = prefixes[seq]
         for j in range(m):
-            piece = pieces[(seq + offsets[j]) % len(pieces)]
+            idx = (seq + offsets[j]) % len(pieces)
             due = base + phases[j]
             now = mono()
             while now < due:
@@ -344,9 +374,9 @@ def sim_child(port, key_hex, n_total, lo, hi, seconds, chunk_ms, mode, grid_s=0.
                 now = mono()
             lags.append(now - due)
             if speech:
-                msg = encs[j](prefix + lsb_stamp(piece, mono_ns()))
+                msg = encs[j](prefix + stampers[idx].stamp(mono_ns()))
             else:
-                msg = encs[j](prefix + mono_ns().to_bytes(TS_BYTES, "little") + piece)
+                msg = encs[j](prefix + mono_ns().to_bytes(TS_BYTES, "little") + pieces[idx])
             if pending[j]:
                 msg = pending[j] + msg
                 pending[j] = b""
@@ -485,11 +515,11 @@ def main():
     ap.add_argument("--n", type=int, nargs="*", default=[100, 200, 300, 400, 500, 600])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--chunk-ms", type=int, default=20)
-    ap.add_argument("--send-grid-ms", type=float, default=0.0,
+    ap.add_argument("--send-grid-ms", type=float, default=1.0,
                     help="simulator wake-up grid: when it must wait, it sleeps this much past the next due send and "
                          "sends every frame due by then (each still on its own socket, stamped when sent, its lateness "
-                         "in lag99): fewer sleeps, fewer wake-ups, burstier arrivals (default 0: each frame at its due "
-                         "time)")
+                         "in lag99): fewer sleeps, fewer wake-ups, burstier arrivals (default 1 ms since issue 40: the "
+                         "simulators' CPU shares the core's; 0: each frame at its due time, as before)")
     ap.add_argument("--budget-ms", type=float, default=20.0)
     ap.add_argument("--sim-procs", type=int, default=1, help="simulator processes (default 1)")
     try:
@@ -521,6 +551,8 @@ def main():
     ap.add_argument("--max-wait-pct", type=float, default=10.0,
                     help="above this core run-queue wait (%% of the run) an over-budget N is CONTENDED, not judged")
     args = ap.parse_args()
+    if args.send_grid_ms < 0:
+        raise SystemExit("bench_core: --send-grid-ms must be 0 or more (milliseconds), not %g" % args.send_grid_ms)
     os.environ["BENCH_SPOT_DS"] = "" if args.spot_ds is None else str(args.spot_ds)   # the core children read it
     if args.wake_word and not args.core_child:
         from alabama.speech import wakeword as _ww

@@ -188,7 +188,8 @@ def _check_in_child(cfg):
 class _ModelDetector:
     """What both model engines share: the stream position (a Hit's frame index and end_ms, counted as
     speech/spotter.py counts them) and a fresh start after each hit (no second hit on the same words).
-    Subclasses set ``ww``, ``features``, ``label`` and say in ``_fires(bytes)`` whether the word was heard."""
+    Subclasses set ``ww``, ``label``, say in ``_fires(bytes)`` whether the word was heard and start afresh in
+    ``_restart()`` (the library's resets of its model and features, unless they say otherwise)."""
 
     fed = 0
 
@@ -197,24 +198,32 @@ class _ModelDetector:
         self.fed += len(data)
         if not self._fires(bytes(data)):
             return None
-        self.ww.reset()
-        self.features.reset()
+        self._restart()
         from .spotter import Hit
         return Hit(self.label, start // FRAME_BYTES, self.fed * 1000 // BYTES_PER_SECOND)
+
+    def _restart(self):
+        self.ww.reset()
+        self.features.reset()
 
 
 class MicroDetector(_ModelDetector):
     """A microWakeWord model (pymicro-wakeword): features every 10 ms, the model's own probability_cutoff over
-    its sliding window (never lowered here)."""
+    its sliding window (never lowered here). The library loads the model; speech/microword.py runs it (the same
+    probabilities as the library's ``process_streaming_prob``, without its per-feature Python)."""
 
     def __init__(self, cfg):
         mod = _require(MICRO)
+        from .microword import MicroStream
         self.ww = mod.MicroWakeWord.from_config(cfg["model"])
-        self.features = mod.MicroWakeWordFeatures()
+        self.stream = MicroStream(self.ww)
         self.label = cfg.get("label") or self.ww.wake_word
 
     def _fires(self, data):
-        return any(self.ww.process_streaming(f) for f in self.features.process_streaming(data))
+        return self.stream.run(data) >= 0
+
+    def _restart(self):
+        self.stream.reset()                 # a fresh interpreter on the loaded model: no file read
 
     def feed_until_hit(self, data):
         """A whole batch (the spotting pool's 0.1 s) in one call, whole 20 ms frames: -> (Hit, the bytes after the
@@ -224,20 +233,19 @@ class MicroDetector(_ModelDetector):
         if len(data) % FRAME_BYTES or self.fed % FRAME_BYTES:
             return _per_frame(self, data)
         start = self.fed
-        for k, f in enumerate(self.features.process_streaming(bytes(data))):
-            if self.ww.process_streaming(f):
-                end = min(len(data), -(-(k + 1) * STEP_BYTES // FRAME_BYTES) * FRAME_BYTES)
-                self.fed = start + end
-                self.ww.reset()
-                self.features.reset()
-                from .spotter import Hit
-                return Hit(self.label, (self.fed - FRAME_BYTES) // FRAME_BYTES,
-                           self.fed * 1000 // BYTES_PER_SECOND), data[end:]
-        self.fed = start + len(data)
-        return None
+        k = self.stream.run(bytes(data))
+        if k < 0:
+            self.fed = start + len(data)
+            return None
+        end = min(len(data), -(-(k + 1) * STEP_BYTES // FRAME_BYTES) * FRAME_BYTES)
+        self.fed = start + end
+        self._restart()
+        from .spotter import Hit
+        return Hit(self.label, (self.fed - FRAME_BYTES) // FRAME_BYTES,
+                   self.fed * 1000 // BYTES_PER_SECOND), data[end:]
 
     def close(self):
-        self.ww.close()
+        self.stream.close()
 
 
 def _per_frame(det, data):

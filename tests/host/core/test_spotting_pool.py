@@ -154,3 +154,72 @@ def test_a_dropped_stream_frees_its_spotter_in_the_worker(run):
             (st,) = await pool.stats()
             assert st["spotters"] == 0
     run(main())
+
+
+def test_a_workers_batches_go_to_it_in_one_write_and_come_back_answered(run):
+    """Issue 40's capacity: the batches several streams send within FLUSH_S reach their worker in one pipe write
+    (not one write, and one wake-up of the worker, per batch), and every one is answered."""
+    async def main():
+        async with one_worker() as wake:
+            streams = [wake.feeder(None, lambda r: None) for _ in range(5)]
+            w = wake.pool.workers[0]
+            await _until(lambda: w.proc is not None and not w._out and not w._flush_at)   # the OPENs are out
+            writes = []
+            orig = w.proc.stdin.write
+            w.proc.stdin.write = lambda data: (writes.append(len(data)), orig(data))[1]
+            for s in streams:
+                s.push(audio.silence(0.1))       # one batch each, all in this tick
+            assert all(s._inflight_bytes for s in streams)
+            await _until(lambda: not any(s.backlog() for s in streams))
+            assert len(writes) == 1 and writes[0] > 5 * 3200
+            for s in streams:
+                s.drop()
+    run(main())
+
+
+def test_the_worker_answers_all_that_one_read_brought_in_one_write():
+    """The worker's side: every FEED one read brought is answered, in order, with one flush for all of them."""
+    import io
+    import json
+
+    from alabama.core import spotting as SP
+    from alabama.speech import wakeword as W
+
+    cfg = json.dumps(W.choose(phrase=PHRASE, check=False)).encode()
+    msgs = SP.HDR.pack(SP.OPEN, 7, 0, len(cfg)) + cfg
+    for seq in range(1, 6):
+        msgs += SP.HDR.pack(SP.FEED, 7, seq, 3200) + bytes(3200)
+
+    class Out(io.BytesIO):
+        flushes = 0
+
+        def flush(self):
+            Out.flushes += 1
+
+    out = Out()
+    assert SP.worker_main(io.BytesIO(msgs), out) == 0
+    got, data = [], out.getvalue()
+    while data:
+        op, sid, seq, n = SP.HDR.unpack_from(data)
+        got.append((op, sid, seq))
+        data = data[SP.HDR.size + n:]
+    assert got == [(SP.FED, 7, seq) for seq in range(1, 6)] and Out.flushes == 1
+
+
+def test_the_workers_yield_the_cpu_to_the_cores_frame_path(run):
+    """A frame has 20 ms, a stream's spotting 2 s of slack: the spotting processes run WORKER_NICE nicer than
+    the core, so a busy machine delays spotting, not frames."""
+    import os
+
+    from alabama.core.spotting import WORKER_NICE
+
+    async def main():
+        async with one_worker() as wake:
+            s = wake.feeder(None, lambda r: None)
+            w = wake.pool.workers[0]
+            await _until(lambda: w.proc is not None)
+            s.push(audio.silence(0.1))
+            await _until(lambda: not s.backlog())                  # up and answering
+            assert os.getpriority(os.PRIO_PROCESS, w.proc.pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICE)
+            s.drop()
+    run(main())
