@@ -8,7 +8,9 @@ steps, the same quantisation expression, ``stride`` features per inference, the 
 adds the window as Fractions on every inference), quantises a whole batch's features in one numpy expression,
 copies into and out of the tensors through buffers made once, and after a hit starts a fresh interpreter on the
 model already loaded instead of reading the file again. tests/host/speech/test_microword.py proves the
-probabilities equal the library's, inference by inference, on real speech, through hits.
+probabilities equal the library's, inference by inference, on real speech, through hits. ``open_stream`` falls
+back to ``LibraryStream`` (the library's own per-feature path: the same results, about twice the CPU) when the
+installed pymicro-wakeword lacks an internal ``MicroStream`` leans on (another release), rather than failing.
 Not for: choosing an engine or the ``Hit`` bookkeeping (speech/wakeword.py), where detectors run (core/spotting.py).
 """
 import collections
@@ -18,6 +20,48 @@ import numpy as np
 
 #: 10 ms of 16 kHz s16le: what the library hands the frontend per call (pymicro_wakeword.BYTES_PER_CHUNK).
 CHUNK_BYTES = 320
+
+
+#: What MicroStream reads from a loaded ``MicroWakeWord`` besides the library's public API (pymicro-wakeword 2.5).
+INTERNALS = ("lib", "model", "interpreter", "input_tensor", "output_tensor", "stride", "sliding_window_size",
+             "probability_cutoff", "input_scale", "input_zero_point", "input_dtype", "output_scale",
+             "output_zero_point", "output_dtype")
+
+
+def open_stream(ww, features_factory):
+    """A stream over the loaded model ``ww``: MicroStream when the library has what it leans on, else LibraryStream
+    (``features_factory()`` -> the library's ``MicroWakeWordFeatures``)."""
+    try:
+        import micro_features_cpp  # noqa: F401
+        if all(hasattr(ww, a) for a in INTERNALS):
+            return MicroStream(ww)
+    except ImportError:
+        pass
+    return LibraryStream(ww, features_factory())
+
+
+class LibraryStream:
+    """The library's own streaming path behind MicroStream's ``run``/``reset``/``close`` (the fallback)."""
+
+    def __init__(self, ww, features):
+        self.ww, self.fe = ww, features
+
+    def run(self, data, probs=None):
+        k = -1
+        for k, f in enumerate(self.fe.process_streaming(data)):
+            p = self.ww.process_streaming_prob(f)
+            if probs is not None:
+                probs.append(p if p is not None else 0.0)
+            if p is not None and p > self.ww.probability_cutoff:
+                return k
+        return -1
+
+    def reset(self):
+        self.ww.reset()                     # the library reloads the model file
+        self.fe.reset()
+
+    def close(self):
+        self.ww.close()
 
 
 class MicroStream:

@@ -214,9 +214,9 @@ class MicroDetector(_ModelDetector):
 
     def __init__(self, cfg):
         mod = _require(MICRO)
-        from .microword import MicroStream
+        from .microword import open_stream
         self.ww = mod.MicroWakeWord.from_config(cfg["model"])
-        self.stream = MicroStream(self.ww)
+        self.stream = open_stream(self.ww, mod.MicroWakeWordFeatures)
         self.label = cfg.get("label") or self.ww.wake_word
 
     def _fires(self, data):

@@ -93,3 +93,22 @@ def test_the_windows_running_sum_is_statistics_mean_exactly(monkeypatch):
         codes = [rnd.randrange(256) for _ in range(ms.window)]
         assert sum(ms._num[c] for c in codes) / ms._den_window == statistics.mean(lib[c] for c in codes)
     ms.close()
+
+
+def test_a_library_without_the_internals_it_leans_on_falls_back_to_the_librarys_own_path(monkeypatch):
+    """Another pymicro-wakeword release (an internal MicroStream reads is gone): the detector runs the library's own
+    per-feature path and hears what the library hears, instead of failing at start."""
+    from alabama.speech import microword
+    pcm = speech("alexa")
+    expected = len(library_run("alexa", pcm)[1])
+    monkeypatch.setattr(microword, "INTERNALS", microword.INTERNALS + ("a_field_this_release_lacks",))
+    det = W.open_detector(W.choose("alexa", check=False))
+    assert isinstance(det.stream, microword.LibraryStream)
+    got = [r[0] for i in range(0, len(pcm) - len(pcm) % 640, BATCH)
+           for r in [det.feed_until_hit(pcm[i:i + BATCH])] if r is not None]
+    det.close()
+    assert len(got) == expected >= 2
+    monkeypatch.undo()
+    det = W.open_detector(W.choose("alexa", check=False))
+    assert isinstance(det.stream, microword.MicroStream)
+    det.close()
