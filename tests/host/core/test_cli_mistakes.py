@@ -186,7 +186,7 @@ def test_core_setting_takes_the_value_as_typed_and_the_core_logs_no_traceback(cl
 # ------------------------------------------------------------------------------ more of the same kind
 def test_core_token_for_a_port_that_is_not_tcp_is_one_line_and_mints_nothing(cli, tmp_path):
     d = tmp_path / "d"
-    one_line(cli("core", "token", "--data", str(d), "--port", "99999"), "--port 99999", "1..65535")
+    one_line(cli("core", "token", "--data", str(d), "--port", "99999"), "--port: 99999", "1..65535")
     assert not (d / "registry.sqlite3").exists()
 
 
