@@ -169,8 +169,34 @@ def choose(word=None, phrase=None, threshold=None, min_ms=None, ds=None, check=T
     return cfg
 
 
+#: Models this process has loaded in a child already: (path, size, mtime_ns) -> True. ``alabama core serve``
+#: checks the choice once before its workers start and each server would check it again (a second child, ~1 s).
+_CHECKED = {}
+
+
+def _checked_key(cfg):
+    """What identifies the files a config loads: each path with its size and mtime (None: the child says why)."""
+    try:
+        paths = [cfg["model"]]
+        if cfg.get("engine") == MICRO:
+            paths.append(str(_micro_files(cfg["model"])[2]))     # the .tflite beside the .json
+        return tuple((p, st.st_size, st.st_mtime_ns) for p in paths for st in [os.stat(p)])
+    except (OSError, WakeError):
+        return None
+
+
 def _check_in_child(cfg):
-    """Load the model once in a child process: TensorFlow Lite crashes on a damaged file."""
+    """Load the model once in a child process (TensorFlow Lite crashes on a damaged file); not again in this
+    process while the file is the same (its size and mtime)."""
+    key = _checked_key(cfg)
+    if key is not None and key in _CHECKED:
+        return
+    _load_in_child(cfg)
+    if key is not None:
+        _CHECKED[key] = True
+
+
+def _load_in_child(cfg):
     env = dict(os.environ)
     root = str(pathlib.Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

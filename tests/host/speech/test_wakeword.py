@@ -80,6 +80,30 @@ def test_a_damaged_model_is_one_line_not_a_crash(tmp_path, mangle, says):
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_model_is_loaded_in_a_child_once_per_process_and_again_when_its_file_changes(tmp_path, monkeypatch):
+    """`alabama core serve` checks the wake word before its workers start and the server checks it again: one child
+    load for the same files, not two (~1 s of start each); a changed .tflite is loaded (and judged) afresh."""
+    import os
+    from alabama.core import server
+    loads = []
+    real = W._load_in_child
+    monkeypatch.setattr(W, "_load_in_child", lambda cfg: (loads.append(cfg["model"]), real(cfg))[1])
+    path = _micro_copy(tmp_path, lambda d: d)
+    W.choose(str(path))
+    wake = server._make_wake(None, None, word=str(path))
+    try:
+        assert wake.config["engine"] == W.MICRO and len(loads) == 1
+    finally:
+        wake.pool = None                                                # never started: nothing to stop
+    tfl = tmp_path / "mine.tflite"
+    tfl.write_bytes(tfl.read_bytes()[:len(tfl.read_bytes()) // 3])    # damaged after the first check
+    st = tfl.stat()
+    os.utime(tfl, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    with pytest.raises(W.WakeError, match="is damaged"):
+        W.choose(str(path))
+    assert len(loads) == 2
+
+
 def test_a_missing_model_or_description_is_one_line(tmp_path):
     with pytest.raises(W.WakeError, match="cannot be read"):
         W.choose(str(tmp_path / "none.json"))
