@@ -90,6 +90,23 @@ def test_cli_mistakes_are_one_line(tmp_path):
     assert "no WAV file at" in err
 
 
+def test_a_port_that_listens_but_is_not_a_board_asks_whether_it_is_the_control_port():
+    """A --ctl-port aimed at something that accepts and never answers (another service, a board's Alabama port):
+    one line that names the likely mistake, not only "is it stuck?"."""
+    import socket
+    from alabama.board import simctl
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    try:
+        with pytest.raises(simctl.SimCtlError) as e:
+            simctl.send(srv.getsockname()[1], "press", timeout=0.3)
+    finally:
+        srv.close()
+    msg = str(e.value)
+    assert "\n" not in msg and "control port" in msg and "control on 127.0.0.1:N" in msg and "stuck" in msg
+
+
 def test_a_control_channel_that_refuses_says_what_it_said(tmp_path):
     """An "err ..." reply is the board's own words in one line (a fake channel on loopback)."""
     import socket

@@ -49,8 +49,9 @@ def send(port, line, timeout=TIMEOUT_S):
                 if len(buf) > MAX_REPLY:
                     raise SimCtlError("%s:%d does not talk like a virtual board's control channel" % (HOST, port))
     except socket.timeout:
-        raise SimCtlError("the virtual board on %s:%d did not answer %r within %.0f s: is it stuck? (see its log)"
-                          % (HOST, port, line.split()[0], timeout)) from None
+        raise SimCtlError("%s:%d did not answer %r within %.0f s: is it a virtual board's control port (the one "
+                          "`alabama board sim` prints as \"control on 127.0.0.1:N\")? If it is, the board is stuck "
+                          "(see its log)" % (HOST, port, line.split()[0], timeout)) from None
     except OSError as e:
         raise SimCtlError("the virtual board on %s:%d dropped the command: %s" % (HOST, port, e.strerror or e)) from None
     reply = buf.partition(b"\n")[0].decode("utf-8", "replace")
