@@ -47,7 +47,6 @@ class LibraryStream:
         self.ww, self.fe = ww, features
 
     def run(self, data, probs=None):
-        k = -1
         for k, f in enumerate(self.fe.process_streaming(data)):
             p = self.ww.process_streaming_prob(f)
             if probs is not None:
