@@ -649,3 +649,69 @@ def test_hil_probe_json_that_is_not_text_says_so_not_the_codecs_words(tmp_path, 
     _, line = main_line(capsys, "hil", "--board", "sim", "--probe-json", str(f), "--list")
     assert line == "alabama: error: --probe-json %s is not JSON (not UTF-8 text): give the file `alabama board probe " \
                    "--json` wrote" % f, line
+
+
+# ------------------------------------------------------------------------------ sweep 6: core token --port
+@pytest.fixture
+def listener():
+    """A program that holds a port on this machine (not a core): -> its port."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    yield s.getsockname()[1]
+    s.close()
+
+
+def test_core_token_refuses_a_port_another_program_holds_and_mints_nothing(tmp_path, capsys, listener):
+    status, line = main_line(capsys, "core", "token", "--data", str(tmp_path / "d"), "--host", "127.0.0.1",
+                             "--port", str(listener))
+    assert status == 2 and "port %d on this machine is held by another program" % listener in line, line
+    assert "no core runs for %s" % (tmp_path / "d") in line and "--listen 0.0.0.0:%d" % listener in line, line
+    assert not (tmp_path / "d").exists()                     # nothing made, no token minted
+    # a core elsewhere (another machine's address) is not this machine's business: minted as asked
+    assert alabama_cli.main(["core", "token", "--data", str(tmp_path / "d"), "--host", "192.0.2.7", "--port",
+                             str(listener)]) == 0
+
+
+@pytest.fixture
+def running_core(tmp_path):
+    """The control endpoint of a core for tmp_path/core that listens on port 40404, as CoreServer starts it (its
+    control file written by ControlEndpoint itself), served from a thread: -> the data dir."""
+    import asyncio
+    import threading
+    from alabama.core import registry as reg
+    from alabama.core.control import CONTROL_FILE, ControlEndpoint
+    data = tmp_path / "core"
+    reg.load_or_create_key(data)
+
+    class Server:                                             # what ControlEndpoint reads of a CoreServer
+        host, port = "0.0.0.0", 40404
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def serve():
+        asyncio.set_event_loop(loop)
+        ep = loop.run_until_complete(ControlEndpoint(Server(), data / CONTROL_FILE).start())
+        ready.set()
+        loop.run_forever()
+        ep.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    yield data
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(10)
+    loop.close()
+
+
+def test_core_token_carries_the_running_cores_port_and_refuses_another(running_core, capsys):
+    from alabama.provision import record
+    assert alabama_cli.main(["core", "token", "--data", str(running_core), "--host", "127.0.0.1"]) == 0
+    hexline = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("record "))
+    assert record.decode(bytes.fromhex(hexline.split()[1])).core_port == 40404     # not 7355: where it listens
+    status, line = main_line(capsys, "core", "token", "--data", str(running_core), "--host", "127.0.0.1",
+                             "--port", "7355")
+    assert status == 2 and line == ("alabama: error: the core for %s listens on port 40404, not 7355: a board given "
+                                    "this record would dial the wrong port; pass --port 40404 (or leave --port out)"
+                                    % running_core), line

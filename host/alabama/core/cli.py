@@ -7,6 +7,7 @@ server through its loopback control endpoint (DIR/control.json, mode 0600).
 import asyncio
 import json
 import logging
+import pathlib
 import signal
 import time
 import sys
@@ -70,8 +71,9 @@ def register(sub):
     t.add_argument("--ttl", type=usage.between(int, 1, reg.MAX_TTL_S, "seconds"), default=600,
                    help="seconds the token stays valid (default %(default)s, at most a week)")
     t.add_argument("--host", default=None, help="core address the record carries (default: this machine's LAN address)")
-    t.add_argument("--port", type=usage.tcp_port(), default=CORE_PORT, help="the core's TCP port the record carries "
-                   "(default %(default)s)")
+    t.add_argument("--port", type=usage.tcp_port(), default=None, help="the core's TCP port the record carries "
+                   "(default: the port the running core of --data listens on, else %d); a port another program "
+                   "holds on this machine is refused" % CORE_PORT)
     t.add_argument("--no-key", action="store_true", help="leave the core key out of the record (XX + token path)")
     t.add_argument("--wifi-ssid", default="")
     t.add_argument("--wifi-passphrase", default="")
@@ -243,8 +245,13 @@ def cmd_token(args):
         raise UsageError("--wifi-passphrase needs --wifi-ssid NAME (the network it opens)")
     if record.wpa_problem(args.wifi_passphrase):
         raise UsageError(record.wpa_problem(args.wifi_passphrase))
+    from .reach import record_port
+    host = args.host or lan_address()
+    # the port before the directory is made: a refused record leaves nothing behind
+    where = pathlib.Path(args.data).expanduser() if args.data else datadir.default_data_dir()
+    args.port = record_port(where, host, args.port)
     args.data = datadir.resolve(args.data, create=True)
-    host, key = args.host or lan_address(), None if args.no_key else reg.server_public_key(args.data)
+    key = None if args.no_key else reg.server_public_key(args.data)
     try:            # the record checked with a placeholder of the token's length first: a refused one costs no token
         record.encode(record.build(host, args.port, key, "x" * reg.TOKEN_CHARS, int(time.time()) + args.ttl,
                                    args.wifi_ssid, args.wifi_passphrase))

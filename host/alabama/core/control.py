@@ -36,7 +36,9 @@ class ControlEndpoint:
         port = self._listener.sockets[0].getsockname()[1]
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump({"port": port, "secret": self._secret, "pid": os.getpid()}, f)
+            # "listen": where the core serves satellites (core/reach.py: the port a pairing record may carry)
+            json.dump({"port": port, "secret": self._secret, "pid": os.getpid(),
+                       "listen": [self.server.host, self.server.port]}, f)
         return self
 
     def close(self):
