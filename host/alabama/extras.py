@@ -38,5 +38,10 @@ def need(module, what):
 
 
 def hint(extra):
-    """How to install `extra`: from the package index, or into a checkout's venv."""
-    return "pip install 'alabama-satellite[%s]' (in a checkout: .venv/bin/pip install -e '.[%s]')" % (extra, extra)
+    """The one command that installs `extra` where this alabama runs: into its own interpreter (a venv's, pipx's:
+    a bare `pip` may be another Python's), from the package index, or editable from the checkout it runs from."""
+    import shlex
+    import sys
+    from . import CHECKOUT, REPO
+    what = ("-e %s" % shlex.quote("%s[%s]" % (REPO, extra))) if CHECKOUT else "'alabama-satellite[%s]'" % extra
+    return "%s -m pip install %s" % (shlex.quote(sys.executable), what)

@@ -715,3 +715,20 @@ def test_core_token_carries_the_running_cores_port_and_refuses_another(running_c
     assert status == 2 and line == ("alabama: error: the core for %s listens on port 40404, not 7355: a board given "
                                     "this record would dial the wrong port; pass --port 40404 (or leave --port out)"
                                     % running_core), line
+
+
+# ------------------------------------------------------------------------------ sweep 6: alabama hil
+@pytest.mark.parametrize("after, says", [
+    (("--hil-port", "70000"), "argument --hil-port: 70000 is not a TCP port: give 1..65535 (0: a free one)"),
+    (("--hil-port", "abc"), "argument --hil-port: 'abc' is not a whole number"),
+    (("--hil-long-runs", "0"), "argument --hil-long-runs: 0: give exchanges > 0"),
+    (("--nope",), "unrecognized arguments: --nope"),
+])
+def test_hil_options_after_the_dashes_are_checked_as_the_cli_checks_them_in_one_line(tmp_path, after, says):
+    """The plugin's numbers go through alabama.usage's types like every CLI number; pytest's refusal of an option
+    after -- (its usage block: four lines, exit 4) is one line, status 2, before any board comes up."""
+    r = run("hil", "--board", "sim", "--report", str(tmp_path / "rep"), "--", *after, cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout)
+    line = one_line(r, "pytest refused the options after --: ", says)
+    assert line.endswith("(`alabama hil --help` lists the bench's own; `pytest --help`, pytest's)"), line
+    assert not (tmp_path / "rep").exists()

@@ -2,6 +2,7 @@
 (pyproject.toml: [speech], [hil], [dev]); no traceback, a non-zero exit."""
 import importlib.util
 import pathlib
+import sys
 import tomllib
 
 import pytest
@@ -23,15 +24,31 @@ def test_codegen_without_grpcio_tools_names_the_dev_extra(missing, capsys):
     rc = cli.main(["codegen", "--check"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and err == [
-        "alabama: error: alabama codegen (protoc) needs the optional dependency grpc_tools: pip install "
-        "'alabama-satellite[dev]' (in a checkout: .venv/bin/pip install -e '.[dev]')"]
+        "alabama: error: alabama codegen (protoc) needs the optional dependency grpc_tools: %s -m pip install -e "
+        "'%s[dev]'" % (sys.executable, alabama.REPO)]
 
 
-def test_hil_without_pytest_names_the_hil_extra(missing, capsys):
-    missing.update({"pytest", "pytest_timeout"})
-    rc = cli.main(["hil", "--board", "sim", "--list"])
+def test_the_install_line_is_one_command_for_this_interpreter_whichever_way_alabama_is_installed(monkeypatch):
+    """Not two alternatives to choose from, and not a bare `pip` (another Python's, outside the venv or pipx)."""
+    monkeypatch.setattr(alabama, "CHECKOUT", False)
+    assert extras.hint("hil") == "%s -m pip install 'alabama-satellite[hil]'" % sys.executable
+    monkeypatch.setattr(alabama, "CHECKOUT", True)
+    monkeypatch.setattr(alabama, "REPO", pathlib.Path("/home/me/my checkout"))
+    assert extras.hint("dev") == "%s -m pip install -e '/home/me/my checkout[dev]'" % sys.executable
+
+
+@pytest.mark.parametrize("gone, argv, says", [
+    ({"pytest", "pytest_timeout"}, ["--board", "sim", "--list"], "alabama hil needs pytest and pytest-timeout, "
+                                                                  "not installed: "),
+    ({"pytest_timeout"}, ["--board", "sim"], "alabama hil needs pytest-timeout, not installed: "),
+    ({"xdist"}, ["--board", "sim", "--board", "sim"], "alabama hil with several boards (a pytest-xdist worker each) "
+                                                     "needs pytest-xdist, not installed: "),
+])
+def test_hil_without_pytest_says_exactly_what_to_install_in_one_line(missing, capsys, gone, argv, says):
+    missing.update(gone)
+    rc = cli.main(["hil"] + argv)
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc != 0 and len(err) == 1 and "pip install 'alabama-satellite[hil]'" in err[0], err
+    assert rc != 0 and err == ["alabama: error: " + says + extras.hint("hil")], err
 
 
 def test_a_wyoming_engine_without_wyoming_names_the_speech_extra(missing, capsys):

@@ -214,12 +214,15 @@ def test_flash_dry_run_codegen_check_and_version_from_any_directory(installed):
         "esptool --chip esp32s3 --port /dev/null erase-flash"]
     assert str(cache / "ESP32_GENERIC_S3-SPIRAM_OCT-20251209-v1.27.0.bin") in r.stdout
     r = _alabama(installed, "codegen", "--check")          # codegen is [dev]: one line naming it
+    # the installed tool's own interpreter (its script's #! line): one exact command, not a bare `pip`
+    py = (installed[0] / "bin" / "alabama").read_text().splitlines()[0][2:].strip()
     assert r.returncode == 1 and r.stderr.strip() == (
-        "alabama: error: alabama codegen (protoc) needs the optional dependency grpc_tools: pip install "
-        "'alabama-satellite[dev]' (in a checkout: .venv/bin/pip install -e '.[dev]')")
+        "alabama: error: alabama codegen (protoc) needs the optional dependency grpc_tools: %s -m pip install "
+        "'alabama-satellite[dev]'" % py)
     r = _alabama(installed, "hil", "--board", "sim", "--list")
-    assert r.returncode == 1 and "pip install 'alabama-satellite[hil]'" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "alabama: error: alabama hil needs pytest and pytest-timeout, not installed: %s -m pip install "
+        "'alabama-satellite[hil]'" % py)
 
 
 def test_the_core_serves_with_the_runtime_only(installed):

@@ -9,7 +9,8 @@ import time
 import pathlib
 import sys
 
-from ..errors import AlabamaError, UsageError
+from ..errors import UsageError
+from ..extras import MissingExtra, hint
 from .. import usage
 
 SCENARIOS = pathlib.Path(__file__).resolve().parent / "scenarios"
@@ -208,8 +209,9 @@ class _Collected:
 
 
 def check_pattern(args, argv):
-    """-k PATTERN that selects no scenario (pytest would deselect them all and exit 5) or is no -k expression:
-    one line naming it and the nearest scenario names, before any board is touched (a quiet collection)."""
+    """-k PATTERN that selects no scenario (pytest would deselect them all and exit 5) or is no -k expression, or
+    an option after -- that pytest or the plugin refuses (its usage block, four lines): one line naming it (and the
+    nearest scenario names), before any board is touched (a quiet collection)."""
     import contextlib
     import difflib
     import io
@@ -217,10 +219,16 @@ def check_pattern(args, argv):
     got, said = _Collected(), io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
         code = pytest.main(list(argv) + ["--collect-only", "-q"], plugins=[got])
-    errors = [ln[len("ERROR: "):] for ln in said.getvalue().splitlines() if ln.startswith("ERROR: ")]
+    lines = said.getvalue().splitlines()
+    errors = [ln[len("ERROR: "):] for ln in lines if ln.startswith("ERROR: ")]
     if code == pytest.ExitCode.USAGE_ERROR and errors:
+        # argparse's (an option after -- that pytest or the plugin refuses): its "PROG: error: WHAT" line
+        refused = [ln.split(": error: ", 1)[1] for ln in lines if ": error: " in ln]
+        if refused or not args.pattern:
+            raise UsageError("pytest refused the options after --: %s (`alabama hil --help` lists the bench's own; "
+                             "`pytest --help`, pytest's)" % (refused or errors)[0])
         raise UsageError("-k %r: %s (pytest's -k syntax: words joined by and, or, not)" % (args.pattern, errors[0]))
-    if got.selected or not got.all:
+    if not args.pattern or got.selected or not got.all:
         return
     files = sorted({n.split("::")[0][len("test_"):-len(".py")] for n in got.all})
     words = files + [n.split("::")[-1] for n in got.all]
@@ -236,13 +244,11 @@ def cmd_hil(args):
     fleet_run = len(args.board) > 1 and not args.list
     missing = missing_runners(fleet_run)
     if missing:                        # before any probe: a fleet without xdist would probe every board for nothing
-        raise AlabamaError("alabama hil runs its scenarios with %s, and %s %s not installed: pip install "
-                           "'alabama-satellite[hil]' (in a checkout: .venv/bin/pip install -e '.[hil]')"
-                           % ("pytest, pytest-timeout and pytest-xdist (a worker per board)" if fleet_run else
-                              "pytest and pytest-timeout", " and ".join(missing),
-                              "is" if len(missing) == 1 else "are"))
+        raise MissingExtra("alabama hil%s needs %s, not installed: %s" % (
+            " with several boards (a pytest-xdist worker each)" if fleet_run else "", " and ".join(missing),
+            hint("hil")))
     check_boards(args)
-    if args.pattern:
+    if args.pattern or args.pytest_args:
         check_pattern(args, pytest_argv(args))
     if args.probe and not args.list:
         probe_boards(args)

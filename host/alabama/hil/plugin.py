@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from alabama import REPO
+from alabama import REPO, usage
 
 from . import report as report_mod
 from .report import board_label
@@ -51,14 +51,14 @@ def pytest_addoption(parser):
                 help="firmware tree the virtual board runs (default: the repository's firmware/)")
     g.addoption("--hil-bind", default=None, metavar="ADDR",
                 help="address the core listens on for a real board (a LAN address; default 127.0.0.1)")
-    g.addoption("--hil-port", default=0, type=int, metavar="N", help="TCP port the board connects to (0: any)")
+    g.addoption("--hil-port", default=0, type=usage.tcp_port(zero_ok=True), metavar="N", help="TCP port the board connects to (0: any)")
     g.addoption("--hil-loopback", action="store_true",
                 help="a real board's speaker is acoustically looped back into its microphone (docs/hil.md)")
     g.addoption("--hil-speaker-out", default=None, action="append", metavar="DEVICE",
                 help="real board: the host's audio output (ALSA device, e.g. hw:1,0 or default) whose loudspeaker "
                      "the board's microphone hears; scenarios that feed the mic a known utterance need it")
     g.addoption("--hil-no-deploy", action="store_true", help="real board: skip `alabama deploy` at the start")
-    g.addoption("--hil-long-runs", default=10, type=int, metavar="N",
+    g.addoption("--hil-long-runs", default=10, type=usage.positive(int, "exchanges"), metavar="N",
                 help="back-to-back exchanges in the long-run scenario")
     g.addoption("--hil-phase", default="all", choices=("all", "boards", "fleet"),
                 help="all: one board, every scenario (cross-board ones skip); boards: a fleet's per-board suite "
