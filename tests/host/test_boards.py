@@ -237,9 +237,9 @@ def test_cli_board_validate_list_and_show(tmp_path, capsys):
     assert 'heap: "lots" is not a micropython -X heapsize value' in capsys.readouterr().out
 
 
-def test_cli_board_without_action_lists_and_the_old_boards_command_names_the_new_one(capsys):
-    assert main(["board"]) == 0
-    assert "devkitc1-inmp441" in capsys.readouterr().out
+def test_cli_board_without_action_names_its_commands_and_the_old_boards_command_names_the_new_one(capsys):
+    assert main(["board"]) == 2                   # as every group: tests/host/test_cli_wrong_inputs.py
+    assert capsys.readouterr().err.startswith("alabama: error: alabama board needs a command: list, show, validate")
     assert main(["boards", "show", "sim"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["alabama: error: `alabama boards` is now `alabama board`: run `alabama board show sim`"]

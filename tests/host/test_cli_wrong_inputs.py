@@ -154,6 +154,7 @@ def test_a_typod_command_is_one_line_with_the_nearest_name(capsys, argv, says):
     (("conformance",), ("core", "satellite", "codec-echo")),
     (("wake",), ("compile", "freeze")),
     (("provision",), ("qr", "sound", "serial")),
+    (("board",), ("list", "show", "validate", "sim", "probe", "press", "release", "mic")),     # as every group
     (("-v",), ("codegen", "wake")),
 ])
 def test_a_group_without_its_command_is_one_line_naming_them_not_its_whole_help(capsys, argv, names):

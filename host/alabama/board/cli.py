@@ -58,7 +58,9 @@ def register(sub):
     probe.register(bsub)
     from . import simctl              # `alabama board press|release|long|mic`: a running virtual board's controls
     simctl.register(bsub)
-    b.set_defaults(func=cmd_list)
+    # Bare `alabama board` says its commands in one line, status 2, as every other group does (alabama.usage.Parser):
+    # its commands are unlike one another (files, the virtual board, a probe), so no one of them is the obvious
+    # default, and a group that sometimes runs something and sometimes refuses teaches nothing.
 
     # The old spelling: not listed in --help, one line naming the new command.
     gone = sub.add_parser("boards", add_help=False)
