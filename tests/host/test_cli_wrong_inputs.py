@@ -733,3 +733,33 @@ def test_hil_options_after_the_dashes_are_checked_as_the_cli_checks_them_in_one_
     line = one_line(r, "pytest refused the options after --: ", says)
     assert line.endswith("(`alabama hil --help` lists the bench's own; `pytest --help`, pytest's)"), line
     assert not (tmp_path / "rep").exists()
+
+
+# ------------------------------------------------------------------------------ sweep 6: Wi-Fi as typed
+LATIN1_SSID = b"caf\xe9".decode(sys.getfilesystemencoding(), "surrogateescape")     # argv's bytes, not UTF-8
+
+
+@pytest.mark.parametrize("wifi, says", [
+    (["--wifi-ssid", LATIN1_SSID, "--wifi-passphrase", "long enough"],
+     "the record carries the Wi-Fi name as UTF-8 text, and this one has the byte 0xe9 (not UTF-8 text) at "
+     "position 4: type it in a UTF-8 terminal"),
+    (["--wifi-ssid", "s" * 33, "--wifi-passphrase", "long enough"],
+     "a Wi-Fi name (--wifi-ssid) is 1..32 bytes, this one is 33: check it and pass it again"),
+    (["--wifi-ssid", "Home", "--wifi-passphrase", "pass\u00e9word"],
+     "a WPA2 passphrase is printable ASCII (letters, digits, punctuation, spaces), this one has '\u00e9' at "
+     "position 5"),
+    (["--wifi-ssid", "Home", "--wifi-passphrase", b"pass\xe9word".decode("utf-8", "surrogateescape")],
+     "this one has the byte 0xe9 (not UTF-8 text) at position 5"),
+    (["--wifi-ssid", "Home", "--wifi-passphrase", "x" * 64], "8..63 printable ASCII characters (or 64 hex digits), "
+                                                              "this one is 64 characters"),
+])
+@pytest.mark.parametrize("command", [["core", "token"], ["provision", "qr", "--no-terminal"]])
+def test_wifi_a_board_cannot_join_is_one_line_naming_what_is_wrong_and_mints_nothing(tmp_path, capsys, command,
+                                                                                       wifi, says):
+    from alabama.core import registry as reg
+    data = tmp_path / "d"
+    if command[0] == "provision":                # provision reads an existing core's state
+        reg.load_or_create_key(data)
+    status, line = main_line(capsys, *command, "--data", str(data), "--host", "10.0.0.2", *wifi)
+    assert status == 2 and says in line and "Traceback" not in line, line
+    assert not (data / "registry.sqlite3").exists()          # no token minted

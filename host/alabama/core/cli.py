@@ -243,8 +243,10 @@ def cmd_token(args):
     from ..provision import record
     if args.wifi_passphrase and not args.wifi_ssid:
         raise UsageError("--wifi-passphrase needs --wifi-ssid NAME (the network it opens)")
-    if record.wpa_problem(args.wifi_passphrase):
-        raise UsageError(record.wpa_problem(args.wifi_passphrase))
+    problem = (record.ssid_problem(args.wifi_ssid) if args.wifi_ssid else None) or record.wpa_problem(
+        args.wifi_passphrase)
+    if problem:
+        raise UsageError(problem)
     from .reach import record_port
     host = args.host or lan_address()
     # the port before the directory is made: a refused record leaves nothing behind

@@ -153,8 +153,8 @@ def _wifi(args, rec, ask):
     ssid = getattr(args, "wifi_ssid", None)
     passphrase = getattr(args, "wifi_passphrase", None)
     if ssid is not None:
-        if not 1 <= len(ssid.encode()) <= record.BOUNDS["wifi_ssid"]:
-            raise UsageError("--wifi-ssid is 1..%d bytes, got %d" % (record.BOUNDS["wifi_ssid"], len(ssid.encode())))
+        if record.ssid_problem(ssid):
+            raise UsageError(record.ssid_problem(ssid))
         rec.wifi_ssid = ssid
         if passphrase is None:
             passphrase = (ask or _ask_passphrase)("Wi-Fi passphrase for %s (not shown; empty for an open "

@@ -59,9 +59,34 @@ def wpa_problem(passphrase):
     """What a board's Wi-Fi would refuse in PASSPHRASE, as one line (None: fine; empty: an open network)."""
     n = len(passphrase)
     hex64 = n == 64 and all(c in "0123456789abcdefABCDEF" for c in passphrase)
-    if n and not hex64 and not (WPA_MIN <= n <= WPA_MAX and all(" " <= c <= "~" for c in passphrase)):
+    odd = next((i for i, c in enumerate(passphrase) if not " " <= c <= "~"), None)
+    if n and not hex64 and odd is not None:
+        return ("a WPA2 passphrase is printable ASCII (letters, digits, punctuation, spaces), this one has %s at "
+                "position %d: check it and pass it again" % (_shown_char(passphrase[odd]), odd + 1))
+    if n and not hex64 and not WPA_MIN <= n <= WPA_MAX:
         return ("a WPA2 passphrase is %d..%d printable ASCII characters (or 64 hex digits), this one is %d "
                 "characters: check it and pass it again" % (WPA_MIN, WPA_MAX, n))
+    return None
+
+
+def _shown_char(c):
+    """A character as a line may show it: a byte the terminal's locale could not decode (argv's surrogate) as
+    that byte, a control character as its escape, anything else quoted."""
+    if "\udc80" <= c <= "\udcff":
+        return "the byte 0x%02x (not UTF-8 text)" % (ord(c) - 0xDC00)
+    return repr(c) if c.isprintable() else "a control character %r" % c
+
+
+def ssid_problem(ssid):
+    """What the record cannot carry in a Wi-Fi network name SSID as typed, as one line (None: fine)."""
+    try:
+        n = len(ssid.encode())
+    except UnicodeEncodeError as e:          # bytes of argv the locale could not decode: the record holds UTF-8
+        return ("the record carries the Wi-Fi name as UTF-8 text, and this one has %s at position %d: type it in a "
+                "UTF-8 terminal (e.g. LANG=C.UTF-8)" % (_shown_char(ssid[e.start]), e.start + 1))
+    if not 1 <= n <= BOUNDS["wifi_ssid"]:
+        return "a Wi-Fi name (--wifi-ssid) is 1..%d bytes, this one is %d: check it and pass it again" % (
+            BOUNDS["wifi_ssid"], n)
     return None
 
 
