@@ -763,3 +763,19 @@ def test_wifi_a_board_cannot_join_is_one_line_naming_what_is_wrong_and_mints_not
     status, line = main_line(capsys, *command, "--data", str(data), "--host", "10.0.0.2", *wifi)
     assert status == 2 and says in line and "Traceback" not in line, line
     assert not (data / "registry.sqlite3").exists()          # no token minted
+
+
+# ------------------------------------------------------------------------------ sweep 6: flash
+@pytest.mark.parametrize("kind", ["a directory", "a regular file"])
+def test_flash_to_a_port_that_is_a_directory_or_a_file_is_one_line_before_any_download(tmp_path, capsys,
+                                                                                      monkeypatch, kind):
+    from alabama.board import flash
+
+    def no_download(*a, **k):
+        raise AssertionError("an image was fetched for a port that is no serial port")
+    monkeypatch.setattr(flash, "resolve_image", no_download)
+    port = tmp_path / "port"
+    port.mkdir() if kind == "a directory" else port.write_text("notes")
+    status, line = main_line(capsys, "flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", str(port))
+    assert line.startswith("alabama: error: %s is %s, not a serial port: pass the board's port with --port" % (
+        port, kind)), line

@@ -92,6 +92,17 @@ def test_corrupted_cached_image_is_refused_by_sha256(cache, monkeypatch):
     assert "does not match the pinned %s..." % img.sha256[:16] in msg
 
 
+def test_a_cached_download_that_is_no_image_says_to_delete_it_not_to_pass_another_file(cache):
+    """First use (no pin, no lock entry): the cached file the user never named is damaged (sweep 6)."""
+    path = cache / images.image_for("ESP32_GENERIC_S3-SPIRAM_OCT").file
+    path.write_text("junk")
+    with pytest.raises(flash.FlashError) as e:
+        flash.flash(boards.load("xiao-esp32s3-sense-inmp441"), port="/dev/null",
+                    runner=lambda a: pytest.fail("flashed"))
+    assert str(e.value) == ("%s is not an ESP32 firmware image (first byte is not 0xE9): it is the cached download: "
+                            "delete it and run again (the image is downloaded anew)" % path)
+
+
 def test_a_pinned_file_name_given_with_firmware_is_checked_too(tmp_path, monkeypatch):
     img = _pin(monkeypatch, "ESP32_GENERIC_S3", b"\xe9good image")
     fw = _fake_image(tmp_path / img.file, b"\xe9other bytes")

@@ -21,7 +21,7 @@ import urllib.request
 
 from ..errors import AlabamaError, UsageError
 from . import imagelock, images
-from .mpremote import detect_port
+from .mpremote import detect_port, not_a_port
 
 ESP_IMAGE_MAGIC = 0xE9      # first byte of every ESP application/bootloader image
 BAUD = 460800               # the rate MicroPython's esp32 deploy instructions use
@@ -62,9 +62,13 @@ def check_sha256(text):
     return hexd
 
 
-def check_image(path, pinned=None, sha256=None, source="the pinned"):
-    """Refuse a file that is not an ESP image, or whose sha256 differs from the pin (an images.Image, or the hex
-    `sha256` with `source` saying where it came from)."""
+#: What to do about a --firmware file that is no ESP image.
+NOT_AN_IMAGE_FIX = "pass the .bin from micropython.org/download/ESP32_GENERIC_S3/"
+
+
+def check_image(path, pinned=None, sha256=None, source="the pinned", fix=NOT_AN_IMAGE_FIX):
+    """Refuse a file that is not an ESP image (FIX says what to do), or whose sha256 differs from the pin (an
+    images.Image, or the hex `sha256` with `source` saying where it came from)."""
     path = pathlib.Path(path)
     try:
         with open(path, "rb") as f:
@@ -74,8 +78,7 @@ def check_image(path, pinned=None, sha256=None, source="the pinned"):
     except OSError as e:
         raise FlashError("cannot read firmware %s (%s)" % (path, e.strerror or e)) from None
     if not head or head[0] != ESP_IMAGE_MAGIC:
-        raise FlashError("%s is not an ESP32 firmware image (first byte is not 0xE9): pass the .bin from "
-                         "micropython.org/download/ESP32_GENERIC_S3/" % path)
+        raise FlashError("%s is not an ESP32 firmware image (first byte is not 0xE9): %s" % (path, fix))
     want = sha256 or (pinned.sha256 if pinned is not None else None)
     if want is not None:
         got = sha256_of(path)
@@ -183,8 +186,9 @@ def resolve_image(board, firmware=None, cache=None, opener=None, out=print, down
     cache = pathlib.Path(cache or cache_dir())
     path = cache / img.file
     want, source, recorded = _want(img, image_sha256, cache)
-    if path.exists():
-        check_image(path, sha256=want, source=source or "")
+    if path.exists():               # our own download, damaged since (a cut copy, a disk error, a hand edit)
+        check_image(path, sha256=want, source=source or "",
+                    fix="it is the cached download: delete it and run again (the image is downloaded anew)")
         if want is None or (image_sha256 and not img.sha256 and (recorded or {}).get("sha256") != want):
             _record(img, path, sha256_of(path), path.stat().st_size, str(path), cache, out)
         return path
@@ -323,8 +327,12 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
         image_sha256 = check_sha256(image_sha256)
     if port is None:
         port = detect_port(list_ports)
-    elif not dry_run and not str(port).upper().startswith("COM") and not os.path.exists(port):
-        raise FlashError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
+    elif not dry_run and not str(port).upper().startswith("COM"):
+        if not os.path.exists(port):
+            raise FlashError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
+        why = not_a_port(port)           # a directory or a file: said before a download, as deploy says it
+        if why:
+            raise FlashError(why)
     mod = _deploy_module() if deploy else None
     if mod is not None and not firmware and not release and not allow_mpy and not mod.mpy_set_fits(board):
         raise FlashError(mod.refuse_mpy(board))          # before any download, before esptool erases anything
