@@ -779,3 +779,44 @@ def test_flash_to_a_port_that_is_a_directory_or_a_file_is_one_line_before_any_do
     status, line = main_line(capsys, "flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", str(port))
     assert line.startswith("alabama: error: %s is %s, not a serial port: pass the board's port with --port" % (
         port, kind)), line
+
+
+# ------------------------------------------------------------------------------ sweep 6: board names as typed
+@pytest.mark.parametrize("typed, near", [("simm", "sim"), ("xiao", "xiao-esp32s3-sense-inmp441"),
+                                         ("box3", "esp32-s3-box-3"), ("xiao-esp32s3-sense-inmp44",
+                                                                      "xiao-esp32s3-sense-inmp441")])
+@pytest.mark.parametrize("command", [("board", "show", "{b}"), ("flash", "--board", "{b}", "--port", "/dev/null"),
+                                     ("deploy", "--board", "{b}", "--port", "/dev/null", "--dry-run")])
+def test_a_typod_board_id_names_the_nearest_board(capsys, command, typed, near):
+    _, line = main_line(capsys, *[a.replace("{b}", typed) for a in command])
+    assert line.startswith("alabama: error: no board %r (did you mean '%s'?): pick one of " % (typed, near)), line
+
+
+def test_a_board_id_nothing_is_near_names_none(capsys):
+    _, line = main_line(capsys, "board", "show", "zzz")
+    assert "did you mean" not in line and line.startswith("alabama: error: no board 'zzz': pick one of "), line
+
+
+def test_board_validate_takes_a_board_id_as_show_does(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert alabama_cli.main(["board", "validate", "sim", "esp32-s3-box-3"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["ok boards/sim.json", "ok boards/esp32-s3-box-3.json"]
+    (tmp_path / "sim").write_text("not a board")           # a file of that name here is the file the user means
+    assert alabama_cli.main(["board", "validate", "sim"]) == 1
+    assert capsys.readouterr().out.startswith("sim: line 1: not valid JSON")
+
+
+def test_a_board_path_that_is_a_directory_says_so(tmp_path, capsys):
+    _, line = main_line(capsys, "board", "show", str(tmp_path))
+    assert line.startswith("alabama: error: %s is a directory, not a board file: give a board .json file, or a "
+                           "board id: " % tmp_path), line
+
+
+def test_a_board_file_with_many_problems_names_the_command_that_lists_them_for_that_file(tmp_path, capsys,
+                                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "partial.json").write_text('{"id": "partial"}')
+    _, line = main_line(capsys, "board", "show", "partial.json")
+    assert line.endswith(" more: run `alabama board validate partial.json`)"), line
+    assert alabama_cli.main(["board", "validate", "partial.json"]) == 1           # which does list them all
+    assert len(capsys.readouterr().out.splitlines()) == int(line.rsplit("(and ", 1)[1].split()[0]) + 1

@@ -520,27 +520,54 @@ def board_paths(directory=None):
     return sorted(d.glob("*.json"))
 
 
-def load_path(path):
+def load_path(path, typed=None):
+    """The board in the file PATH; TYPED: the path as the user gave it (the command the line names takes it)."""
     data = read(path)
     problems = check(data, path)
     if problems:
-        more = " (and %d more: run `alabama board validate`)" % (len(problems) - 1) if len(problems) > 1 else ""
+        more = " (and %d more: run `alabama board validate %s`)" % (len(problems) - 1, typed or shown(path)) \
+            if len(problems) > 1 else ""
         raise BoardError(problems[0] + more)
     return Board(data, path)
+
+
+def id_path(name, directory=None):
+    """boards/NAME.json when NAME is the id of a board file there (not a path, not a file of that name here), else
+    None: what `alabama board validate sim` means."""
+    p = pathlib.Path(name)
+    if p.suffix == ".json" or len(p.parts) > 1 or p.exists():
+        return None
+    path = (pathlib.Path(directory) if directory else BOARDS_DIR) / (name + ".json")
+    return path if path.is_file() else None
+
+
+def _nearest(name, known):
+    import difflib
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if not near:       # a part ("xiao", "box3", "korvo") names the one board it is part of, hyphens aside
+        def bare(t):
+            return re.sub(r"[^0-9a-z]", "", t.lower())
+        near = [k for k in known if bare(name) and bare(name) in bare(k)]
+    return " (did you mean '%s'?)" % near[0] if len(near) == 1 else ""
 
 
 def load(name, directory=None):
     """The board called `name` (its id, i.e. boards/<name>.json) or a path to a board file."""
     p = pathlib.Path(name)
     if (p.suffix == ".json" or len(p.parts) > 1) and p.is_file():     # a path: read as a board file, whatever it holds
-        return load_path(p)
+        return load_path(p, name)
     path = (pathlib.Path(directory) if directory else BOARDS_DIR) / (name + ".json")
     if not path.exists():
-        known = ", ".join(q.stem for q in board_paths(directory)) or "none"
+        ids = [q.stem for q in board_paths(directory)]
+        known = ", ".join(ids) or "none"
+        if p.is_dir():
+            raise BoardError("%s is a directory, not a board file: give a board .json file, or a board id: %s"
+                             % (name, known))
         if p.suffix == ".json" or len(p.parts) > 1:
             raise BoardError("no board file %s: check the path, or give a board id: %s" % (name, known))
-        raise BoardError("no board %r: pick one of %s (or pass a path to a board .json)" % (name, known))
-    return load_path(path)
+        raise BoardError("no board %r%s: pick one of %s (or pass a path to a board .json)"
+                         % (name, _nearest(name, ids), known))
+    return load_path(path, name)
 
 
 def load_all(directory=None):

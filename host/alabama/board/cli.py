@@ -50,7 +50,7 @@ def register(sub):
     bs.add_argument("name", metavar="NAME")
     bs.set_defaults(func=cmd_show)
     bv = bsub.add_parser("validate", help="check board files (all of boards/ by default)")
-    bv.add_argument("files", nargs="*", metavar="FILE")
+    bv.add_argument("files", nargs="*", metavar="FILE", help="a board file, or a board id (its boards/ file)")
     bv.set_defaults(func=cmd_validate)
     from . import sim                 # `alabama board sim`: the virtual board (alabama.board.sim registers it)
     sim.register(bsub)
@@ -121,7 +121,9 @@ def _first_use(file):
 
 def cmd_validate(args):
     # each file as the user named it; boards/ itself as boards/NAME.json (never where the package is installed)
-    paths = [(p, p) for p in args.files] if args.files else [(p, "boards/" + p.name) for p in boards.board_paths()]
+    # a board id (`validate sim`) is its boards/ file, as show and --board take it
+    paths = [(boards.id_path(p), "boards/%s.json" % p) if boards.id_path(p) else (p, p) for p in args.files] \
+        if args.files else [(p, "boards/" + p.name) for p in boards.board_paths()]
     bad = 0
     for p, label in paths:
         try:
