@@ -820,3 +820,14 @@ def test_a_board_file_with_many_problems_names_the_command_that_lists_them_for_t
     assert line.endswith(" more: run `alabama board validate partial.json`)"), line
     assert alabama_cli.main(["board", "validate", "partial.json"]) == 1           # which does list them all
     assert len(capsys.readouterr().out.splitlines()) == int(line.rsplit("(and ", 1)[1].split()[0]) + 1
+
+
+# ------------------------------------------------------------------------------ sweep 6: the core's key
+@pytest.mark.parametrize("command", [("core", "key"), ("core", "token", "--host", "192.0.2.7")])
+def test_a_core_key_that_is_a_directory_is_not_told_to_chmod(tmp_path, capsys, command):
+    (tmp_path / "d" / "core.key").mkdir(parents=True, mode=0o755)
+    status, line = main_line(capsys, *command, "--data", str(tmp_path / "d"))
+    assert "chmod" not in line and line == ("alabama: error: %s is a directory, not the core's key file: move it "
+                                            "away (the core then makes a new key: every paired satellite must "
+                                            "re-pair) or give --data the core's state directory"
+                                            % (tmp_path / "d" / "core.key")), line

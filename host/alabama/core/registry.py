@@ -7,6 +7,7 @@ It never decides admission (``admission.py`` does) and never touches the network
 """
 import hashlib
 import os
+import stat
 import pathlib
 import secrets
 import sqlite3
@@ -70,7 +71,12 @@ def _load_or_create_key(path):
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        mode = path.stat().st_mode & 0o777
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):       # its mode bits say nothing of a key: chmod is not the fix
+            raise CoreError("%s is %s, not the core's key file: move it away (the core then makes a new key: every "
+                            "paired satellite must re-pair) or give --data the core's state directory"
+                            % (path, "a directory" if stat.S_ISDIR(st.st_mode) else "no regular file"), "BAD_KEY")
+        mode = st.st_mode & 0o777
         if mode & 0o077:
             raise CoreError("%s is readable by others (mode %o): run `chmod 600 %s`" % (path, mode, path), "KEY_MODE")
         try:
