@@ -831,3 +831,50 @@ def test_a_core_key_that_is_a_directory_is_not_told_to_chmod(tmp_path, capsys, c
                                             "away (the core then makes a new key: every paired satellite must "
                                             "re-pair) or give --data the core's state directory"
                                             % (tmp_path / "d" / "core.key")), line
+
+
+# ------------------------------------------------------------------------------ sweep 6: provision's outputs and port
+def test_provision_sound_refused_leaves_a_file_already_at_wav_as_it_was(tmp_path, capsys):
+    mine = tmp_path / "mine.wav"
+    mine.write_text("my recording")
+    _, line = main_line(capsys, "provision", "sound", "--record", "00", "--wav", str(mine))
+    assert line == "alabama: error: --record: a provisioning record is 5..320 bytes, got 1: give the hex " \
+                   "`alabama core token` prints after 'record '", line
+    from alabama.provision import record
+    good = record.encode(record.build("10.0.0.2", 7355)).hex()
+    _, line = main_line(capsys, "provision", "sound", "--record", good, "--wav", str(mine), "--wifi-ssid", "Home",
+                        "--wifi-passphrase", "short")
+    assert "WPA2 passphrase" in line
+    assert mine.read_text() == "my recording"                # it was truncated, then deleted
+
+
+@pytest.mark.parametrize("carrier, option", [("qr", "--png"), ("sound", "--wav")])
+@pytest.mark.parametrize("where, says", [("{t}/notes.txt/out", "{t}/notes.txt is not a folder"),
+                                         ("{t}/no/out", "no folder {t}/no"),
+                                         ("/proc/alabama-out", "No such file or directory")])  # root passes os.access
+def test_provision_output_that_cannot_be_written_is_one_line_before_a_token(tmp_path, capsys, carrier, option,
+                                                                             where, says):
+    pytest.importorskip("ggwave") if carrier == "sound" else None
+    from alabama.core import registry as reg
+    reg.load_or_create_key(tmp_path / "core")
+    (tmp_path / "notes.txt").write_text("mine")
+    out = where.replace("{t}", str(tmp_path))
+    _, line = main_line(capsys, "provision", carrier, "--data", str(tmp_path / "core"), "--host", "10.0.0.2",
+                        option, out + (".png" if carrier == "qr" else ".wav"), "--no-key")
+    assert "cannot write %s" % out in line and says.replace("{t}", str(tmp_path)) in line, line
+    assert line.endswith(": give %s a file in a folder you can write" % option), line
+    assert not (tmp_path / "core" / "registry.sqlite3").exists()          # no token minted
+
+
+@pytest.mark.parametrize("argv, option", [(("qr", "--no-terminal", "--port", "{p}"), "--port"),
+                                          (("sound", "--wav", "{t}/p.wav", "--port", "{p}"), "--port"),
+                                          (("serial", "--port", "/dev/null", "--core-port", "{p}"), "--core-port")])
+def test_provision_refuses_a_core_port_another_program_holds(tmp_path, capsys, listener, argv, option):
+    from alabama.core import registry as reg
+    reg.load_or_create_key(tmp_path / "core")
+    argv = [a.replace("{p}", str(listener)).replace("{t}", str(tmp_path)) for a in argv]
+    _, line = main_line(capsys, "provision", argv[0], "--data", str(tmp_path / "core"), "--host", "127.0.0.1",
+                        *argv[1:])
+    assert "port %d on this machine is held by another program" % listener in line, line
+    assert line.endswith("or pick a free port with %s N" % option), line
+    assert not (tmp_path / "core" / "registry.sqlite3").exists() and not (tmp_path / "p.wav").exists()

@@ -4,7 +4,6 @@ Responsible for the command line: where the record comes from (a pairing token m
 state directory, or a record given in hex, e.g. from `alabama core token`), field overrides, and which
 carrier moves it. The carriers are ``qr``, ``sound`` and ``serial``; the record codec is ``record``.
 """
-import os
 import sys
 import time
 
@@ -71,7 +70,9 @@ def _record_options(p, port_flag):
                    help="the core's address (with --data default: this machine's LAN address)")
     ports = ("--port", "--core-port") if port_flag else ("--core-port",)
     g.add_argument(*ports, dest="core_port", type=usage.tcp_port(), metavar="P",
-                   help="the core's TCP port (with --data default %d)" % CORE_PORT)
+                   help="the core's TCP port (with --data default: the port its running core listens on, else %d)"
+                   % CORE_PORT)
+    p.set_defaults(core_port_option=ports[0])        # the flag a line about the port names
     g.add_argument("--wifi-ssid", metavar="S", help="the Wi-Fi network the board joins (up to 32 bytes)")
     g.add_argument("--wifi-passphrase", metavar="P", help="its WPA2 passphrase (8..63 characters; asked for "
                    "without echo when --wifi-ssid is given without it; empty: an open network)")
@@ -104,7 +105,10 @@ def build_record(args, out=print, now=time.time, ask=None):
             raw = bytes.fromhex(args.record.strip())
         except ValueError:
             raise UsageError("--record is hex, as `alabama core token` prints it after 'record '") from None
-        rec = record.decode(raw)
+        try:
+            rec = record.decode(raw)
+        except record.RecordError as e:
+            raise UsageError("--record: %s: give the hex `alabama core token` prints after 'record '" % e) from None
     else:
         from ..core import datadir, registry as reg
         args.data = datadir.resolve(args.data)   # a typo must not mint a token under a brand-new core key
@@ -120,6 +124,10 @@ def build_record(args, out=print, now=time.time, ask=None):
         if not 0 < args.core_port < 65536:
             raise UsageError("the core port is 1..65535, got %d" % args.core_port)
         rec.core_port = args.core_port
+    if mint_ttl is not None:        # a token of this core: the port it listens on, never another program's
+        from ..core.reach import record_port
+        rec.core_port = record_port(args.data, rec.core_host, args.core_port,
+                                    getattr(args, "core_port_option", "--core-port"))
     if args.no_key:
         rec.core_key = b""
     _wifi(args, rec, ask)
@@ -208,26 +216,23 @@ def cmd_sound(args):
     if not 0 < args.volume <= 100:
         raise UsageError("--volume is 1..100 (ggwave's volume), got %d" % args.volume)
     sound.check_ready(play=args.play)            # ggwave and a player: before a token is minted
-    f = None
-    if args.wav:
-        try:
-            f = open(args.wav, "wb")
-        except OSError as e:
-            raise UsageError("cannot write %s: %s" % (args.wav, e.strerror or e)) from None
-    try:
-        data, _ = build_record(args)
-        wav = sound.wav_bytes(data, rate=args.rate, volume=args.volume)
-    except BaseException:
-        if f is not None:
-            f.close()
-            os.unlink(args.wav)
-        raise
+    if args.wav:                                 # checked, not opened: a refused record leaves a file there as it was
+        from ..outfile import problem
+        why = problem(args.wav)
+        if why:
+            raise UsageError("cannot write %s: %s: give --wav a file in a folder you can write" % (args.wav, why))
+    data, _ = build_record(args)
+    wav = sound.wav_bytes(data, rate=args.rate, volume=args.volume)
     secs = sound.record_s(data)
     n = len(sound.parts.split(data))
     what = "%.1f s of ggwave [DT] Fastest%s" % (secs, ", %d parts" % n if n > 1 else "")
-    if f is not None:
-        with f:
-            f.write(wav)
+    if args.wav:
+        try:
+            with open(args.wav, "wb") as f:
+                f.write(wav)
+        except OSError as e:
+            raise UsageError("cannot write %s: %s: give --wav a file in a folder you can write" % (
+                args.wav, e.strerror or e)) from None
         print("wrote %s (%d Hz, %s): play it within a metre of the board's microphone while its LED shows "
               "listening mode" % (args.wav, args.rate, what))
     if args.play:

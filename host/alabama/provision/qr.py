@@ -77,11 +77,11 @@ def terminal(symbol, out, compact=True, plain=False):
 def check_writable(path):
     """Refuse a PNG path that cannot be written (its folder missing, or a folder itself) before anything is
     made: a refused file must not cost a pairing token."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise QrError("WRITE", "cannot write %s: %s" % (path, "it is a folder" if os.path.isdir(path) else
-                                                        "no such folder, or not writable"))
+    from ..outfile import problem
+    why = problem(path)
+    if why:
+        raise QrError("WRITE", "cannot write %s: %s: give --png a file in a folder you can write" % (
+            os.fspath(path), why))
 
 
 def caption(rec, when):
