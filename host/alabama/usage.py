@@ -49,6 +49,14 @@ class Parser(argparse.ArgumentParser):
         return ns
 
 
+#: Words a person types for one of our commands that spelling alone does not reach (`alabama core pair`): the
+#: command each may mean, where the group has it.
+SYNONYMS = {"pair": ("token", "approve"), "pairing": ("token",), "ls": ("list",), "info": ("show",),
+            "check": ("validate",), "start": ("serve",), "run": ("serve",), "install": ("deploy",),
+            "upload": ("deploy",), "update": ("ota",), "upgrade": ("ota",), "monitor": ("logs",),
+            "console": ("repl",), "shell": ("repl",), "simulate": ("sim",)}
+
+
 def one_line(prog, message):
     """argparse's MESSAGE for the parser PROG as the line we print (a typo'd command gets the nearest name)."""
     message = " ".join(message.split())
@@ -57,7 +65,8 @@ def one_line(prog, message):
         quoted = re.match(r"(['\"])(.*?)\1", rest)
         typed = quoted.group(2) if quoted else rest.split(" (", 1)[0]
         names = [n.strip(" '\")") for n in rest.rsplit("(choose from ", 1)[-1].split(",")]
-        near = difflib.get_close_matches(typed, names, n=1)
+        near = difflib.get_close_matches(typed, names, n=1) or [n for n in SYNONYMS.get(typed.lower(), ())
+                                                                 if n in names]
         if head.endswith(("COMMAND", "ACTION", "RUNNER", "CARRIER")):
             hint = ("did you mean '%s'? " % near[0]) if near else ""
             return "%s has no command %r: %s`%s --help` lists them" % (prog, typed, hint, prog)

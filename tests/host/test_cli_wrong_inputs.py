@@ -878,3 +878,21 @@ def test_provision_refuses_a_core_port_another_program_holds(tmp_path, capsys, l
     assert "port %d on this machine is held by another program" % listener in line, line
     assert line.endswith("or pick a free port with %s N" % option), line
     assert not (tmp_path / "core" / "registry.sqlite3").exists() and not (tmp_path / "p.wav").exists()
+
+
+# ------------------------------------------------------------------------------ sweep 6: words spelling does not reach
+@pytest.mark.parametrize("argv, says", [
+    (("core", "pair"), "alabama core has no command 'pair': did you mean 'token'? `alabama core --help` lists them"),
+    (("core", "start"), "alabama core has no command 'start': did you mean 'serve'?"),
+    (("monitor",), "alabama has no command 'monitor': did you mean 'logs'?"),
+    (("update",), "alabama has no command 'update': did you mean 'ota'?"),
+])
+def test_a_command_typed_by_another_name_names_ours(capsys, argv, says):
+    status, line = parse_error(capsys, *argv)
+    assert status == 2 and says in line, line
+
+
+def test_core_serve_listen_port_out_of_range_says_the_port_not_the_form(capsys):
+    _, line = main_line(capsys, "core", "serve", "--listen", "127.0.0.1:70000")
+    assert line == "alabama: error: --listen 127.0.0.1:70000: 70000 is not a TCP port: give 1..65535 (0: a free " \
+                   "one), e.g. 0.0.0.0:7355", line

@@ -144,7 +144,10 @@ def _engine_flag(value):
 
 def _listen(spec):
     host, sep, port = spec.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if sep and port.isdigit() and int(port) > 65535:
+        raise UsageError("--listen %s: %s is not a TCP port: give 1..65535 (0: a free one), e.g. 0.0.0.0:%d"
+                         % (spec, port, CORE_PORT))
+    if not sep or not port.isdigit():
         raise UsageError("--listen wants HOST:PORT, e.g. 0.0.0.0:%d (got %r)" % (CORE_PORT, spec))
     return host or "0.0.0.0", int(port)
 
