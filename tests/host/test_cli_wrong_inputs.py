@@ -896,3 +896,39 @@ def test_core_serve_listen_port_out_of_range_says_the_port_not_the_form(capsys):
     _, line = main_line(capsys, "core", "serve", "--listen", "127.0.0.1:70000")
     assert line == "alabama: error: --listen 127.0.0.1:70000: 70000 is not a TCP port: give 1..65535 (0: a free " \
                    "one), e.g. 0.0.0.0:7355", line
+
+
+# ------------------------------------------------------------------------------ sweep 6: a wake model's files
+@pytest.fixture
+def my_model(tmp_path):
+    """A user's model: a shipped .tflite copied as mine.tflite, its JSON beside it to be written by the test."""
+    from alabama.wake import reference
+    tfl, _, _ = reference.model_paths("okay_nabu")
+    shutil.copy(tfl, tmp_path / "mine.tflite")
+    return tmp_path / "mine.tflite"
+
+
+@pytest.mark.parametrize("config, says", [
+    ({"micro": {"sliding_window_size": 5}}, "mine.json: lacks micro.probability_cutoff"),
+    ({"micro": {"probability_cutoff": "high", "sliding_window_size": 5}},
+     'mine.json: micro.probability_cutoff is "high", not a number'),
+    ({"micro": {"probability_cutoff": True, "sliding_window_size": 5}},
+     "mine.json: micro.probability_cutoff is true, not a number"),
+    ({"micro": {"probability_cutoff": 0.9, "sliding_window_size": 5.7}},       # was taken as 5, silently
+     "mine.json: micro.sliding_window_size is 5.7, not a whole number"),
+    ({"micro": [0.9, 5]}, "mine.json: lacks micro.probability_cutoff and micro.sliding_window_size"),
+    ([0.9, 5], 'mine.json is not a microWakeWord model description (a JSON object with "micro": '),
+])
+@pytest.mark.parametrize("command", ["compile", "freeze"])
+def test_a_wake_model_json_of_the_wrong_shape_names_the_file_and_the_field(my_model, capsys, command, config, says):
+    my_model.with_suffix(".json").write_text(json.dumps(config))
+    _, line = main_line(capsys, "wake", command, str(my_model), "-o", str(my_model.parent))
+    assert line.startswith("alabama: error: %s/" % my_model.parent) and says in line, line
+
+
+def test_a_damaged_tflite_is_named_as_given_not_by_its_stem(my_model, capsys):
+    my_model.write_bytes(my_model.read_bytes()[:1000])
+    my_model.with_suffix(".json").write_text(json.dumps({"micro": {"probability_cutoff": 0.9,
+                                                                    "sliding_window_size": 5}}))
+    _, line = main_line(capsys, "wake", "compile", str(my_model), "-o", str(my_model.parent))
+    assert line.startswith("alabama: error: %s: the .tflite is damaged" % my_model), line

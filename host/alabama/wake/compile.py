@@ -523,12 +523,19 @@ class Compiler:
     # -- the file -----------------------------------------------------------------------------------------------
     def _pack(self, tin, stride, in_off, tout, out_xor):
         micro = self.config.get("micro", {})
-        try:
-            cutoff = float(micro["probability_cutoff"])
-            window = int(micro["sliding_window_size"])
-            step = int(micro.get("feature_step_size", 10))
-        except (KeyError, TypeError, ValueError):
-            raise ModelError("%s: its JSON lacks micro.probability_cutoff / sliding_window_size" % self.name)
+        micro = micro if isinstance(micro, dict) else {}
+        missing = [k for k in ("probability_cutoff", "sliding_window_size") if k not in micro]
+        if missing:
+            raise ModelError("%s: its JSON lacks micro.%s" % (self.name, " and micro.".join(missing)))
+        got = {k: micro.get(k, 10) for k in ("probability_cutoff", "sliding_window_size", "feature_step_size")}
+        wrong = [k for k, v in got.items() if isinstance(v, bool) or not isinstance(v, (int, float))
+                 or (k != "probability_cutoff" and v != int(v))]
+        if wrong:
+            raise ModelError("%s: its JSON's micro.%s is %s, not a %s" % (
+                self.name, wrong[0], json.dumps(got[wrong[0]]),
+                "number" if wrong[0] == "probability_cutoff" else "whole number"))
+        cutoff, window, step = float(got["probability_cutoff"]), int(got["sliding_window_size"]), \
+            int(got["feature_step_size"])
         if not 1 <= window <= 64 or not 0.0 < cutoff < 1.0 or step != 10:
             raise ModelError("%s: its JSON says sliding_window_size %d, probability_cutoff %r, feature_step_size %d; "
                              "the board takes 1..64, between 0 and 1, and 10" % (self.name, window, cutoff, step))

@@ -45,8 +45,18 @@ def compile_named(model, rounding="tflite"):
     except ValueError as e:
         raise ModelError("%s is not valid JSON (%s)" % (js, e))
     if not isinstance(config, dict):
-        raise ModelError("%s is not a microWakeWord model description" % js)
-    return compile_model(tfl.read_bytes(), config, name, rounding)
+        raise ModelError("%s is not a microWakeWord model description (a JSON object with \"micro\": "
+                         "probability_cutoff, sliding_window_size)" % js)
+    try:
+        return compile_model(tfl.read_bytes(), config, name, rounding)
+    except ModelError as e:      # "NAME: ..." names the model; a file the user gave is named as given
+        said = str(e)
+        if model in BUILTIN or not said.startswith(name + ": "):
+            raise
+        rest = said[len(name) + 2:]
+        if rest.startswith(("its JSON's ", "its JSON ")):
+            raise ModelError("%s: %s" % (js, rest.split(" ", 2)[2])) from None
+        raise ModelError("%s: %s" % (model, rest)) from None
 
 
 def features_of(pcm):
