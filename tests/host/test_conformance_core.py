@@ -207,11 +207,18 @@ def test_cli_wrong_inputs_are_one_line(args, says):
     assert r.returncode == 2 and len(err) == 1 and says in err[0], (r.returncode, r.stderr)
 
 
-def test_cli_against_nothing_is_a_failed_table_not_a_traceback():
+def test_cli_against_nothing_is_one_line_saying_so_and_a_failed_report_for_a_machine():
+    """A typo'd port is no core to judge: one line, status 2 (it was 42 lines, 37 of them 'not observable');
+    --json (a CI job's report) still says it as the failed gate row, status 1."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     r = _cli("127.0.0.1:%d" % port, "--step-timeout", "1", timeout=60)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.strip() == (
+        "alabama: error: nothing listens on 127.0.0.1:%d: start the core there (`alabama core serve --listen "
+        "127.0.0.1:%d`), or give the address its `listening on` line says" % (port, port)), r.stderr
+    r = _cli("127.0.0.1:%d" % port, "--step-timeout", "1", "--json", timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert "R5.1.1-a  fail" in r.stdout and "connection refused" in r.stdout
+    gate = next(row for row in json.loads(r.stdout)["rows"] if row["id"] == "R5.1.1-a")
+    assert gate["verdict"] == "fail" and "connection refused" in gate["detail"]

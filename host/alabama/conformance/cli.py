@@ -151,6 +151,7 @@ def _write_junit(path, text):
 def _run_core(args):
     from ..errors import UsageError
     from . import corekit, rows
+    from .probes import NOTHING_LISTENS
     host, port = _address(args.address, "the core")
     key = None
     if args.core_key is not None:
@@ -164,6 +165,11 @@ def _run_core(args):
     result = corekit.run(host.strip("[]"), int(port), core_key=key, token=args.token,
                          step_s=args.step_timeout or corekit.STEP_S)
     target = "%s:%s" % (host, port)
+    gate = next((r for r in result if r.rid == "R5.1.1-a"), None)
+    if gate is not None and gate.verdict == rows.FAIL and NOTHING_LISTENS in gate.detail \
+            and not (args.json or args.junit):      # a typo'd port: nothing to judge, not 40 rows saying so
+        raise UsageError("nothing listens on %s: start the core there (`alabama core serve --listen %s`), or give "
+                         "the address its `listening on` line says" % (target, target))
     if args.junit:
         _write_junit(args.junit, rows.junit_xml(result, target, "core"))
     print(rows.as_json(result, target, "core") if args.json else rows.render_text(result, target))

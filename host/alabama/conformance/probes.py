@@ -57,10 +57,14 @@ def timeline(peer, t0, sent_as, received_as, focus=None):
     return ["%8.3fs  %-11s %s" % (t - t0, d, s) for t, d, s in rows]
 
 
+#: A refused connection as the kits say it (the CLI tells a typo'd address by it).
+NOTHING_LISTENS = "connection refused (nothing listens there)"
+
+
 def why(e):
     """An exception of the network or the handshake as the end of one line."""
     if isinstance(e, ConnectionRefusedError):
-        return "connection refused (nothing listens there)"
+        return NOTHING_LISTENS
     if isinstance(e, asyncio.TimeoutError):
         return "no answer"
     text = str(e).strip() or type(e).__name__
