@@ -892,6 +892,14 @@ def test_a_command_typed_by_another_name_names_ours(capsys, argv, says):
     assert status == 2 and says in line, line
 
 
+@pytest.mark.parametrize("port", ["70000", "0"])
+def test_board_sim_core_port_out_of_range_says_the_port_not_the_form(tmp_path, capsys, port):
+    _, line = main_line(capsys, "board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:" + port)
+    assert line == "alabama: error: --core 127.0.0.1:%s: %s is not a TCP port: give 1..65535, e.g. " \
+                   "127.0.0.1:7355" % (port, port), line
+    assert not (tmp_path / "vb").exists()
+
+
 def test_core_serve_listen_port_out_of_range_says_the_port_not_the_form(capsys):
     _, line = main_line(capsys, "core", "serve", "--listen", "127.0.0.1:70000")
     assert line == "alabama: error: --listen 127.0.0.1:70000: 70000 is not a TCP port: give 1..65535 (0: a free " \

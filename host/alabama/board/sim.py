@@ -839,7 +839,10 @@ def cmd_sim(args):
                 if not spk.parent.is_dir() else "cannot write in %s" % spk.parent))
     if args.core:
         host, _, port = args.core.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if host and port.isdigit() and not 0 < int(port) < 65536:
+            raise SimError("--core %s: %s is not a TCP port: give 1..65535, e.g. 127.0.0.1:%d"
+                           % (args.core, port, CORE_PORT))
+        if not host or not port.isdigit():
             raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
         try:
             key = bytes.fromhex(args.core_key) if args.core_key else None
