@@ -940,3 +940,20 @@ def test_a_damaged_tflite_is_named_as_given_not_by_its_stem(my_model, capsys):
                                                                     "sliding_window_size": 5}}))
     _, line = main_line(capsys, "wake", "compile", str(my_model), "-o", str(my_model.parent))
     assert line.startswith("alabama: error: %s: the .tflite is damaged" % my_model), line
+
+
+# ------------------------------------------------------------------------------ sweep 6: ota --sign-key slips
+def test_ota_sign_key_given_the_public_half_or_an_encrypted_key_says_which(tmp_path, capsys):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    assert alabama_cli.main(["release-key", "--out", str(tmp_path / "rk.pem")]) == 0
+    _, line = main_line(capsys, "ota", "--device", "abcd", "--data", str(tmp_path / "no"), "--sign-key",
+                        str(tmp_path / "rk.pem.pub"))
+    assert line == "alabama: error: %s.pub is a public key: signing takes the private key (%s, its pair)" % (
+        tmp_path / "rk.pem", tmp_path / "rk.pem"), line
+    enc = tmp_path / "enc.pem"
+    enc.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")))
+    _, line = main_line(capsys, "ota", "--device", "abcd", "--data", str(tmp_path / "no"), "--sign-key", str(enc))
+    assert line.startswith("alabama: error: %s is encrypted: give an unencrypted one (`openssl pkey -in %s -out "
+                           "plain.pem`" % (enc, enc)), line

@@ -43,6 +43,15 @@ def load_private(path):
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as e:
+        if b"-----BEGIN PUBLIC KEY-----" in data:       # the .pub beside it: the usual slip
+            mine = str(path)[:-len(".pub")] if str(path).endswith(".pub") else None
+            raise SigningError("%s is a public key: signing takes the private key%s" % (
+                path, " (%s, its pair)" % mine if mine and pathlib.Path(mine).is_file() else
+                " `alabama release-key --out FILE` wrote")) from None
+        if b"ENCRYPTED" in data or "encrypted" in str(e):
+            raise SigningError("%s is encrypted: give an unencrypted one (`openssl pkey -in %s -out plain.pem` asks "
+                               "its passphrase once), or make one with `alabama release-key --out FILE`"
+                               % (path, path)) from None
         why = str(e).split("\n")[0]
         why = "no PEM key in it" if "Unable to load PEM" in why else why    # not cryptography's FAQ link and enum
         raise SigningError("%s is not an unencrypted PEM private key (%s): make one with `alabama release-key "
