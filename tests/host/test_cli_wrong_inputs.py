@@ -3,7 +3,8 @@ command, a value of the wrong sign or type, a closed pipe, a damaged or missing 
 line on stderr saying what to do and a non-zero status, never a traceback. And what the commands print: paths as
 the user named them, outputs where the package keeps them, no Wi-Fi passphrase unless asked, times with a zone.
 
-Fast: parser-level cases call the parser; the rest run `python -m alabama.cli` and fail before anything boots."""
+Fast: parser-level cases call the parser, the mistakes said before anything starts call cli.main in this process;
+a process of its own (`python -m alabama.cli`) only where it proves something: a closed pipe, an exit status, pytest."""
 import json
 import os
 import pathlib
@@ -36,6 +37,30 @@ def one_line(r, *words):
     for w in words:
         assert w in lines[0], lines[0]
     return lines[0]
+
+
+class Ran:
+    """What a run of the command left, as subprocess.run's result has it (returncode, stdout, stderr)."""
+
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def call(capsys, monkeypatch):
+    """`alabama ARGV` in this process (cwd: where it runs), as `run` gives it from a process: for the mistakes said
+    before anything starts, where a process of its own proves nothing more and costs ~0.5 s of imports."""
+    def go(*argv, cwd=None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            status = alabama_cli.main(list(argv))
+        except SystemExit as e:
+            status = e.code
+        r = capsys.readouterr()
+        return Ran(status, r.out, r.err)
+    return go
 
 
 def parse_error(capsys, *argv):
@@ -76,8 +101,8 @@ def test_core_token_into_a_closed_pipe_is_quiet(tmp_path):
 
 
 # ------------------------------------------------------------------------------ 2. usage: one line, status 2
-def test_logs_with_a_negative_duration_is_one_line_not_an_exit_0(tmp_path):
-    one_line(run("logs", "--duration", "-1", "--port", str(tmp_path / "ttyNOPE")), "--duration", "-1",
+def test_logs_with_a_negative_duration_is_one_line_not_an_exit_0(tmp_path, call):
+    one_line(call("logs", "--duration", "-1", "--port", str(tmp_path / "ttyNOPE")), "--duration", "-1",
              "seconds > 0")
 
 
@@ -287,11 +312,11 @@ def test_demo_writes_its_reply_under_the_build_directory_by_default(capsys, monk
     assert str(alabama.BUILD / "demo-reply.wav") in " ".join(capsys.readouterr().out.split())
 
 
-def test_demo_out_that_cannot_be_written_is_one_line_before_anything_starts(tmp_path):
-    one_line(run("demo", "--out", str(tmp_path), cwd=tmp_path), "--out", "is a directory")
+def test_demo_out_that_cannot_be_written_is_one_line_before_anything_starts(tmp_path, call):
+    one_line(call("demo", "--out", str(tmp_path), cwd=tmp_path), "--out", "is a directory")
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    one_line(run("demo", "--out", str(blocker / "sub" / "reply.wav"), cwd=tmp_path), "--out", "cannot make")
+    one_line(call("demo", "--out", str(blocker / "sub" / "reply.wav"), cwd=tmp_path), "--out", "cannot make")
     assert sorted(os.listdir(tmp_path)) == ["file"]
 
 
@@ -394,22 +419,22 @@ def test_devices_health_shows_the_largest_free_block():
 
 
 # ------------------------------------------------------------------------------ the sweep
-def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp_path):
+def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp_path, call):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen()
     try:
         port = s.getsockname()[1]
-        one_line(run("core", "serve", "--listen", "127.0.0.1:%d" % port, "--data", str(tmp_path / "d")),
+        one_line(call("core", "serve", "--listen", "127.0.0.1:%d" % port, "--data", str(tmp_path / "d")),
                  "127.0.0.1:%d" % port, "in use")
-        line = one_line(run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port",
+        line = one_line(call("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--ctl-port",
                             str(port)), str(port), "in use", "--ctl-port N")
         assert "HOST:PORT" not in line                   # --ctl-port takes a port number
         # --web: said before the board boots (nothing printed, no flash directory made)
-        r = run("board", "sim", "--dir", str(tmp_path / "vbw"), "--core", "127.0.0.1:7355", "--web", str(port))
+        r = call("board", "sim", "--dir", str(tmp_path / "vbw"), "--core", "127.0.0.1:7355", "--web", str(port))
         one_line(r, str(port), "in use", "--web PORT")
         assert r.stdout == "" and not (tmp_path / "vbw").exists()
-        one_line(run("conformance", "satellite", "--listen", "127.0.0.1:%d" % port, "--no-prompt"),
+        one_line(call("conformance", "satellite", "--listen", "127.0.0.1:%d" % port, "--no-prompt"),
                  "127.0.0.1:%d" % port, "in use", "--listen HOST:PORT")
     finally:
         s.close()
@@ -420,8 +445,8 @@ def test_a_port_in_use_is_one_line_for_the_core_and_the_virtual_boards_ports(tmp
                                   ("deploy", "--board", "sim", "--port", "/dev/ttyNOPE0"),
                                   ("flash", "--board", "esp32-s3-box-3", "--port", "/dev/ttyNOPE0"),
                                   ("board", "probe", "--port", "/dev/ttyNOPE0")])
-def test_a_serial_port_that_does_not_exist_is_one_line(argv):
-    one_line(run(*argv), "/dev/ttyNOPE0")
+def test_a_serial_port_that_does_not_exist_is_one_line(argv, call):
+    one_line(call(*argv), "/dev/ttyNOPE0")
 
 
 def main_line(capsys, *argv):
@@ -604,11 +629,10 @@ def test_ota_image_for_another_board_says_whose_and_what_to_do(core_dir, capsys,
 
 
 # ------------------------------------------------------------------------------ found by the sweep from a wheel
-def test_board_sim_speaker_in_a_missing_directory_is_one_line_before_the_board_boots(tmp_path):
+def test_board_sim_speaker_in_a_missing_directory_is_one_line_before_the_board_boots(tmp_path, call):
     for spk, says in ((tmp_path / "no" / "out.wav", "no directory %s" % (tmp_path / "no")),
                       (tmp_path, "is a directory")):
-        r = run("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--speaker", str(spk),
-                timeout=30)
+        r = call("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--speaker", str(spk))
         one_line(r, "--speaker %s: " % spk, says, "give a WAV file path")
         assert r.stdout == "" and not (tmp_path / "vb").exists()       # nothing booted, nothing provisioned
 
