@@ -135,9 +135,10 @@ def test_core_serve_on_an_address_not_on_this_machine_is_one_line(cli, tmp_path)
              "192.0.2.1", "not an address of this machine", "0.0.0.0")
 
 
-@pytest.mark.parametrize("spec", ["127.0.0.1:99999", "127.0.0.1", "127.0.0.1:http"])
-def test_core_serve_listen_that_is_not_host_port_is_one_line(cli, tmp_path, spec):
-    one_line(cli("core", "serve", "--listen", spec, "--data", str(tmp_path / "d")), "HOST:PORT")
+@pytest.mark.parametrize("spec, says", [("127.0.0.1:99999", "99999 is not a TCP port: give 1..65535"),
+                                        ("127.0.0.1", "HOST:PORT"), ("127.0.0.1:http", "HOST:PORT")])
+def test_core_serve_listen_that_is_not_host_port_is_one_line(cli, tmp_path, spec, says):
+    one_line(cli("core", "serve", "--listen", spec, "--data", str(tmp_path / "d")), says)
 
 
 # ------------------------------------------------------------------------------ core setting, as typed
