@@ -981,3 +981,14 @@ def test_ota_sign_key_given_the_public_half_or_an_encrypted_key_says_which(tmp_p
     _, line = main_line(capsys, "ota", "--device", "abcd", "--data", str(tmp_path / "no"), "--sign-key", str(enc))
     assert line.startswith("alabama: error: %s is encrypted: give an unencrypted one (`openssl pkey -in %s -out "
                            "plain.pem`" % (enc, enc)), line
+
+
+@pytest.mark.parametrize("checkout, says", [(True, "is it built? `make mp32`"),
+                                            (False, "give --micropython the path of one that runs, or leave it out")])
+def test_board_sim_micropython_that_does_not_run_says_what_this_install_can_do(tmp_path, capsys, monkeypatch,
+                                                                                checkout, says):
+    monkeypatch.setattr(alabama, "CHECKOUT", checkout)             # an installed wheel has no Makefile to run
+    _, line = main_line(capsys, "board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355",
+                        "--micropython", str(tmp_path / "nonexistent"))
+    assert line.startswith("alabama: error: %s does not run as a micropython unix port: " % (
+        tmp_path / "nonexistent")) and says in line, line

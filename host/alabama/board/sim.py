@@ -111,9 +111,16 @@ def interpreter(micropython):
                                  capture_output=True, text=True, timeout=10).stdout.split()
             _PROBED[micropython] = (int(out[0]), 64 if int(out[1]) > 2 ** 32 else 32)
         except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-            raise SimError("%s does not run as a micropython unix port (is it built? `make mp32`)"
-                           % micropython) from None
+            raise SimError(not_a_unix_port(micropython)) from None
     return _PROBED[micropython]
+
+
+def not_a_unix_port(micropython):
+    """The line for a --micropython that does not run: `make mp32` builds one in a checkout only."""
+    from .. import CHECKOUT
+    return "%s does not run as a micropython unix port: %s" % (micropython, "is it built? `make mp32`" if CHECKOUT
+                                                               else "give --micropython the path of one that runs, "
+                                                               "or leave it out (the venv's or PATH's micropython)")
 
 
 def heap_bytes(text, what="--heap"):
@@ -151,8 +158,7 @@ def has_raw_repl(micropython):
                                  timeout=10).stdout.split()
             _PROBED[key] = (int(out[0]), int(out[1])) >= (1, 27)
         except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-            raise SimError("%s does not run as a micropython unix port (is it built? `make mp32`)"
-                           % micropython) from None
+            raise SimError(not_a_unix_port(micropython)) from None
     return _PROBED[key]
 
 
