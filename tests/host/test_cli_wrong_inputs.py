@@ -992,3 +992,13 @@ def test_board_sim_micropython_that_does_not_run_says_what_this_install_can_do(t
                         "--micropython", str(tmp_path / "nonexistent"))
     assert line.startswith("alabama: error: %s does not run as a micropython unix port: " % (
         tmp_path / "nonexistent")) and says in line, line
+
+
+def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_make(capsys, monkeypatch):
+    """An installed alabama has no Makefile: the first-hour refusal of the no-PSRAM devkit names what it can run."""
+    monkeypatch.setattr(alabama, "CHECKOUT", False)
+    _, line = main_line(capsys, "flash", "--board", "devkitc1-inmp441", "--port", "/dev/null")
+    assert "make " not in line, line
+    assert "(`alabama image --board devkitc1-inmp441 --micropy-dir DIR`, then `alabama flash --board devkitc1-inmp441 " \
+           "--firmware %s`)" % (alabama.BUILD / "image" / "devkitc1-inmp441" / "firmware.bin") in line, line
+    assert "or flash a release's (`alabama flash --board devkitc1-inmp441 --release TAG`)" in line, line

@@ -217,16 +217,26 @@ def mpy_set_fits(board):
 
 
 def image_hint(board):
-    img = "build/image/%s/firmware.bin" % board.id
-    return "`make image BOARD=%s`, then `make flash BOARD=%s FIRMWARE=%s`" % (board.id, board.id, img)
+    """How to build and flash BOARD's frozen image: make in a checkout, the alabama commands from an installed wheel
+    (no Makefile there; the image lands in the user cache's build dir)."""
+    from .. import BUILD, CHECKOUT
+    if CHECKOUT:
+        img = "build/image/%s/firmware.bin" % board.id
+        return "`make image BOARD=%s`, then `make flash BOARD=%s FIRMWARE=%s`" % (board.id, board.id, img)
+    img = BUILD / "image" / board.id / "firmware.bin"
+    return "`alabama image --board %s --micropy-dir DIR`, then `alabama flash --board %s --firmware %s`" % (
+        board.id, board.id, img)
 
 
 def refuse_mpy(board):
     """The one line for a board file whose heap cannot hold the .mpy set."""
+    from .. import CHECKOUT
+    release = ("`make flash BOARD=%s RELEASE=TAG`" if CHECKOUT else "`alabama flash --board %s --release TAG`") \
+        % board.id
     return ("board %s's heap (%s) cannot hold the firmware as .mpy files (~%d KB at rest, docs/memory.md): "
-            "build and flash the image with it frozen in (%s), or flash a release's (`make flash BOARD=%s "
-            "RELEASE=TAG`), or pass --allow-mpy to deploy the .mpy files anyway"
-            % (board.id, board.heap, MPY_SET_AT_REST // 1000, image_hint(board), board.id))
+            "build and flash the image with it frozen in (%s), or flash a release's (%s), or pass --allow-mpy to "
+            "deploy the .mpy files anyway" % (board.id, board.heap, MPY_SET_AT_REST // 1000, image_hint(board),
+                                              release))
 
 
 def choose_mode(board, info, port, root=FIRMWARE, allow_mpy=False, stale_image=False):
