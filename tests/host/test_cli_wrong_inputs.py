@@ -1002,3 +1002,25 @@ def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_m
     assert "(`alabama image --board devkitc1-inmp441 --micropy-dir DIR`, then `alabama flash --board devkitc1-inmp441 " \
            "--firmware %s`)" % (alabama.BUILD / "image" / "devkitc1-inmp441" / "firmware.bin") in line, line
     assert "or flash a release's (`alabama flash --board devkitc1-inmp441 --release TAG`)" in line, line
+
+
+@pytest.mark.parametrize("command", [("core", "key"), ("core", "token", "--host", "10.0.0.2"),
+                                     ("provision", "qr", "--host", "10.0.0.2", "--no-terminal")])
+def test_a_lost_core_key_is_not_silently_replaced_by_a_new_identity(tmp_path, capsys, command):
+    """Records went out with the key; a new one made by a command that hands it out pins boards to a key no core
+    has (and the running core's boards to none)."""
+    d = tmp_path / "core"
+    assert alabama_cli.main(["core", "token", "--data", str(d), "--host", "10.0.0.2"]) == 0
+    (d / "core.key").unlink()
+    _, line = main_line(capsys, *command, "--data", str(d))
+    assert line == ("alabama: error: %s has no core.key, and 1 pairing token(s) were handed out with the key it held: "
+                    "restore the key from a backup, or start `alabama core serve --data %s` to make a new identity "
+                    "(every satellite provisioned from it must then be provisioned again)" % (d, d)), line
+    assert not (d / "core.key").exists()
+
+
+def test_a_core_dir_only_approve_pubkey_wrote_still_gets_its_key_on_first_token(tmp_path, capsys):
+    d = tmp_path / "core"
+    assert alabama_cli.main(["core", "approve", "--data", str(d), "--pubkey", "ab" * 32]) == 0
+    assert alabama_cli.main(["core", "token", "--data", str(d), "--host", "10.0.0.2"]) == 0
+    assert (d / "core.key").is_file()

@@ -238,7 +238,7 @@ def cmd_serve(args):
 def cmd_key(args):
     # the default directory is made on first use; a --data that does not exist is a typo, not a new identity
     args.data = datadir.resolve(args.data, create=args.data is None)
-    print(reg.server_public_key(args.data).hex())
+    print(reg.handed_out_key(args.data).hex())
     return 0
 
 
@@ -256,7 +256,7 @@ def cmd_token(args):
     where = pathlib.Path(args.data).expanduser() if args.data else datadir.default_data_dir()
     args.port = record_port(where, host, args.port)
     args.data = datadir.resolve(args.data, create=True)
-    key = None if args.no_key else reg.server_public_key(args.data)
+    key = None if args.no_key else reg.handed_out_key(args.data)
     try:            # the record checked with a placeholder of the token's length first: a refused one costs no token
         record.encode(record.build(host, args.port, key, "x" * reg.TOKEN_CHARS, int(time.time()) + args.ttl,
                                    args.wifi_ssid, args.wifi_passphrase))

@@ -107,6 +107,25 @@ def server_public_key(data_dir):
     return public_key(load_or_create_key(data_dir))
 
 
+def handed_out_key(data_dir):
+    """The core's public key for a command that prints it or puts it in a record (core key, core token, provision):
+    made for a new directory (or one only `core approve --pubkey` has written), but refused where records were
+    handed out with a key that is gone since: a key made there would be an identity no board given them knows."""
+    d = pathlib.Path(data_dir)
+    if not (d / KEY_NAME).exists() and (d / DB_NAME).exists():
+        r = Registry(d)
+        try:
+            minted = r.db.execute("SELECT count(*) FROM tokens").fetchone()[0]
+        finally:
+            r.close()
+        if minted:
+            raise CoreError("%s has no %s, and %d pairing token(s) were handed out with the key it held: restore the "
+                            "key from a backup, or start `alabama core serve --data %s` to make a new identity (every "
+                            "satellite provisioned from it must then be provisioned again)" % (d, KEY_NAME, minted, d),
+                            "KEY_MISSING")
+    return server_public_key(d)
+
+
 def registry_error(path, exc):
     """The one line for an SQLite error on the registry file: which file, what happened, what to do."""
     what = str(exc)

@@ -116,7 +116,7 @@ def build_record(args, out=print, now=time.time, ask=None):
         if not 0 < mint_ttl <= reg.MAX_TTL_S:
             raise UsageError("--ttl is 1..%d seconds, got %d" % (reg.MAX_TTL_S, mint_ttl))
         # a placeholder of the real token's length: the size checks below see the record as it will be
-        rec = record.build(lan_address(), CORE_PORT, reg.server_public_key(args.data), "x" * reg.TOKEN_CHARS,
+        rec = record.build(lan_address(), CORE_PORT, reg.handed_out_key(args.data), "x" * reg.TOKEN_CHARS,
                            int(now()) + mint_ttl)
     if args.core_host is not None:
         rec.core_host = args.core_host
