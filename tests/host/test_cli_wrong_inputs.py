@@ -1024,3 +1024,25 @@ def test_a_core_dir_only_approve_pubkey_wrote_still_gets_its_key_on_first_token(
     assert alabama_cli.main(["core", "approve", "--data", str(d), "--pubkey", "ab" * 32]) == 0
     assert alabama_cli.main(["core", "token", "--data", str(d), "--host", "10.0.0.2"]) == 0
     assert (d / "core.key").is_file()
+
+
+# ------------------------------------------------------------------------------ sweep 6: board probe, before probing
+def test_board_probe_checks_its_board_and_patch_out_before_opening_the_board(tmp_path, capsys, monkeypatch):
+    from alabama.board import probe
+
+    def no_probe(*a, **k):
+        raise AssertionError("the board was probed")
+    monkeypatch.setattr(probe, "run_probe", no_probe)
+    _, line = main_line(capsys, "board", "probe", "--port", "sim", "--board", "simm")
+    assert line.startswith("alabama: error: no board 'simm' (did you mean 'sim'?)"), line
+    _, line = main_line(capsys, "board", "probe", "--port", "sim", "--patch-out", str(tmp_path / "no" / "p.json"))
+    assert line == "alabama: error: cannot write %s: no folder %s: give --patch-out a file in a folder you can " \
+                   "write" % (tmp_path / "no" / "p.json", tmp_path / "no"), line
+    assert not (tmp_path / "no").exists()                      # it was made, wherever the typo pointed
+
+
+def test_board_probe_of_a_port_that_is_no_device_says_that_not_reflash_it(capsys):
+    _, line = main_line(capsys, "board", "probe", "--port", "/dev/null")
+    assert line.startswith("alabama: error: /dev/null is a character device that is no terminal, not a serial "
+                           "port"), line
+    assert "flash" not in line, line

@@ -461,6 +461,9 @@ def _connect(port, runner, timeout):
     try:
         return mpremote.probe(port, runner)
     except mpremote.MpremoteError as e:
+        why = mpremote.not_a_port(port, probe=True) if "://" not in str(port) else None
+        if why:                          # /dev/null, a pipe: no device at all, so no firmware to reflash
+            raise ProbeError(why) from None
         said = _peek(port) if runner is not None else ""
         found = ("no MicroPython raw REPL within %d s; it prints %r" % (timeout, said[:60]) if said
                  else str(e).rstrip("."))
@@ -827,6 +830,16 @@ def register(bsub):
 def cmd_probe(args):
     if args.port is None and args.board == "sim":
         raise UsageError("the virtual board is probed with --port sim: alabama board probe --port sim")
+    # what can be checked without the board, before it is opened and probed for a dozen seconds
+    if args.board:
+        from . import boards
+        boards.load(args.board)                     # a typo'd board id names the nearest
+    if args.patch_out:
+        from ..outfile import problem
+        why = problem(args.patch_out)               # never a folder made where a typo pointed
+        if why:
+            raise UsageError("cannot write %s: %s: give --patch-out a file in a folder you can write"
+                             % (args.patch_out, why))
     err = (lambda s: None) if args.json else print
     report = run_probe(args.port if args.port else None, board=args.board, bind=args.bind, out=err)
     if args.json:
