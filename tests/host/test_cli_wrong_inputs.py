@@ -1046,3 +1046,8 @@ def test_board_probe_of_a_port_that_is_no_device_says_that_not_reflash_it(capsys
     assert line.startswith("alabama: error: /dev/null is a character device that is no terminal, not a serial "
                            "port"), line
     assert "flash" not in line, line
+
+
+def test_image_micropy_dir_that_is_no_source_tree_names_the_option_typed(tmp_path, capsys):
+    _, line = main_line(capsys, "image", "--board", "xiao-esp32s3-sense-inmp441", "--micropy-dir", str(tmp_path))
+    assert line.endswith("or pass the right --micropy-dir (make: MICROPY_DIR=)"), line
