@@ -397,6 +397,6 @@ def test_a_fleet_without_xdist_is_one_line_before_any_probe(monkeypatch, capsys)
     monkeypatch.setattr(hil_cli, "probe_boards", lambda args, out=print: probed.append(args.board))
     assert cli.main(["hil", "--board", "sim", "--board", "sim", "--probe"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "pytest-xdist is not installed" in err[0] and "[hil]" in err[0], err
+    assert len(err) == 1 and "needs pytest-xdist, not installed" in err[0] and "[hil]" in err[0], err
     assert probed == []
     monkeypatch.setattr(importlib.util, "find_spec", real)
