@@ -168,6 +168,7 @@ def test_repl_without_a_terminal_is_one_line_not_a_termios_error():
         os.close(master)
     one_line(r, "needs a terminal", "alabama logs --port")
     assert "termios" not in r.stderr
+    assert r.stdout == ""        # said before mpremote opens the port: no "Connected to MicroPython at ..." first
 
 
 # ------------------------------------------------------------------------------ hil, checked once up front

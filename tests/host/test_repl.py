@@ -109,8 +109,9 @@ def test_logs_command_line(board, tmp_path, capsys):
     assert path.read_text().startswith("# alabama logs: " + board.pty_path)
 
 
-def test_busy_port_is_one_line_for_logs_and_repl(board, capsys):
+def test_busy_port_is_one_line_for_logs_and_repl(board, capsys, monkeypatch):
     import serial
+    monkeypatch.setattr(repl, "_isatty", lambda stream: True)     # the REPL as typed in a terminal
     holder = serial.Serial(board.pty_path, 115200, exclusive=True)
     try:
         assert cli.main(["logs", "--port", board.pty_path, "--duration", "1"]) == 1

@@ -131,6 +131,13 @@ def last_line(text):
     return lines[-1] if lines else ""
 
 
+def needs_terminal(port):
+    """The line for a REPL asked for where stdin or stdout is no terminal."""
+    return ("the REPL is interactive and needs a terminal (stdin or stdout is redirected): run it in a terminal; "
+            "from a script read the board with `alabama logs --port %s` or run code with `mpremote connect %s "
+            "exec ...`" % (port, port))
+
+
 def explain(port, rc, output):
     """One line for a failed mpremote run."""
     low = output.lower()
@@ -138,9 +145,7 @@ def explain(port, rc, output):
     if why:
         return why
     if "termios.error" in low and "inappropriate ioctl" in low:
-        return ("the REPL is interactive and needs a terminal (stdin or stdout is redirected): run it in a terminal; "
-                "from a script read the board with `alabama logs --port %s` or run code with `mpremote connect %s "
-                "exec ...`" % (port, port))
+        return needs_terminal(port)
     if _HOST_FRAME.search(output):
         return ("the board on %s went away (%s): check the USB cable and power, press RESET, and run again"
                 % (port, last_line(output)[:80]))

@@ -14,7 +14,7 @@ import time
 
 from ..errors import AlabamaError
 from .. import usage
-from .mpremote import close_serial, explain, not_a_port, resolve_port
+from .mpremote import close_serial, explain, needs_terminal, not_a_port, resolve_port
 
 IDLE_FLUSH = 0.3            # seconds: a partial line (a prompt) is written after this much silence
 REOPEN_EVERY = 0.5          # seconds between attempts to reopen a port that went away (USB re-enumeration)
@@ -37,12 +37,21 @@ def repl_command(port, capture=None):
     return cmd
 
 
+def _isatty(stream):
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):          # a closed or replaced stream
+        return False
+
+
 def repl(port=None, capture=None, list_ports=None, call=None):
     """Run mpremote's REPL on the terminal (Ctrl-] or Ctrl-X leaves it). Returns mpremote's exit code."""
     port = resolve_port(port, list_ports)
     cmd = repl_command(port, capture)
     if call is not None:
         return call(cmd)
+    if not (_isatty(sys.stdin) and _isatty(sys.stdout)):   # before mpremote opens the port and says "Connected"
+        raise ReplError(needs_terminal(port))
     # Ctrl-C belongs to the REPL (it interrupts the board's program): this process ignores it meanwhile.
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
