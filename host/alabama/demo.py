@@ -402,6 +402,11 @@ def _writable_out(path):
 
 def cmd_demo(args):
     out = _writable_out(args.out or default_out())
+    from .board import boards
+    boards.load(args.board)                  # a typo'd --board before the core starts and the board is provisioned
+    if args.say is not None and not args.say.strip():
+        raise UsageError("--say is empty: give the words espeak-ng speaks into the microphone, e.g. \"what time "
+                         "is it\" (or leave --say out)")
     if args.dir and pathlib.Path(args.dir).exists() and not pathlib.Path(args.dir).is_dir():
         raise UsageError("--dir %s is a file: give a directory for the demo's core and board (made if missing)"
                          % args.dir)

@@ -1051,3 +1051,29 @@ def test_board_probe_of_a_port_that_is_no_device_says_that_not_reflash_it(capsys
 def test_image_micropy_dir_that_is_no_source_tree_names_the_option_typed(tmp_path, capsys):
     _, line = main_line(capsys, "image", "--board", "xiao-esp32s3-sense-inmp441", "--micropy-dir", str(tmp_path))
     assert line.endswith("or pass the right --micropy-dir (make: MICROPY_DIR=)"), line
+
+
+# ------------------------------------------------------------------------------ sweep 6: said before anything starts
+def test_core_serve_workers_beyond_the_machine_is_one_line_before_any_fork(tmp_path, capsys, monkeypatch):
+    from alabama.core import cli as core_cli
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
+    n = core_cli.max_workers() + 1
+    _, line = main_line(capsys, "core", "serve", "--workers", str(n), "--listen", "127.0.0.1:0", "--data",
+                        str(tmp_path / "d"))
+    assert line.startswith("alabama: error: --workers %d: give at most %d on this machine (4 per CPU core, "
+                           % (n, n - 1)), line
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (("--board", "simm"), "no board 'simm' (did you mean 'sim'?)"),
+    (("--say", " "), "--say is empty: give the words espeak-ng speaks into the microphone"),
+])
+def test_demo_options_are_checked_before_the_core_starts(tmp_path, capsys, monkeypatch, argv, says):
+    from alabama import demo
+
+    def no_run(*a, **k):
+        raise AssertionError("the demo started")
+    monkeypatch.setattr(demo, "run_demo", no_run)
+    _, line = main_line(capsys, "demo", "--dir", str(tmp_path / "w"), "--out", str(tmp_path / "r.wav"), *argv)
+    assert says in line and not capsys.readouterr().out, line

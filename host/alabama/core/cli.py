@@ -7,6 +7,7 @@ server through its loopback control endpoint (DIR/control.json, mode 0600).
 import asyncio
 import json
 import logging
+import os
 import pathlib
 import signal
 import time
@@ -194,11 +195,20 @@ def _speech_kw(args):
             "wake_min_ms": args.wake_min_ms, "wake_word": word}
 
 
+def max_workers():
+    """The most worker processes core serve starts: 4 per CPU core (999, a slip for a port, forked 999 cores)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 def cmd_serve(args):
     from .server import CoreServer
     host, port = _listen(args.listen)
     if args.workers < 1:
         raise UsageError("--workers wants 1 or more worker processes")
+    if args.workers > max_workers():
+        raise UsageError("--workers %d: give at most %d on this machine (4 per CPU core, %d cores): more worker "
+                         "processes serve no more boards, and each is a whole core process (docs/core.md)"
+                         % (args.workers, max_workers(), os.cpu_count() or 1))
     args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
     args.wake_word, args.wake_phrase = _wake_at_start(*_wake_choice(args))
