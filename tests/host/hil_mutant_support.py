@@ -39,12 +39,22 @@ def run_hil(firmware, k, report_dir, timeout=900):
     if firmware is not None:
         cmd += ["--firmware", str(firmware)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT), stdin=subprocess.DEVNULL)
+    return r, junit_outcomes(report_dir)
+
+
+def junit_outcomes(report_dir):
+    """{scenario name: "passed" | "failed" | "error" | "skipped"} from an `alabama hil` report's junit.xml."""
     suite = ET.parse(pathlib.Path(report_dir) / "junit.xml").getroot().find("testsuite")
     outcomes = {}
     for c in suite.findall("testcase"):
         outcomes[c.get("name")] = ("failed" if c.find("failure") is not None else "error" if c.find("error") is not None
                                    else "skipped" if c.find("skipped") is not None else "passed")
-    return r, outcomes
+    return outcomes
+
+
+def guarded_pattern():
+    """The -k expression selecting every scenario a runnable mutant must make fail."""
+    return " or ".join("(%s)" % m.scenario for m in mutants.MUTANTS if runnable(m))
 
 
 def speech_missing():
