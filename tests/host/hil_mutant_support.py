@@ -19,10 +19,11 @@ from alabama.hil.targets import default_firmware
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: file -> the mutants it runs (test_hil_mutants.py, _b.py, _speech.py), balanced by serial runs' seconds at load ~5
-#: (a: ~30 + even_capture_ids ~36 + xx_fallback ~13; b: ~86)
+#: (a: ~44 + no_liveness_timeout ~25; b: ~69)
 GROUPS = {
-    "a": ["seq_steps_by_two", "no_playback_done_on_cancel", "pin_on_xx", "even_capture_ids", "xx_fallback"],
-    "b": ["no_stop", "retry_after_closed", "unknown_arm_drops", "no_liveness_timeout", "no_backoff", "ping_wrong_t1"],
+    "a": ["seq_steps_by_two", "no_playback_done_on_cancel", "pin_on_xx", "even_capture_ids", "xx_fallback",
+          "no_liveness_timeout"],
+    "b": ["no_stop", "retry_after_closed", "unknown_arm_drops", "no_backoff", "ping_wrong_t1"],
     "speech": ["mic_drops_a_byte", "mic_swaps_bytes", "mic_shift8", "wake_pre_roll", "wake_deaf_while_playing"],
 }
 
