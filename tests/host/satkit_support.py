@@ -3,7 +3,7 @@ mutants (test_conformance_satellite*.py). Responsible for: a board for the kit, 
 and the check that a mutant fails its row. Not for: peers that are not a satellite, the CLI's wrong inputs
 (test_conformance_satellite.py).
 
-The mutant runs (~15-50 s each) are split over two files, MUTANT_ROWS_A and MUTANT_ROWS_B: `--dist loadfile` runs a
+The mutant runs (~10-20 s each) are split over two files, MUTANT_ROWS_A and MUTANT_ROWS_B: `--dist loadfile` runs a
 file on one worker, so ten of them in one file bound the whole run. MUTANT_ROWS is both, every mutant once
 (test_conformance_satellite.py checks that)."""
 import hashlib
@@ -16,7 +16,14 @@ from alabama.conformance import rows, satkit
 from alabama.hil import mutants
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BOARD_ENV = {"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "2000"}
+#: The board's reconnect backoff, short: the kit's pinning checks wait on reconnections. An IK failure retries at
+#: the cap, every 0.5-1 s here, so WATCH_S sees at least two attempts after one (an XX offer among them fails R7.3-f).
+BOARD_ENV = {"ALABAMA_SIM_BACKOFF_BASE_MS": "300", "ALABAMA_SIM_BACKOFF_CAP_MS": "1000"}
+#: The kit's watch for a forbidden reconnection (R7.3-f, R7.3-j; satkit.WATCH_S = 8 is for any satellite's backoff).
+WATCH_S = 2.5
+#: How long the kit waits for the virtual board's button to open a capture (it takes a fraction of a second; a
+#: mutant still streaming a capture never opens one: satkit.PRESS_S = 30 is for a person reading a prompt).
+PRESS_S = 5.0
 
 
 def failed_rows(result):
@@ -39,7 +46,7 @@ def score(tmp, firmware=None):
         vb.press() if down else vb.release()
 
     def go():
-        out["rows"] = satkit.run("127.0.0.1", port, press=press, connect_s=90, watch_s=5)
+        out["rows"] = satkit.run("127.0.0.1", port, press=press, connect_s=90, watch_s=WATCH_S, press_s=PRESS_S)
     t = threading.Thread(target=go)
     t.start()
     try:
@@ -77,7 +84,7 @@ KIT_MUTANTS = [
                      "                self.open_capture(pb.Trigger.BUTTON)\n")]),
 ]
 #: (mutant of alabama.hil.mutants or above, the one row it must fail), in two files of about equal time
-#: (the two ~50 s runs, cancel_ignored and phase_opens_mic, one in each)
+#: (the two runs that wait out PRESS_S, cancel_ignored and phase_opens_mic, one in each)
 MUTANT_ROWS_A = [("even_capture_ids", "R6.3-a"), ("cancel_ignored", "R10.3-a"), ("ping_wrong_t1", "R10.2-a"),
                  ("ik_fail_then_xx", "R7.3-f"), ("pin_on_xx", "R7.3-d")]
 MUTANT_ROWS_B = [("seq_steps_by_two", "R10.10-c"), ("phase_opens_mic", "R10.4.1-a"), ("request_unanswered", "R10.4-a"),

@@ -17,7 +17,7 @@ from alabama.board import logwords as lw, sim
 from alabama.conformance import rows, satkit
 from alabama.hil import mutants
 
-from satkit_support import KIT_MUTANTS, MUTANT_ROWS, ROOT, board, failed_rows
+from satkit_support import KIT_MUTANTS, MUTANT_ROWS, ROOT, WATCH_S, board, failed_rows
 
 
 @pytest.mark.needs_micropython
@@ -27,7 +27,8 @@ def test_our_firmware_passes_every_row_through_the_cli(tmp_path):
     vb = board(tmp_path, port)
     junit = tmp_path / "sat.xml"
     cmd = [sys.executable, "-m", "alabama.cli", "conformance", "satellite", "--listen", "127.0.0.1:%d" % port,
-           "--ctl-port", str(vb.ctl_port), "--json", "--junit", str(junit), "--connect-timeout", "90"]
+           "--ctl-port", str(vb.ctl_port), "--json", "--junit", str(junit), "--connect-timeout", "90",
+           "--watch-timeout", str(WATCH_S)]
     vb.start()              # first: the CLI checks the control port at once; the board retries the core with backoff
     p = None
     try:
@@ -152,6 +153,7 @@ def test_nothing_connects_ends_in_failed_rows_saying_so():
     (["--listen", "nothing"], "give where the kit listens as HOST:PORT"),
     (["--listen", "127.0.0.1:70000"], "give where the kit listens as HOST:PORT"),
     (["--listen", "127.0.0.1:0", "--step-timeout", "0"], "--step-timeout: 0: give seconds > 0"),
+    (["--listen", "127.0.0.1:0", "--watch-timeout", "-2"], "--watch-timeout: -2: give seconds > 0"),
     (["--listen", "127.0.0.1:0", "--ctl-port", "1"], "no virtual board answers"),
     (["--listen", "127.0.0.1:0", "--junit", "/nonexistent-dir/x.xml"], "cannot write --junit"),
     (["--listen", "256.1.1.1:0"], "cannot listen on 256.1.1.1:0"),

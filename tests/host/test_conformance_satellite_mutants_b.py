@@ -1,5 +1,5 @@
 """A mutant firmware that breaks one rule fails that row of `alabama conformance satellite` (so rows can fail):
-the half MUTANT_ROWS_B of satkit_support's table (two files, so two workers share the ~30 s runs)."""
+the half MUTANT_ROWS_B of satkit_support's table (two files, so two workers share the ~10-20 s runs)."""
 from satkit_support import MUTANT_ROWS_B, mutant_row_test
 
 test_a_mutant_firmware_fails_its_row = mutant_row_test(MUTANT_ROWS_B)

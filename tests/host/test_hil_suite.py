@@ -11,6 +11,8 @@ import pytest
 
 from alabama.hil import report
 
+from hil_mutant_support import guarded_pattern, junit_outcomes
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPORT_DIR = ROOT / "build" / "hil-ci"
 
@@ -56,6 +58,16 @@ def test_report_lists_every_scenario(suite):
     for m in ("handshake_ms", "reply_latency_ms", "cancel_silence_ms", "reconnect_ms", "heap_free_bytes",
               "frames_dropped", "frames_late"):
         assert m in last, m
+
+
+def test_every_scenario_a_mutant_guards_passed_in_the_whole_suite(suite):
+    """The scenarios the mutant firmwares of alabama.hil.mutants must make fail (test_hil_mutants*.py) pass on the
+    real firmware: passed, not skipped, in this whole-suite run (no second run of them)."""
+    listed = run_hil("--list", "-k", guarded_pattern())
+    guarded = {line.split("::")[-1] for line in listed.stdout.splitlines() if "::" in line}
+    assert guarded, listed.stdout[-2000:] + listed.stderr[-2000:]
+    outcomes = junit_outcomes(REPORT_DIR)
+    assert {n: outcomes.get(n) for n in guarded} == dict.fromkeys(guarded, "passed")
 
 
 @pytest.mark.skipif(report.find_chromium() is None, reason="chromium is not installed (apt-get install -y chromium)")

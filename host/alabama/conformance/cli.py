@@ -115,6 +115,9 @@ def register(subparsers):
                    help="seconds any one wait may take (default 5)")
     s.add_argument("--connect-timeout", type=usage.positive(), default=None, metavar="S",
                    help="seconds to wait for the satellite's first connection (default 120)")
+    s.add_argument("--watch-timeout", type=usage.positive(), default=None, metavar="S",
+                   help="seconds the kit watches for a forbidden reconnection: XX after a failed IK, a retry after "
+                        "Rejected (default 8; give more than the satellite's longest reconnect backoff)")
     s.set_defaults(func=_run_satellite)
     e = sub.add_parser(
         "codec-echo", help="filter: length-prefixed Envelopes on stdin -> re-encoded by the firmware codec on stdout",
@@ -208,6 +211,7 @@ def _run_satellite(args):
         kit = satkit.SatKit(host.strip("[]"), int(port), press=press, prompt=prompt,
                             step_s=args.step_timeout or satkit.STEP_S,
                             connect_s=args.connect_timeout or satkit.CONNECT_S,
+                            watch_s=args.watch_timeout or satkit.WATCH_S,
                             say=lambda text: print(text, file=sys.stderr, flush=True))
         result = asyncio.run(kit.run())
     except OSError as e:

@@ -134,10 +134,11 @@ class KitSat(ts.TestSatellite):
 class CoreKit:
     """The script: ``await CoreKit(host, port).run()`` -> [Row] in ROWS order."""
 
-    def __init__(self, host, port, core_key=None, token=None, step_s=STEP_S):
+    def __init__(self, host, port, core_key=None, token=None, step_s=STEP_S, quiet_s=QUIET_S):
         self.host, self.port = host, port
         self.core_key, self.token = core_key, token
         self.step_s = step_s
+        self.quiet_s = quiet_s       # silence that counts as "nothing was sent" (probes.QUIET_S)
         self.learned_key = None
         self.sats = []
         self.t0 = time.monotonic()
@@ -166,9 +167,9 @@ class CoreKit:
                     self.step_s, " (the core closed the connection)" if sat.closed.is_set() else "")) from None
         return sat
 
-    async def quiet(self, sat, pred, seconds=QUIET_S):
-        """The frames matching ``pred`` the core sent within ``seconds`` (the kit waits that long)."""
-        return await P.quiet(sat, pred, seconds)
+    async def quiet(self, sat, pred):
+        """The frames matching ``pred`` the core sent within ``quiet_s`` (the kit waits that long)."""
+        return await P.quiet(sat, pred, self.quiet_s)
 
     async def ping(self, sat):
         """A Ping the core must answer (the connection is alive); raises CheckFailed otherwise."""
@@ -328,7 +329,7 @@ class CoreKit:
 
     async def c_notification(self):
         sat = await self.session("XX")
-        self.put("R10.10-b", R.PASS, await P.notification(sat, self.step_s), sat)
+        self.put("R10.10-b", R.PASS, await P.notification(sat, self.step_s, self.quiet_s), sat)
     c_notification.rids = ("R10.10-b",)
 
     async def c_unknown_fields(self):
@@ -407,7 +408,7 @@ class CoreKit:
         await sat.send(ts.capture_open(cid, trigger=ops.TRIGGER_UNSPECIFIED))
         await sat.send(ts.env(cid, "stream_chunk", seq=0), bytes(640))
         await sat.send(ts.env(cid, "stream_end", reason=ops.COMPLETE))
-        await asyncio.sleep(QUIET_S + 0.2)               # past any grace for chunks in flight
+        await asyncio.sleep(self.quiet_s + 0.2)          # past any grace for chunks in flight
         await sat.send(ts.env(cid, "stream_chunk", seq=1), bytes(640))
         got2 = await self.quiet(sat, lambda r: r.id == cid and r.op == "error")
         bad2 = [r for r in got2 if r.env.error.code not in (_E.STREAM_CLOSED, _E.UNKNOWN_STREAM)]
@@ -428,7 +429,7 @@ class CoreKit:
         mark = len(sat.received)
         await sat.send(ts.env(cid, "stream_chunk", seq=1), bytes(640))
         await sat.send(ts.env(cid, "stream_end", reason=ops.COMPLETE))
-        await asyncio.sleep(QUIET_S)
+        await asyncio.sleep(self.quiet_s)
         after = [r for r in sat.received[mark:] if r.id == cid]
         if after:
             raise CheckFailed("after the satellite's StreamCancel on id %d the core sent %s" % (
@@ -498,7 +499,7 @@ class CoreKit:
         except AssertionError:
             raise CheckFailed("the push-to-talk capture on id %d drew no Response or Error within %.0f s"
                               % (cid, EXCHANGE_S)) from None
-        await asyncio.sleep(QUIET_S)
+        await asyncio.sleep(self.quiet_s)
         terms = [r for r in sat.received if r.id == cid and r.op in ("response", "error")]
         if len(terms) != 1:
             raise CheckFailed("capture %d drew %d terminals (%s): exactly one" % (
@@ -613,6 +614,7 @@ def _caps(s):
     return ", ".join(surface_pb2.CapabilityKind.Name(k) for k in sorted(s.declared)) or "no capability"
 
 
-def run(host, port, core_key=None, token=None, step_s=STEP_S):
-    """The whole run, blocking: [Row] in ROWS order."""
-    return asyncio.run(CoreKit(host, port, core_key=core_key, token=token, step_s=step_s).run())
+def run(host, port, core_key=None, token=None, step_s=STEP_S, quiet_s=QUIET_S):
+    """The whole run, blocking: [Row] in ROWS order. ``quiet_s``: the silence that counts as "nothing was sent"
+    (a test bench on loopback may shorten it; the CLI keeps QUIET_S)."""
+    return asyncio.run(CoreKit(host, port, core_key=core_key, token=token, step_s=step_s, quiet_s=quiet_s).run())

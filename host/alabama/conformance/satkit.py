@@ -158,13 +158,16 @@ class Attempt:
 class SatKit:
     """The script: ``await SatKit(host, port).run()`` -> [Row] in ROWS order. ``press``: a callable(down: bool)
     that pushes/releases the satellite's button (a control hook), or None (the press row is then prompted on
-    ``prompt`` — a callable(text) — or not observable)."""
+    ``prompt`` — a callable(text) — or not observable). The bounds (``step_s``, ``connect_s``, ``reconnect_s``,
+    ``watch_s``, ``press_s``) default to the module's constants; a bench that drives a board itself may shorten
+    them."""
 
     def __init__(self, host, port, press=None, prompt=None, step_s=STEP_S, connect_s=CONNECT_S,
-                 reconnect_s=RECONNECT_S, watch_s=WATCH_S, static_private=None, say=None):
+                 reconnect_s=RECONNECT_S, watch_s=WATCH_S, static_private=None, say=None, press_s=PRESS_S):
         self.host, self.port = host, port
         self.press, self.prompt, self.say = press, prompt, say or (lambda text: None)
         self.step_s, self.connect_s, self.reconnect_s, self.watch_s = step_s, connect_s, reconnect_s, watch_s
+        self.press_s = press_s
         self.key = static_private or os.urandom(32)
         self.public = public_key(self.key)
         self.other_key = os.urandom(32)          # the "other core" of R7.3-c/f
@@ -508,9 +511,9 @@ class SatKit:
         else:
             self.prompt("press and hold the satellite's button (talk to it) until told to release it")
         try:
-            r = await _wait(p, lambda r: r.op == "capture_open" and r.env.capture_open.trigger, PRESS_S, mark)
+            r = await _wait(p, lambda r: r.op == "capture_open" and r.env.capture_open.trigger, self.press_s, mark)
         except AssertionError:      # no rule makes a button open a capture (a busy satellite may not): say so
-            self.put("R10.10-d", R.NOT_OBSERVABLE, "the button press opened no capture within %.0f s" % PRESS_S)
+            self.put("R10.10-d", R.NOT_OBSERVABLE, "the button press opened no capture within %g s" % self.press_s)
             if self.press is not None:
                 await self._push(False)
             return

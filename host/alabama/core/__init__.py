@@ -6,7 +6,9 @@ Layers, each knowing nothing of the one above it:
 * ``surface``     — the satellite's Hello parsed and checked (R8.2-a/d, limits), the guest surface;
   ``schema``      — tool input schemas and event metadata checked with the jsonschema library (R8.2-d/e).
 * ``events``      — what a session reports to its driver (one class per event).
-* ``session``     — ``CoreSession``: one connection, sans-IO (frames in → frames + events out).
+* ``session``     — ``CoreSession``: one connection, sans-IO (frames in → frames + events out), made of
+  ``inbound``     — what each satellite frame does; ``outbound`` — the core's sends;
+  ``outqueue``    — the frames waiting for the writer; ``sessiondefs`` — the phases, limits, ``Admission``.
 * ``conformance`` — the per-session violation report the HIL bench asserts on; ``errors`` — local vs remote.
 * ``registry``    — SQLite device registry and pairing tokens; ``admission`` — §7.3 against it.
 * ``images``      — fitting a picture to a panel, and the inline/stream budget a session has for it (R10.5-a).

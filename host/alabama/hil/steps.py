@@ -123,14 +123,26 @@ def requested_exchange(hil, ref="hil", timeout=30.0):
 
 
 def finish_exchange(hil, co, m, timeout=30.0, ptt=False):
-    end = hil.expect(SAT_TO_CORE if ptt else CORE_TO_SAT, "stream_end", id_=co.id, after=m, timeout=timeout,
-                     what="the StreamEnd closing capture %d" % co.id)
+    """The rest of an exchange on capture ``co``: its StreamEnd, the render and its PlaybackDone, the Response.
+    An Error on the capture's id ends the exchange (the capture's failure terminal, R10.8-a): the scenario fails
+    at once, quoting it, instead of waiting out ``timeout`` for frames that cannot come."""
+    end = _expect_or_error(hil, SAT_TO_CORE if ptt else CORE_TO_SAT, "stream_end", co.id, m, timeout,
+                           "the StreamEnd closing capture %d" % co.id)
     ro = hil.expect(CORE_TO_SAT, "media_render_open", after=hil.tl.index_of(end), timeout=timeout)
     done = hil.expect(SAT_TO_CORE, "playback_done", id_=ro.id, after=m, timeout=timeout,
                       what="PlaybackDone on render %d" % ro.id)
-    resp = hil.expect(CORE_TO_SAT, "response", id_=co.id, after=m, timeout=timeout,
-                      what="the Response on capture %d" % co.id)
+    resp = _expect_or_error(hil, CORE_TO_SAT, "response", co.id, m, timeout, "the Response on capture %d" % co.id)
     return {"mark": m, "co": co, "end": end, "ro": ro, "done": done, "resp": resp}
+
+
+def _expect_or_error(hil, dir_, op, id_, after, timeout, what):
+    """``hil.expect(dir_, op, id_)``, failing as soon as an Error on ``id_`` comes first (either way)."""
+    ev = hil.expect(None, None, id_=id_, after=after, timeout=timeout, what=what,
+                    pred=lambda e: (e.dir == dir_ and e.op == op) or e.op == "error")
+    if ev.op == "error":
+        hil.fail("expected %s, but %s sent Error on id %d first: %s" % (
+            what, "the core" if ev.dir == CORE_TO_SAT else "the board", id_, ev.summary))
+    return ev
 
 
 def go_ambient(hil):
