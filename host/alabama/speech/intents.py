@@ -53,15 +53,29 @@ def grammar(tool_names=()):
     return "#JSGF V1.0;\ngrammar alabama;\npublic <command> = %s;\n%s\n" % (" | ".join(alts), "\n".join(rules))
 
 
+#: minutes -> the spoken number the grammar uses ("20" -> "twenty"); a number not here stays digits (no timer)
+_SPOKEN = {v: k for k, v in NUMBERS.items()}
+#: a word (letters, inner apostrophes: "don't") or a number (inner separators kept: "2.5", "1,000" are not "2", "5")
+_TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*|\d+(?:[.,:]\d+)*")
+
+
+def normalise(text):
+    """A transcript as the grammar writes it: lower case, punctuation and hyphens gone, digits that name a grammar
+    number spelled out ("Set a timer for 20 minutes." -> "set a timer for twenty minutes"). The one place a real
+    recogniser's text (faster-whisper, a Wyoming server) is brought to the grammar's forms."""
+    words = _TOKEN.findall(text.lower().replace("-", " "))
+    return " ".join(_SPOKEN.get(int(w), w) if w.isdigit() else w for w in words)
+
+
 _TIMER = re.compile(r"^set a timer for (\w+) minutes?$")
 _LIGHT = re.compile(r"^turn (?:the )?light (on|off)$|^turn (on|off) the light$")
 
 
 def parse(text, tool_names=()):
-    """Intent of a transcript: exact command forms only (what the grammar produces), else FREE.
-
-    FREE carries the text in slots["text"]; a light command with no declared light tool is FREE."""
-    t = " ".join(text.lower().split())
+    """Intent of a transcript: the command forms the grammar produces, after ``normalise`` (case, punctuation,
+    digits), else FREE. FREE carries the normalised text in slots["text"]; a light command with no declared light
+    tool is FREE."""
+    t = normalise(text)
     if t in ("what time is it", "what is the time", "tell me the time"):
         return Intent(TIME, {})
     if t in ("stop", "cancel"):
