@@ -19,6 +19,9 @@ LOW_CONFIDENCE = 0.5
 # spoken numbers the timer grammar accepts -> minutes
 NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
            "nine": 9, "ten": 10, "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40, "sixty": 60}
+# the fixed command forms (the grammar and the parser both read these)
+TIME_FORMS = ("what time is it", "what is the time", "tell me the time")
+STOP_FORMS = ("stop", "cancel")
 # a declared tool is a light when one of its name's parts is one of these
 LIGHT_WORDS = ("light", "lights", "led", "lamp")
 
@@ -42,10 +45,10 @@ def grammar(tool_names=()):
     The light rule is present only when the board declares a light tool (else the recogniser
     cannot hear a command the core could not carry out)."""
     nums = " | ".join(NUMBERS)
-    rules = ["<time> = what time is it | what is the time | tell me the time;",
+    rules = ["<time> = %s;" % " | ".join(TIME_FORMS),
              "<timer> = set a timer for <num> (minute | minutes);",
              "<num> = %s;" % nums,
-             "<stop> = stop | cancel;"]
+             "<stop> = %s;" % " | ".join(STOP_FORMS)]
     alts = ["<time>", "<timer>", "<stop>"]
     if light_tool(tool_names):
         rules.append("<light> = turn [the] light (on | off) | turn (on | off) the light;")
@@ -76,9 +79,9 @@ def parse(text, tool_names=()):
     digits), else FREE. FREE carries the normalised text in slots["text"]; a light command with no declared light
     tool is FREE."""
     t = normalise(text)
-    if t in ("what time is it", "what is the time", "tell me the time"):
+    if t in TIME_FORMS:
         return Intent(TIME, {})
-    if t in ("stop", "cancel"):
+    if t in STOP_FORMS:
         return Intent(STOP, {})
     m = _TIMER.match(t)
     if m and m.group(1) in NUMBERS:
@@ -88,6 +91,15 @@ def parse(text, tool_names=()):
     if m and tool:
         return Intent(LIGHT, {"tool": tool, "on": (m.group(1) or m.group(2)) == "on"})
     return Intent(FREE, {"text": t})
+
+
+def examples(tool_names=(), number="twenty"):
+    """One sentence per command form the board can use (light forms only with a declared light tool), a timer with
+    ``number``: what a free-text recogniser is primed with (speech/whisper.py builds its prompt from these)."""
+    out = list(TIME_FORMS) + ["set a timer for %s minutes" % number]
+    if light_tool(tool_names):
+        out += ["turn on the light", "turn off the light"]
+    return out + list(STOP_FORMS)
 
 
 def understand(text, confidence, tool_names=(), low_confidence=LOW_CONFIDENCE):
