@@ -210,6 +210,7 @@ def _stt_at_start(brain, stt):
     except SpeechUnavailable as e:
         logging.getLogger("alabama.core").warning("%s; falling back to --stt embedded (pocketsphinx)", e)
         return engines.EMBEDDED
+    logging.getLogger("alabama.core").info("speech recogniser: faster-whisper, model %s", whisper.model_dir(stt))
     return stt
 
 
