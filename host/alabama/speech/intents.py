@@ -102,6 +102,16 @@ def examples(tool_names=(), number="twenty"):
     return out + list(STOP_FORMS)
 
 
+def sentences(tool_names=()):
+    """Every command sentence the board can use, in the grammar's words ("minute" after "one" only): what a free
+    transcript that is not a command may be snapped to (speech/whisper.py)."""
+    out = list(TIME_FORMS) + ["set a timer for %s minute%s" % (n, "" if v == 1 else "s") for n, v in NUMBERS.items()]
+    if light_tool(tool_names):
+        out += ["turn %slight %s" % (the, s) for the in ("the ", "") for s in ("on", "off")]
+        out += ["turn %s the light" % s for s in ("on", "off")]
+    return out + list(STOP_FORMS)
+
+
 def understand(text, confidence, tool_names=(), low_confidence=LOW_CONFIDENCE):
     """What the brain acts on: the Intent of a transcript confident enough (>= low_confidence), else None (the
     brain says it did not catch that). FREE here is what gets echoed as "You said: ..."."""

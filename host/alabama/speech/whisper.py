@@ -15,6 +15,13 @@ stricter FREE_LOGPROB0 when it is free text that would be echoed as "You said" (
 most confident was "Copy." at -0.41; sentences said clearly reach -0.02..-0.3). 0 when whisper itself says there
 was no speech (``no_speech_prob`` over NO_SPEECH0) or the text repeats itself (``compression_ratio`` over
 MAX_COMPRESSION: a hallucinated loop, "moo-moo-moo-...").
+
+Near misses: free text within a word or two of a command sentence ("Set the timer for thirty minutes.") is snapped
+to it when whisper itself, forced to read that sentence over the same audio (CTranslate2 ``Whisper.align``: the
+probability of each of its tokens), finds it nearly as likely as its own free reading (mean token log-probability
+within SNAP_MARGIN) and likely enough on its own (over COMMAND_LOGPROB0): a sentence said far from the command
+("tell me the news") keeps its text. Only the SNAP_CANDIDATES sentences nearest in words (word-sequence similarity
+at least SNAP_SIMILARITY) are scored, so a transcript far from every command costs nothing more.
 """
 import math
 import os
@@ -23,7 +30,7 @@ import threading
 import numpy as np
 
 from . import BYTES_PER_SECOND, SpeechUnavailable, intents
-from .base import EngineError
+from .base import EngineError, Utterance
 from .recognizer import Transcript
 
 WHISPER = "whisper"
@@ -38,6 +45,9 @@ LOGPROB_SCALE = 0.05
 NO_SPEECH0 = 0.6                 # whisper's own "no speech" probability over this: nothing heard (whisper's own cut;
                                  # tuning split: right commands <= 0.10, noise junk 0.5-0.94)
 MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetition loop, not speech (whisper's own cut)
+SNAP_SIMILARITY = 0.6           # difflib ratio of the word sequences: "set the timer for thirty minutes" ~ 0.83
+SNAP_MARGIN = 0.2               # forced mean token log-prob of the command >= the free reading's - this (tuning split)
+SNAP_CANDIDATES = 3
 BEAM_SIZE = 5
 CPU_THREADS = 2
 
@@ -114,6 +124,19 @@ def prompt(tool_names=()):
     return " ".join(out)
 
 
+def styled(sentence):
+    """A grammar sentence as whisper writes one: capitalised, "?" after a question, "." otherwise."""
+    return sentence[0].upper() + sentence[1:] + ("?" if sentence.startswith("what") else ".")
+
+
+def near(text, sentences, n=SNAP_CANDIDATES, similarity=SNAP_SIMILARITY):
+    """The ``n`` sentences nearest to ``text`` in words (difflib ratio >= ``similarity``), nearest first."""
+    import difflib
+    words = intents.normalise(text).split()
+    scored = [(difflib.SequenceMatcher(None, words, s.split()).ratio(), s) for s in sentences]
+    return [s for r, s in sorted(scored, key=lambda x: -x[0])[:n] if r >= similarity]
+
+
 def _logistic(x, x0, scale):
     return 1.0 / (1.0 + math.exp(max(-60.0, min(60.0, -(x - x0) / scale))))
 
@@ -135,32 +158,27 @@ class WhisperSTT:
         self.model = load(flag)
         self.tool_names = tuple(tool_names)
         self.prompt = prompt(tool_names) if initial_prompt is None else initial_prompt
-        self.max_bytes = int(max_seconds * BYTES_PER_SECOND) & ~1
-        self._buf = bytearray()
-        self._carry = b""
+        self.sentences = intents.sentences(self.tool_names)
+        self.snap = True                 # near misses snapped to a command (module docstring); False: free text only
+        self.snapped = None              # (free text, forced log-prob, command, its forced log-prob) of the last snap
+        self._tokenizer = None
+        self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
         self._open = False
-        self.truncated = False
         self.scores = None           # (avg_logprob, no_speech_prob, compression_ratio) of the last decode
 
+    @property
+    def truncated(self):
+        return self._utt.truncated
+
     def start(self):
-        self._buf = bytearray()
-        self._carry = b""
+        self._utt.clear()
         self._open = True
-        self.truncated = False
 
     def feed(self, data):
         """Keep the audio (bounded by max_seconds; past it the Transcript says ``truncated``)."""
         if not self._open:
             raise RuntimeError("WhisperSTT.feed before start()")
-        data = self._carry + bytes(data)
-        even = len(data) & ~1
-        self._carry = data[even:]
-        room = self.max_bytes - len(self._buf)
-        if even > room:
-            self.truncated = True
-            even = max(room, 0)
-        if even:
-            self._buf += data[:even]
+        self._utt.add(data)
 
     def finish(self):
         """Decode the utterance whole -> Transcript (mode "whisper"; "none" when nothing was heard)."""
@@ -168,9 +186,9 @@ class WhisperSTT:
             raise RuntimeError("WhisperSTT.finish before start()")
         self._open = False
         none = Transcript("", 0.0, (), "none", self.truncated)
-        if len(self._buf) < MIN_SECONDS * BYTES_PER_SECOND:
+        if len(self._utt.pcm) < MIN_SECONDS * BYTES_PER_SECOND:
             return none
-        pcm = np.frombuffer(bytes(self._buf), "<i2").astype(np.float32) / 32768.0
+        pcm = np.frombuffer(bytes(self._utt.pcm), "<i2").astype(np.float32) / 32768.0
         segments, _ = self.model.transcribe(
             pcm, language="en", beam_size=BEAM_SIZE, temperature=0.0, initial_prompt=self.prompt or None,
             condition_on_previous_text=False, without_timestamps=True, no_speech_threshold=None, vad_filter=False)
@@ -182,7 +200,43 @@ class WhisperSTT:
         self.scores = (min(s.avg_logprob for s in segments), max(s.no_speech_prob for s in segments),
                        max(s.compression_ratio for s in segments))
         command = intents.parse(text, self.tool_names).name != intents.FREE
+        self.snapped = None
+        if not command and self.snap and confidence(*self.scores, True) > 0.0:
+            text, lp = self._snap(pcm, text)
+            if lp is not None:
+                return Transcript(text, confidence(lp, *self.scores[1:], True), (), WHISPER, self.truncated)
         return Transcript(text, confidence(*self.scores, command), (), WHISPER, self.truncated)
+
+    def _forced(self, pcm, texts):
+        """Mean token log-probability of each text read over ``pcm`` (whisper forced to it, with the prompt)."""
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.tokenizer import Tokenizer
+        if self._tokenizer is None:
+            self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual, task="transcribe",
+                                        language="en")
+        tok = self.model.feature_extractor(pcm)
+        frames = min(tok.shape[-1], self.model.feature_extractor.nb_max_frames)
+        encoded = self.model.encode(pad_or_trim(tok))
+        t = self._tokenizer
+        start = ([t.sot_prev] + t.encode(" " + self.prompt) if self.prompt else []) + list(t.sot_sequence)
+        start.append(t.no_timestamps)
+        out = []
+        for text in texts:
+            r = self.model.model.align(encoded, start, [t.encode(" " + text)], frames)[0]
+            out.append(float(np.mean(np.log(np.maximum(r.text_token_probs, 1e-12)))))
+        return out
+
+    def _snap(self, pcm, text):
+        """(command sentence, its forced log-prob) for a near miss, else (text, None)."""
+        cands = near(text, self.sentences)
+        if not cands:
+            return text, None
+        free, *scores = self._forced(pcm, [text] + [styled(c) for c in cands])
+        lp, best = max(zip(scores, cands))
+        if lp < free - SNAP_MARGIN or lp < COMMAND_LOGPROB0:
+            return text, None
+        self.snapped = (text, free, best, lp)
+        return best, lp
 
     def close(self):
         self._open = False
