@@ -21,7 +21,9 @@ to it when whisper itself, forced to read that sentence over the same audio (CTr
 probability of each of its tokens), finds it nearly as likely as its own free reading (mean token log-probability
 within SNAP_MARGIN) and likely enough on its own (over COMMAND_LOGPROB0): a sentence said far from the command
 ("tell me the news") keeps its text. Only the SNAP_CANDIDATES sentences nearest in words (word-sequence similarity
-at least SNAP_SIMILARITY) are scored, so a transcript far from every command costs nothing more.
+at least SNAP_SIMILARITY, and at most SNAP_MAX_DROP words shorter: the forced score has no end, so a command that is a
+prefix of a longer sentence would score as if it were all that was said) are scored, so a transcript far from every
+command costs nothing more.
 """
 import math
 import os
@@ -48,6 +50,9 @@ MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetitio
 SNAP_SIMILARITY = 0.6           # difflib ratio of the word sequences: "set the timer for thirty minutes" ~ 0.83
 SNAP_MARGIN = 0.2               # forced mean token log-prob of the command >= the free reading's - this (tuning split)
 SNAP_CANDIDATES = 3
+SNAP_MAX_DROP = 1                # a command may have at most this many words fewer than the free text: a forced score
+                                 # rates a prefix as if it were the whole ("Stop." over "Stop by the store on your
+                                 # way home" scored above the free reading on the tuning split)
 BEAM_SIZE = 5
 CPU_THREADS = 2
 
@@ -130,10 +135,12 @@ def styled(sentence):
 
 
 def near(text, sentences, n=SNAP_CANDIDATES, similarity=SNAP_SIMILARITY):
-    """The ``n`` sentences nearest to ``text`` in words (difflib ratio >= ``similarity``), nearest first."""
+    """The ``n`` sentences nearest to ``text`` in words (difflib ratio >= ``similarity``, at most SNAP_MAX_DROP words
+    shorter), nearest first."""
     import difflib
     words = intents.normalise(text).split()
-    scored = [(difflib.SequenceMatcher(None, words, s.split()).ratio(), s) for s in sentences]
+    scored = [(difflib.SequenceMatcher(None, words, s.split()).ratio(), s) for s in sentences
+              if len(s.split()) >= len(words) - SNAP_MAX_DROP]
     return [s for r, s in sorted(scored, key=lambda x: -x[0])[:n] if r >= similarity]
 
 

@@ -168,3 +168,13 @@ def test_issue40_whisper_sentences_are_the_grammars():
     for s in intents.sentences(TOOLS):
         assert intents.parse(whisper.styled(s), TOOLS).name != intents.FREE, s
     assert not any("light" in s for s in intents.sentences(("device.info",)))
+
+
+def test_issue40_whisper_a_command_that_is_a_prefix_is_no_candidate():
+    """The forced score has no end: "what is the time" read over "What is the time for the talk?" scores as if it were
+    all that was said (held-out seed 40: two sentences taken as commands before SNAP_MAX_DROP)."""
+    sentences = intents.sentences(TOOLS)
+    assert whisper.near("What in the time?", sentences)[0] == "what is the time"
+    assert "what is the time" not in whisper.near("What is the time for the talk, you know?", sentences)
+    assert "what is the time" not in whisper.near("What is the time? Tell me the time.", sentences)
+    assert whisper.near("Set a timer for minutes.", sentences)                  # a word missing: still a candidate
