@@ -181,3 +181,11 @@ def test_issue40_whisper_a_command_that_is_a_prefix_is_no_candidate():
     assert "what is the time" not in whisper.near("What is the time for the talk, you know?", sentences)
     assert "what is the time" not in whisper.near("What is the time? Tell me the time.", sentences)
     assert whisper.near("Set a timer for minutes.", sentences)                  # a word missing: still a candidate
+
+
+def test_issue40_speech_brain_hears_with_whisper_primed_by_the_boards_tools():
+    from alabama.core.hearing import SpeechBrain
+    brain = SpeechBrain(stt="whisper")
+    with_light, without = brain._build(("light.set",)), brain._build(("device.info",))
+    assert isinstance(with_light, whisper.WhisperSTT) and with_light.model is without.model
+    assert "light" in with_light.prompt and "light" not in without.prompt
