@@ -1,6 +1,7 @@
 """What every speech engine shares: the one error they raise, the text limit, and the board's audio format.
 
-Responsible for ``EngineError``, ``MAX_TEXT``/``check_text``, ``Utterance`` (a recogniser's bounded buffer) and bringing any engine's PCM to the board's format
+Responsible for ``EngineError``, ``MAX_TEXT``/``check_text``, ``Utterance`` (a recogniser's bounded buffer) and
+bringing any engine's PCM to the board's format
 (16 kHz s16le mono, by the wyoming package's converter). It sits below engines.py (the flag -> engine factory and
 the embedded engines) and wyoming_io.py (the Wyoming clients), which both import it, so the arrows run one way.
 Must not choose or open an engine.

@@ -259,7 +259,8 @@ def test_issue40_whisper_brain_invokes_the_light_through_the_core(tmp_path, run,
             assert inv.env.invoke.name == "light.set" and json.loads(inv.env.invoke.arguments) == {"on": True}
             await sat.send(env(inv.id, "tool_result", content=[{"text": '{"on": true}'}]))
             text, meta = _understood(await sat.expect("response", cid, timeout=20))
-            assert intents.parse(text, ("light.set",)).name == "light" and meta["slots"] == {"tool": "light.set", "on": True}
+            assert intents.parse(text, ("light.set",)).name == "light"
+            assert meta["slots"] == {"tool": "light.set", "on": True}
             assert srv.reports_for(sat.device_id)[-1].clean
             await sat.close()
     run(body())

@@ -142,7 +142,8 @@ def test_issue40_core_serve_wrong_whisper_path_is_one_line(tmp_path):
 # to the command its own forced reading finds nearly as likely; a clear sentence near a command in words keeps its text.
 NEAR = [(("set a timer for thirty minutes", "en-gb-x-rp+m3", 150, 50, 5, "white", 0.38, "", 40),
          ("timer", {"minutes": 30})),
-        (("turn light off", "en-029+f4", 150, 35, 10, "brown", 0.5, "", 40), ("light", {"tool": "light.set", "on": False}))]
+        (("turn light off", "en-029+f4", 150, 35, 10, "brown", 0.5, "", 40),
+         ("light", {"tool": "light.set", "on": False}))]
 
 
 @pytest.mark.parametrize("clip,want", NEAR)
