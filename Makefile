@@ -39,7 +39,7 @@ help:
 	@echo "make soak-ambient       2 h of ambient audio through the core's spotting workers; memory trends"
 	@echo "make wake-parity        on-board wake models vs pymicro-wakeword: 216 positives x 4 models, 30 min negatives"
 	@echo "make speech-corpus      the seeded espeak-ng corpus, tuning + held-out splits, into build/speech-corpus (tools/speech)"
-	@echo "make speech-accuracy [STT=wyoming://H:P]  intent accuracy on the held-out split (docs/speech.md)"
+	@echo "make speech-accuracy [STT=whisper|wyoming://H:P]  intent accuracy on the held-out split (docs/speech.md)"
 	@echo "make wake-quality [WAKE_ARGS=...]  every wake engine: false accepts/h on 2 h + detections on 324/word (tools/speech)"
 	@echo "make devkit-heap        the e2e and HIL suites at the no-PSRAM devkit's heap (its board file), firmware frozen"
 	@echo "make mp32               build the 32-bit micropython unix port into build/mp32 (tools/mp32)"

@@ -6,7 +6,8 @@ nothing is understood, the brain says it did not catch that) and counting, per k
 right, out-of-grammar sentences taken as commands, junk echoed as "You said". Not responsible for tuning anything:
 thresholds live in speech/recognizer.py and were chosen on the tuning split (``--split tune`` shows that split).
 
-The engine is any ``speech.engines.open_stt`` flag: ``embedded`` (pocketsphinx here) or ``wyoming://HOST:PORT``
+The engine is any ``speech.engines.open_stt`` flag: ``embedded`` (pocketsphinx here), ``whisper[:DIR]`` (faster-whisper,
+embedded) or ``wyoming://HOST:PORT``
 (a faster-whisper server, say). The corpus is generated first when its index is missing (same seed, same bytes).
 
     .venv/bin/python tools/speech/accuracy.py [--split held] [--seed 40] [--stt wyoming://127.0.0.1:10300]
@@ -135,7 +136,7 @@ def main(argv=None):
         if a.stt == engines.EMBEDDED:
             from alabama.speech.recognizer import SpeechModels
             models = SpeechModels(tool_names=tools)
-        stt = engines.open_stt(a.stt, models)
+        stt = engines.open_stt(a.stt, models, tools=tools)
         log = (lambda r: print("%-14s %-7s %-8s %-40r -> %r %s %.2f" % (r["file"], r["kind"], r["verdict"], r["text"],
                                                                           r["heard"], r["mode"], r["confidence"]),
                                file=sys.stderr)) if a.verbose else None

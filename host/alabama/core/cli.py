@@ -37,8 +37,10 @@ def register(sub):
     s.add_argument("--min-wire-version", type=usage.positive(int, "a wire version"), default=1, help="lowest Hello.wire_version admitted (§13)")
     s.add_argument("--brain", default="echo", choices=BRAINS,
                    help="what answers a voice turn: echo, espeak, or speech (pocketsphinx + intents; docs/core.md)")
-    s.add_argument("--stt", default="embedded", type=_engine_flag,
-                   help="speech brain's recogniser: embedded (pocketsphinx) or wyoming://HOST:PORT")
+    s.add_argument("--stt", default="embedded", type=_stt_flag,
+                   help="speech brain's recogniser: embedded (pocketsphinx), whisper (faster-whisper tiny.en: "
+                        "pip install 'alabama-satellite[whisper]'; whisper:DIR your own CTranslate2 model) or "
+                        "wyoming://HOST:PORT (docs/speech.md)")
     s.add_argument("--tts", default="embedded", type=_engine_flag,
                    help="speech brain's voice: embedded (espeak-ng) or wyoming://HOST:PORT")
     s.add_argument("--wake-word", default=None, metavar="MODEL",
@@ -131,10 +133,22 @@ def register(sub):
     v.set_defaults(func=cmd_show)
 
 
+def _stt_flag(value):
+    """``--stt``: the engine flags, and the embedded faster-whisper engine (``whisper``, ``whisper:DIR``)."""
+    if value == "whisper" or value.startswith("whisper:"):
+        from ..speech import engines
+        return engines.flag_type(value)
+    return _engine_flag(value)
+
+
 def _engine_flag(value):
     from .. import extras
     if value == "embedded":
         return value
+    if value == "whisper" or value.startswith("whisper:"):
+        import argparse
+        raise argparse.ArgumentTypeError("whisper is a recogniser (--stt whisper), not a voice: give embedded or "
+                                         "wyoming://HOST:PORT")
     if not extras.have("wyoming"):
         import argparse
         raise argparse.ArgumentTypeError("a wyoming:// engine needs the wyoming package: pip install "
@@ -189,6 +203,23 @@ def _wake_at_start(word, phrase):
     return word, phrase
 
 
+def _stt_at_start(brain, stt):
+    """``--stt whisper[:DIR]`` with the speech brain: its model loaded now (once per process; a worker loads its
+    own). A damaged model directory: EngineError (one line, exit 1). faster-whisper or the packaged model not
+    installed: one line with the install command, and the core hears with the embedded pocketsphinx instead."""
+    from ..speech import SpeechUnavailable, engines
+    if brain != "speech" or not engines.is_whisper(stt):
+        return stt
+    from ..speech import whisper
+    try:
+        whisper.load(stt)
+    except SpeechUnavailable as e:
+        logging.getLogger("alabama.core").warning("%s; falling back to --stt embedded (pocketsphinx)", e)
+        return engines.EMBEDDED
+    logging.getLogger("alabama.core").info("speech recogniser: faster-whisper, model %s", whisper.model_dir(stt))
+    return stt
+
+
 def _speech_kw(args):
     word, phrase = _wake_choice(args)
     return {"stt": args.stt, "tts": args.tts, "wake_phrase": phrase, "wake_threshold": args.wake_threshold,
@@ -212,6 +243,7 @@ def cmd_serve(args):
     args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
     args.wake_word, args.wake_phrase = _wake_at_start(*_wake_choice(args))
+    args.stt = _stt_at_start(args.brain, args.stt)
     if args.workers > 1:
         from . import workers
 

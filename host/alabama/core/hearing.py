@@ -197,6 +197,9 @@ class SpeechBrain:
         if stt == engines.EMBEDDED:
             load()
             frontend.processor()          # webrtc-noise-gain: one line now, not at the first turn
+        elif engines.is_whisper(stt):
+            from ..speech import whisper
+            whisper.load(stt)             # the model once per process, now: not installed / damaged said at start
         if tts == engines.EMBEDDED and not shutil.which("espeak-ng"):
             raise SpeechUnavailable("the speech brain speaks with espeak-ng: apt-get install espeak-ng "
                                     "(or --tts wyoming://HOST:PORT); falling back to the echo brain")
@@ -216,7 +219,7 @@ class SpeechBrain:
                 m = self._models[tools] = SpeechModels(tool_names=tools)
             return engines.open_stt(engines.EMBEDDED, m)
         if isinstance(self.stt, str):
-            return engines.open_stt(self.stt)
+            return engines.open_stt(self.stt, tools=tools)
         return self.stt()                        # a factory (tests, the lead's wiring)
 
     async def acquire(self, tools):

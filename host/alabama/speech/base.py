@@ -1,6 +1,7 @@
 """What every speech engine shares: the one error they raise, the text limit, and the board's audio format.
 
-Responsible for ``EngineError``, ``MAX_TEXT``/``check_text`` and bringing any engine's PCM to the board's format
+Responsible for ``EngineError``, ``MAX_TEXT``/``check_text``, ``Utterance`` (a recogniser's bounded buffer) and
+bringing any engine's PCM to the board's format
 (16 kHz s16le mono, by the wyoming package's converter). It sits below engines.py (the flag -> engine factory and
 the embedded engines) and wyoming_io.py (the Wyoming clients), which both import it, so the arrows run one way.
 Must not choose or open an engine.
@@ -15,6 +16,31 @@ class EngineError(AlabamaError):
     """A speech engine failed: a remote server is unreachable, went away mid-turn, timed out or answered
     something that is not Wyoming, or the embedded engine's program is missing. ``str()`` is one line
     naming the engine (the server's URI) and what to do; the turn ends, the core keeps serving."""
+
+
+class Utterance:
+    """One utterance's PCM as it streams in (16 kHz s16le mono, chunks of any length): whole samples only (an odd
+    byte waits for its pair), at most ``max_bytes`` kept; past it nothing more is kept and ``truncated`` is set."""
+
+    def __init__(self, max_bytes):
+        self.max_bytes = int(max_bytes) & ~1
+        self.clear()
+
+    def clear(self):
+        self.pcm = bytearray()
+        self._carry = b""
+        self.truncated = False
+
+    def add(self, data):
+        data = self._carry + bytes(data)
+        even = len(data) & ~1
+        self._carry = data[even:]
+        room = self.max_bytes - len(self.pcm)
+        if even > room:
+            self.truncated = True
+            even = max(room, 0)
+        if even:
+            self.pcm += data[:even]
 
 
 def to_board_pcm(audio, rate, width, channels, converter=None):

@@ -1,7 +1,7 @@
 """The speech engines the core picks by flag: one interface for speech-to-text, one for text-to-speech.
 
 Responsible for the two small interfaces the core calls (``SpeechToText``, ``TextToSpeech``), for
-choosing an implementation from a flag value (``"embedded"`` or ``"wyoming://HOST:PORT"``), for the
+choosing an implementation from a flag value (``"embedded"``, ``"whisper[:DIR]"`` or ``"wyoming://HOST:PORT"``), for the
 embedded text-to-speech twin (espeak-ng in a subprocess), for bringing any engine's audio to the
 board's format (16 kHz s16le mono) and for the one error every engine raises (``EngineError``).
 Must not know about sessions, frames or turns: the core feeds bytes and reads plain results.
@@ -18,9 +18,11 @@ from typing import Protocol, runtime_checkable
 from ..errors import AlabamaError
 from .base import MAX_TEXT, EngineError, board_converter, check_text, to_board_pcm  # noqa: F401 (the engines' API)
 from .recognizer import Transcript
+from .whisper import WHISPER, is_flag as is_whisper  # noqa: F401 (the engines' API: the flag's name and its test)
 
 EMBEDDED = "embedded"
-FLAG_HELP = "embedded (default) or wyoming://HOST:PORT of a Wyoming server"
+FLAG_HELP = ("embedded (default: pocketsphinx), whisper (faster-whisper tiny.en, embedded; whisper:DIR a CTranslate2 "
+             "model of your own) or wyoming://HOST:PORT of a Wyoming server")
 
 
 @runtime_checkable
@@ -48,10 +50,14 @@ class TextToSpeech(Protocol):
 
 
 def check_flag(value):
-    """Validate an ``--stt``/``--tts`` value at argument parsing: "embedded" or a wyoming://HOST:PORT URI
-    (returned normalised); anything else raises UsageError with one line saying the form."""
+    """Validate an ``--stt``/``--tts`` value at argument parsing: "embedded", "whisper[:DIR]" (speech-to-text only;
+    DIR must hold a CTranslate2 Whisper model) or a wyoming://HOST:PORT URI (returned normalised); anything else
+    raises UsageError with one line saying the form."""
     if value == EMBEDDED:
         return value
+    if is_whisper(value):
+        from . import whisper
+        return whisper.parse_flag(value)
     from . import wyoming_io
     return str(wyoming_io.parse_uri(value))
 
@@ -65,12 +71,17 @@ def flag_type(value):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def open_stt(flag, models=None, **timeouts):
+def open_stt(flag, models=None, tools=(), **timeouts):
     """A SpeechToText for a flag value. ``models``: the embedded recogniser's ``SpeechModels`` (built from
-    the board's tools; may raise SpeechUnavailable) — unused by a remote engine, which hears free text."""
+    the board's tools; may raise SpeechUnavailable) — unused by a remote engine, which hears free text.
+    ``tools``: the board's tool names (whisper is primed with the commands they allow). ``whisper``: its model is
+    loaded once per process (SpeechUnavailable when not installed, EngineError when the directory is damaged)."""
     if flag == EMBEDDED:
         from .recognizer import Recognizer, SpeechModels
         return Recognizer(models if models is not None else SpeechModels())
+    if is_whisper(flag):
+        from .whisper import WhisperSTT
+        return WhisperSTT(flag, tool_names=tools)
     from . import wyoming_io
     return wyoming_io.WyomingSTT(flag, **timeouts)
 

@@ -57,6 +57,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import BYTES_PER_SECOND, frontend, intents, load
+from .base import Utterance
 
 GRAMMAR_R0 = -6.0               # tuning split (seed 40), with GRAMMAR_SEARCH and COVERAGE0: grammar decode + gate
                                  # 95/120 commands right, 3/40 sentences taken (before the search change: -3, 0.5: 85,
@@ -210,36 +211,27 @@ class Recognizer:
 
     def __init__(self, models, max_seconds=MAX_SECONDS):
         self.models = models
-        self.max_bytes = int(max_seconds * BYTES_PER_SECOND) & ~1
+        self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
         self._g = models.grammar_decoder()
         self._p = models.phone_decoder()
-        self._buf = bytearray()
-        self._carry = b""
         self.speech_ms = 0
         self._open = False
-        self.truncated = False
+
+    @property
+    def truncated(self):
+        return self._utt.truncated
 
     def start(self):
         self.close()                           # an utterance left open (a turn abandoned) is dropped
-        self._buf = bytearray()
-        self._carry = b""
+        self._utt.clear()
         self.speech_ms = 0
         self._open = True
-        self.truncated = False
 
     def feed(self, data):
         """Add audio; chunks may have any length (an odd byte waits for its pair). Cheap: it only keeps it."""
         if not self._open:
             raise RuntimeError("Recognizer.feed before start()")
-        data = self._carry + bytes(data)
-        even = len(data) & ~1
-        self._carry = data[even:]
-        room = self.max_bytes - len(self._buf)
-        if even > room:
-            self.truncated = True
-            even = max(room, 0)
-        if even:
-            self._buf += data[:even]
+        self._utt.add(data)
 
     def _voiced_ms(self, pcm):
         """Voiced milliseconds of ``pcm`` by pocketsphinx's VAD (a fresh one: it is stateful)."""
@@ -253,7 +245,7 @@ class Recognizer:
             raise RuntimeError("Recognizer.finish before start()")
         self._open = False
         best = Transcript("", 0.0, (), "none", self.truncated)
-        clean = frontend.clean(self._buf)
+        clean = frontend.clean(self._utt.pcm)
         self.speech_ms = self._voiced_ms(clean)
         if self.speech_ms < MIN_SPEECH_MS:
             return best

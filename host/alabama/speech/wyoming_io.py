@@ -64,7 +64,7 @@ def parse_uri(text):
         u, port = None, None
     if (u is None or u.scheme != SCHEME or not u.hostname or port is None or port == 0
             or u.path not in ("", "/") or u.query or u.fragment or u.username or u.password):
-        raise UsageError("bad speech engine %r: expected %s or embedded" % (text, FORM))
+        raise UsageError("bad speech engine %r: expected %s, embedded or (--stt only) whisper[:DIR]" % (text, FORM))
     return WyomingUri(u.hostname, port)
 
 

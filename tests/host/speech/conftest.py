@@ -16,6 +16,17 @@ from alabama.speech import audio, recognizer  # noqa: E402
 TOOLS = ("device.info", "light.set", "device.set_volume")
 
 
+def corpus_module():
+    """tools/speech/corpus.py (it renders the accuracy corpus's clips: tests use a few of them by their parameters)."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[3] / "tools" / "speech" / "corpus.py"
+    spec = importlib.util.spec_from_file_location("speech_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session")
 def models():
     return recognizer.SpeechModels(tool_names=TOOLS)

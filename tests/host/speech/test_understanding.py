@@ -5,6 +5,8 @@ import pytest
 
 from alabama.speech import SpeechUnavailable, audio, frontend, intents, recognizer
 
+from .conftest import corpus_module as _corpus
+
 VOICE, SPEED = "en-us+m2", 155          # the voice and speed issue 40 reported
 
 
@@ -85,16 +87,6 @@ def test_issue40_noise_suppressor_missing_is_one_line(monkeypatch):
     with pytest.raises(SpeechUnavailable) as e:
         recognizer.SpeechModels()
     assert "pip install webrtc-noise-gain" in str(e.value) and "\n" not in str(e.value)
-
-
-def _corpus():
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parents[3] / "tools" / "speech" / "corpus.py"
-    spec = importlib.util.spec_from_file_location("speech_corpus", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.mark.parametrize("voice,pitch,lead", [("en-029", 65, 0.29), ("en-gb+klatt", 35, 0.5)])

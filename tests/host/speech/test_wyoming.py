@@ -105,7 +105,7 @@ def test_flag_type_for_argparse(capsys):
     p.add_argument("--stt", default=engines.EMBEDDED, type=engines.flag_type, help=engines.FLAG_HELP)
     assert p.parse_args(["--stt", "wyoming://h:1"]).stt == "wyoming://h:1"
     with pytest.raises(SystemExit) as e:
-        p.parse_args(["--stt", "whisper"])
+        p.parse_args(["--stt", "whisker"])
     assert e.value.code == 2 and "expected wyoming://HOST:PORT" in capsys.readouterr().err
 
 

