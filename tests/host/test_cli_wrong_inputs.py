@@ -630,11 +630,14 @@ def test_ota_image_for_another_board_says_whose_and_what_to_do(core_dir, capsys,
 
 # ------------------------------------------------------------------------------ found by the sweep from a wheel
 def test_board_sim_speaker_in_a_missing_directory_is_one_line_before_the_board_boots(tmp_path, call):
-    for spk, says in ((tmp_path / "no" / "out.wav", "no directory %s" % (tmp_path / "no")),
-                      (tmp_path, "is a directory")):
+    for spk, says in ((tmp_path / "no" / "out.wav", "no folder %s" % (tmp_path / "no")),
+                      (tmp_path, "it is a folder"),
+                      (pathlib.Path("/proc/out.wav"), "No such file or directory")):  # root passes os.access
+                                                                                         # there; a try fails
         r = call("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355", "--speaker", str(spk))
         one_line(r, "--speaker %s: " % spk, says, "give a WAV file path")
         assert r.stdout == "" and not (tmp_path / "vb").exists()       # nothing booted, nothing provisioned
+    assert not pathlib.Path("/proc/out.wav").exists()
 
 
 def test_wake_freeze_into_a_file_is_one_line_naming_it(tmp_path, capsys):

@@ -50,7 +50,7 @@ import time
 from .. import BUILD, CORE_PORT, REPO, local
 from . import rawrepl
 from ..errors import AlabamaError, listen_error
-from .. import usage
+from .. import outfile, usage
 from ..provision import record as rc
 from ..provision.record import DATA_DIR
 
@@ -838,11 +838,9 @@ def cmd_sim(args):
     if flash.exists() and not flash.is_dir():
         raise SimError("--dir %s is a file: give the board's flash directory (created if missing)" % args.dir)
     if args.speaker:                      # the firmware opens it at the first reply: a bad path is said now
-        spk = pathlib.Path(args.speaker).resolve()
-        if spk.is_dir() or not spk.parent.is_dir() or not os.access(spk.parent, os.W_OK):
-            raise SimError("--speaker %s: %s: give a WAV file path in a directory you can write" % (
-                args.speaker, "is a directory" if spk.is_dir() else "no directory %s" % spk.parent
-                if not spk.parent.is_dir() else "cannot write in %s" % spk.parent))
+        why = outfile.problem(pathlib.Path(args.speaker).resolve())
+        if why:
+            raise SimError("--speaker %s: %s: give a WAV file path in a directory you can write" % (args.speaker, why))
     if args.core:
         host, _, port = args.core.rpartition(":")
         if host and port.isdigit() and not 0 < int(port) < 65536:

@@ -11,7 +11,6 @@ import numpy as np
 
 from alabama import audio
 from alabama.core.pipeline import Reply
-from alabama.v1 import content_pb2
 
 from .timeline import CORE_TO_SAT, SAT_TO_CORE
 
