@@ -47,7 +47,7 @@ NO_SPEECH0 = 0.6                 # whisper's own "no speech" probability over th
                                  # tuning split: right commands <= 0.10, noise junk 0.5-0.94)
 MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetition loop, not speech (whisper's own cut)
 SNAP_SIMILARITY = 0.5           # difflib ratio of the word sequences over which a sentence is scored (tuning split)
-SNAP_MARGIN = 0.2               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
+SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
 PROMPT_TOKENS = 223             # the prompt's last tokens the decoder sees (faster-whisper's cut: max_length // 2 - 1)
 BEAM_SIZE = 5
 CPU_THREADS = 2
