@@ -16,14 +16,13 @@ most confident was "Copy." at -0.41; sentences said clearly reach -0.02..-0.3). 
 was no speech (``no_speech_prob`` over NO_SPEECH0) or the text repeats itself (``compression_ratio`` over
 MAX_COMPRESSION: a hallucinated loop, "moo-moo-moo-...").
 
-Near misses: free text within a word or two of a command sentence ("Set the timer for thirty minutes.") is snapped
-to it when whisper itself, forced to read that sentence over the same audio (CTranslate2 ``Whisper.align``: the
-probability of each of its tokens), finds it nearly as likely as its own free reading (mean token log-probability
-within SNAP_MARGIN) and likely enough on its own (over COMMAND_LOGPROB0): a sentence said far from the command
-("tell me the news") keeps its text. Only the SNAP_CANDIDATES sentences nearest in words (word-sequence similarity
-at least SNAP_SIMILARITY, and at most SNAP_MAX_DROP words shorter: the forced score has no end, so a command that is a
-prefix of a longer sentence would score as if it were all that was said) are scored, so a transcript far from every
-command costs nothing more.
+Near misses: free text that is not a command ("Set the timer for thirty minutes.") is snapped to the grammar sentence
+whisper itself, forced to read each over the same audio with the same prompt, finds nearly as likely as its own free
+reading: the mean log-probability of the sentence's tokens AND of the end of text after them (CTranslate2
+``Whisper.generate`` teacher-forced, one decoder pass per batch of equal-length sentences), within SNAP_MARGIN of
+the free reading's score (the same measure) and over COMMAND_LOGPROB0. The end of text is what keeps "What is the
+time zone of Tokyo?" from passing as "What is the time?": after "time" whisper does not expect the text to end.
+Only sentences within SNAP_SIMILARITY in words are scored (a transcript far from every command costs nothing more).
 """
 import math
 import os
@@ -47,12 +46,9 @@ LOGPROB_SCALE = 0.05
 NO_SPEECH0 = 0.6                 # whisper's own "no speech" probability over this: nothing heard (whisper's own cut;
                                  # tuning split: right commands <= 0.10, noise junk 0.5-0.94)
 MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetition loop, not speech (whisper's own cut)
-SNAP_SIMILARITY = 0.6           # difflib ratio of the word sequences: "set the timer for thirty minutes" ~ 0.83
-SNAP_MARGIN = 0.2               # forced mean token log-prob of the command >= the free reading's - this (tuning split)
-SNAP_CANDIDATES = 3
-SNAP_MAX_DROP = 1                # a command may have at most this many words fewer than the free text: a forced score
-                                 # rates a prefix as if it were the whole ("Stop." over "Stop by the store on your
-                                 # way home" scored above the free reading on the tuning split)
+SNAP_SIMILARITY = 0.5           # difflib ratio of the word sequences over which a sentence is scored (tuning split)
+SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
+PROMPT_TOKENS = 223             # the prompt's last tokens the decoder sees (faster-whisper's cut: max_length // 2 - 1)
 BEAM_SIZE = 5
 CPU_THREADS = 2
 
@@ -134,14 +130,14 @@ def styled(sentence):
     return sentence[0].upper() + sentence[1:] + ("?" if sentence.startswith("what") else ".")
 
 
-def near(text, sentences, n=SNAP_CANDIDATES, similarity=SNAP_SIMILARITY):
-    """The ``n`` sentences nearest to ``text`` in words (difflib ratio >= ``similarity``, at most SNAP_MAX_DROP words
-    shorter), nearest first."""
+def near(text, sentences, n=None, similarity=None):
+    """The ``n`` (default all) sentences nearest to ``text`` in words (difflib ratio >= ``similarity``, default
+    SNAP_SIMILARITY), nearest first."""
     import difflib
+    similarity = SNAP_SIMILARITY if similarity is None else similarity
     words = intents.normalise(text).split()
-    scored = [(difflib.SequenceMatcher(None, words, s.split()).ratio(), s) for s in sentences
-              if len(s.split()) >= len(words) - SNAP_MAX_DROP]
-    return [s for r, s in sorted(scored, key=lambda x: -x[0])[:n] if r >= similarity]
+    scored = [(difflib.SequenceMatcher(None, words, s.split()).ratio(), s) for s in sentences]
+    return [s for r, s in sorted(scored, key=lambda x: -x[0])[:n or len(scored)] if r >= similarity]
 
 
 def _logistic(x, x0, scale):
@@ -167,6 +163,7 @@ class WhisperSTT:
         self.prompt = prompt(tool_names) if initial_prompt is None else initial_prompt
         self.sentences = intents.sentences(self.tool_names)
         self.snap = True                 # near misses snapped to a command (module docstring); False: free text only
+        self.rescored = None             # (free text, its forced log-prob, best command, its log-prob): last rescore
         self.snapped = None              # (free text, forced log-prob, command, its forced log-prob) of the last snap
         self._tokenizer = None
         self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
@@ -207,7 +204,7 @@ class WhisperSTT:
         self.scores = (min(s.avg_logprob for s in segments), max(s.no_speech_prob for s in segments),
                        max(s.compression_ratio for s in segments))
         command = intents.parse(text, self.tool_names).name != intents.FREE
-        self.snapped = None
+        self.snapped = self.rescored = None
         if not command and self.snap and confidence(*self.scores, True) > 0.0:
             text, lp = self._snap(pcm, text)
             if lp is not None:
@@ -215,22 +212,38 @@ class WhisperSTT:
         return Transcript(text, confidence(*self.scores, command), (), WHISPER, self.truncated)
 
     def _forced(self, pcm, texts):
-        """Mean token log-probability of each text read over ``pcm`` (whisper forced to it, with the prompt)."""
+        """Whisper's mean log-probability of each text read over ``pcm`` with the prompt, its end-of-text included
+        (so a command that is only the start of what was said scores low at its end). One teacher-forced decoder
+        pass per batch of texts of the same token count (CTranslate2 ``generate`` cuts a batch's prefix to its
+        shortest): step k of the returned logits is the distribution of token k, the step after the text that of
+        the end. ``suppress_blank=False``: otherwise the end is masked when it is the first step after the prefix."""
+        import ctranslate2
         from faster_whisper.audio import pad_or_trim
         from faster_whisper.tokenizer import Tokenizer
         if self._tokenizer is None:
             self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual, task="transcribe",
                                         language="en")
-        tok = self.model.feature_extractor(pcm)
-        frames = min(tok.shape[-1], self.model.feature_extractor.nb_max_frames)
-        encoded = self.model.encode(pad_or_trim(tok))
         t = self._tokenizer
-        start = ([t.sot_prev] + t.encode(" " + self.prompt) if self.prompt else []) + list(t.sot_sequence)
-        start.append(t.no_timestamps)
-        out = []
-        for text in texts:
-            r = self.model.model.align(encoded, start, [t.encode(" " + text)], frames)[0]
-            out.append(float(np.mean(np.log(np.maximum(r.text_token_probs, 1e-12)))))
+        encoded = np.asarray(self.model.encode(pad_or_trim(self.model.feature_extractor(pcm))))
+        start = ([t.sot_prev] + t.encode(" " + self.prompt)[-PROMPT_TOKENS:] if self.prompt else [])
+        start += list(t.sot_sequence) + [t.no_timestamps]
+        tokens = [t.encode(" " + text) for text in texts]
+        groups = {}
+        for i, tt in enumerate(tokens):
+            groups.setdefault(len(tt), []).append(i)
+        out = [None] * len(texts)
+        for n, ids in groups.items():
+            batch = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.repeat(encoded, len(ids), axis=0)))
+            results = self.model.model.generate(batch, [start + tokens[i] for i in ids], max_length=len(start) + n + 2,
+                                                return_logits_vocab=True, beam_size=1, suppress_blank=False)
+            for r, i in zip(results, ids):
+                want = tokens[i] + [t.eot]
+                lps = []
+                for k, w in enumerate(want):
+                    v = np.asarray(r.logits[0][k], dtype=np.float64)
+                    m = v.max()
+                    lps.append(v[w] - m - math.log(np.exp(v - m).sum()))
+                out[i] = float(np.mean(lps))
         return out
 
     def _snap(self, pcm, text):
@@ -240,9 +253,10 @@ class WhisperSTT:
             return text, None
         free, *scores = self._forced(pcm, [text] + [styled(c) for c in cands])
         lp, best = max(zip(scores, cands))
+        self.rescored = (text, free, best, lp)
         if lp < free - SNAP_MARGIN or lp < COMMAND_LOGPROB0:
             return text, None
-        self.snapped = (text, free, best, lp)
+        self.snapped = self.rescored
         return best, lp
 
     def close(self):
