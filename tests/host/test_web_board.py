@@ -607,6 +607,13 @@ def test_cli_board_sim_web_serves_and_stops(tmp_path):
                 async with s.ws_connect("http://127.0.0.1:%d/ws" % port) as ws:
                     hello = await ws.receive_json(timeout=WAIT_FLOOR_S)
                     assert hello["t"] == "hello" and hello["board"] == "sim"
+                    # a press before the core accepted the board opens no capture ("capture not opened"): under
+                    # load the page can be up before the session is, so wait for the board's "accepted:" line
+                    accepted = any("accepted:" in e["line"] for e in hello["log"])
+                    end = time.monotonic() + WAIT_FLOOR_S
+                    while not accepted:
+                        ev = await ws.receive_json(timeout=max(0.1, end - time.monotonic()))
+                        accepted = ev["t"] == "log" and "accepted:" in ev["line"]
                     await ws.send_json({"cmd": "press"})
                     end = time.monotonic() + WAIT_FLOOR_S
                     while True:
