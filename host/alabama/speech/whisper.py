@@ -117,17 +117,14 @@ def load(flag=WHISPER):
         return m
 
 
-def prompt(tool_names=()):
-    """The decoder's initial prompt: the board's command forms as sentences ("What time is it? ... Stop.")."""
-    out = []
-    for s in intents.examples(tool_names):
-        out.append(s[0].upper() + s[1:] + ("?" if s.startswith("what") else "."))
-    return " ".join(out)
-
-
 def styled(sentence):
     """A grammar sentence as whisper writes one: capitalised, "?" after a question, "." otherwise."""
     return sentence[0].upper() + sentence[1:] + ("?" if sentence.startswith("what") else ".")
+
+
+def prompt(tool_names=()):
+    """The decoder's initial prompt: the board's command forms as sentences ("What time is it? ... Stop.")."""
+    return " ".join(styled(s) for s in intents.examples(tool_names))
 
 
 def near(text, sentences, n=None, similarity=None):
