@@ -116,9 +116,8 @@ class Inbound:
 
     def _on_ping_response(self, env, pr, tail):
         t4 = self.wall_us()
-        slot = self.slots.get(env.id)
-        if slot is None or slot.kind != S.PING:
-            self._unmatched_terminal(env.id, "ping_response")
+        slot = self._answered(env.id, S.PING, "ping_response")
+        if slot is None:
             return
         if pr.t1 != slot.meta["t1"]:
             self._violate("R10.2-a", "ping_t1_echo", "PingResponse t1 %d does not echo the Ping's %d"
@@ -299,9 +298,8 @@ class Inbound:
 
     # ---------------------------------------------------------------------------- terminals from the satellite
     def _on_playback_done(self, env, pd, tail):
-        slot = self.slots.get(env.id)
-        if slot is None or slot.kind != S.MEDIA_RENDER:
-            self._unmatched_terminal(env.id, "playback_done")
+        slot = self._answered(env.id, S.MEDIA_RENDER, "playback_done")
+        if slot is None:
             return
         self._terminal(slot, "playback_done", pd)
         self._emit(PlaybackDone(id=env.id, frames=pd.frames))
@@ -338,9 +336,8 @@ class Inbound:
         if env.id == 0:
             self._emit(SettingReported(key=st.key, value=st.value))
             return
-        slot = self.slots.get(env.id)
-        if slot is None or slot.kind != S.SETTINGS_WRITE:
-            self._unmatched_terminal(env.id, "setting_state")
+        slot = self._answered(env.id, S.SETTINGS_WRITE, "setting_state")
+        if slot is None:
             return
         if st.key != slot.meta["key"]:
             self._violate("R8.2-f", "setting_key_mismatch", "SettingState key %r answers a SettingsWrite of %r"
@@ -386,6 +383,14 @@ class Inbound:
             return
         self._retire(slot, "done")
         self._emit(TerminalReceived(id=slot.id, kind=slot.kind, op=op, msg=msg, error=error))
+
+    def _answered(self, id_, kind, op):
+        """The open slot of ``kind`` a terminal ``op`` answers, else None (said by _unmatched_terminal)."""
+        slot = self.slots.get(id_)
+        if slot is None or slot.kind != kind:
+            self._unmatched_terminal(id_, op)
+            return None
+        return slot
 
     def _unmatched_terminal(self, id_, op):
         why = self.retired.get(id_)
