@@ -27,7 +27,7 @@ help:
 	@echo "make ota DEVICE= [DATA= SIGN_KEY= RELEASE=]  update a device's firmware over the air: its modules, or a frozen image whole (docs/ota.md)"
 	@echo "make repl PORT=         serial REPL"
 	@echo "make logs PORT=         serial output with host timestamps"
-	@echo "make hil [PORT= BOARD=] HIL scenario suite (virtual board, or a real one on PORT)"
+	@echo "make hil [PORT= BOARD= BIND=]  HIL scenario suite (virtual board, or a real one on PORT, the core on BIND)"
 	@echo "make probe PORT= [BOARD= BIND=]  measure a board beside our estimates (PORT=sim: the virtual board; docs/probe.md)"
 	@echo "make bench              benchmarks under tools/bench"
 	@echo "make snr-table          sound-provisioning reliability table, ours vs ggwave's decoder (tools/provision)"
@@ -95,7 +95,7 @@ demo-wake: install
 	$(ALABAMA) demo --wake okay_nabu
 
 hil: install $(HILDEPS)
-	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD),sim) --report build/hil
+	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD) $(if $(BIND),--bind $(BIND)),sim) --report build/hil
 
 # The board probe (docs/probe.md): PORT=sim probes the virtual board; BOARD only when given on the command line
 # (default: the board's own /board.json); BIND = this computer's address on the board's network (IK handshake).
@@ -142,6 +142,17 @@ snr-table: install test-deps
 parts-table: install test-deps
 	$(BIN)/python tools/provision/parts_table.py
 
+# How these targets' variables are spelled as alabama's options: its one-line errors then name PORT= where you typed
+# PORT=, not --port (host/alabama/usage.py, as_typed). make's own "*** [Makefile:N: flash] Error 1" after the line
+# stays: it is make saying the command failed, and only ignoring the failure (a false exit status 0) removes it.
+flash: export ALABAMA_MAKE_VARS = --board=BOARD --port=PORT --firmware=FIRMWARE --release=RELEASE \
+    --allow-mpy=ALLOW_MPY=1 --image-sha256=IMAGE_SHA256 --image-url=IMAGE_URL
+deploy: export ALABAMA_MAKE_VARS = --board=BOARD --port=PORT --allow-mpy=ALLOW_MPY=1
+image: export ALABAMA_MAKE_VARS = --board=BOARD --micropy-dir=MICROPY_DIR
+ota: export ALABAMA_MAKE_VARS = --device=DEVICE --data=DATA --sign-key=SIGN_KEY --release=RELEASE
+repl logs: export ALABAMA_MAKE_VARS = --port=PORT
+hil: export ALABAMA_MAKE_VARS = $(if $(PORT),--board=PORT --board-type=BOARD --bind=BIND)
+probe: export ALABAMA_MAKE_VARS = --port=PORT --board=BOARD --bind=BIND
 flash: install
 	$(ALABAMA) flash --board $(BOARD) $(if $(PORT),--port $(PORT)) $(if $(FIRMWARE),--firmware $(FIRMWARE)) $(if $(RELEASE),--release $(RELEASE)) $(if $(ALLOW_MPY),--allow-mpy) $(if $(IMAGE_SHA256),--image-sha256 $(IMAGE_SHA256)) $(if $(IMAGE_URL),--image-url $(IMAGE_URL))
 

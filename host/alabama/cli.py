@@ -11,7 +11,7 @@ import sys
 
 from . import __version__
 from .errors import AlabamaError
-from .usage import Parser, quiet_broken_pipe
+from .usage import Parser, as_typed, quiet_broken_pipe
 
 #: Modules that add sub-commands, in the order `alabama --help` lists them.
 COMMANDS = [
@@ -82,7 +82,7 @@ def _main(argv):
     try:
         return args.func(args) or 0
     except AlabamaError as e:
-        print("alabama: error: %s" % e, file=sys.stderr)
+        print("alabama: error: %s" % as_typed(str(e)), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("alabama: interrupted", file=sys.stderr)

@@ -10,6 +10,40 @@ import sys
 #: What the one line starts with (the same as cli.py's for an AlabamaError).
 PREFIX = "alabama: error: "
 
+#: Set by the Makefile for a target that runs alabama: how each option was typed there, "--port=PORT --board=BOARD"
+#: (`make flash PORT=...`), so that the one line names PORT=, which the person typed, not --port, which they never saw.
+MAKE_VARS_ENV = "ALABAMA_MAKE_VARS"
+
+#: An option's name in a line; a span that is a command to run (in backticks, or "alabama CMD ..." up to the end
+#: of its clause), where an option stays as alabama spells it.
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*(?![\w-])")
+_COMMAND = re.compile(r"`[^`]*`|\balabama [a-z][^;:()`]*")
+_EMPTY = re.compile(r"argument (--[a-z][a-z0-9-]*): expected one argument")
+
+
+def as_typed(line, env=None):
+    """LINE with every option the Makefile passed (MAKE_VARS_ENV) named as the make variable the person typed: PORT=
+    for --port; options inside a command to run stay as they are. Without the variable: LINE as it is."""
+    import os
+    spelled = {}
+    for pair in (os.environ if env is None else env).get(MAKE_VARS_ENV, "").split():
+        option, _, var = pair.partition("=")             # "--allow-mpy=ALLOW_MPY=1": a switch is set to a value
+        if var:
+            spelled[option] = var if "=" in var else var + "="
+    if not spelled:
+        return line
+    line = _EMPTY.sub(lambda m: ("%s is empty: give it a value" % spelled[m.group(1)]) if m.group(1) in spelled
+                      else m.group(0), line)
+    out, at = [], 0
+    for cmd in list(_COMMAND.finditer(line)) + [None]:
+        end = cmd.start() if cmd else len(line)
+        part = _OPTION.sub(lambda m: spelled.get(m.group(0), m.group(0)), line[at:end])
+        out.append(re.sub(r"(?<==) (?=<)", "", part))     # "--bind <address>" -> "BIND=<address>"
+        if cmd:
+            out.append(cmd.group(0))
+            at = cmd.end()
+    return "".join(out)
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser (and, through add_subparsers, every sub-parser) whose error is one line and status 2.
@@ -18,7 +52,7 @@ class Parser(argparse.ArgumentParser):
     the error and where the options are listed."""
 
     def error(self, message):
-        self.exit(2, "%s%s\n" % (PREFIX, one_line(self.prog, message)))
+        self.exit(2, "%s%s\n" % (PREFIX, as_typed(one_line(self.prog, message))))
 
     def add_subparsers(self, **kwargs):
         """As argparse's; and this group run without a command says so in one line naming its commands, status 2
@@ -45,7 +79,7 @@ class Parser(argparse.ArgumentParser):
         ns, extras = self.parse_known_args(args, namespace)
         prog = vars(ns).pop("_extras_prog", self.prog)
         if extras:
-            self.exit(2, "%s%s\n" % (PREFIX, one_line(prog, "unrecognized arguments: %s" % " ".join(extras))))
+            self.exit(2, "%s%s\n" % (PREFIX, as_typed(one_line(prog, "unrecognized arguments: %s" % " ".join(extras)))))
         return ns
 
 

@@ -1053,7 +1053,7 @@ def test_board_probe_of_a_port_that_is_no_device_says_that_not_reflash_it(capsys
 
 def test_image_micropy_dir_that_is_no_source_tree_names_the_option_typed(tmp_path, capsys):
     _, line = main_line(capsys, "image", "--board", "xiao-esp32s3-sense-inmp441", "--micropy-dir", str(tmp_path))
-    assert line.endswith("or pass the right --micropy-dir (make: MICROPY_DIR=)"), line
+    assert line.endswith("or pass the right --micropy-dir"), line        # `make image`: MICROPY_DIR= (as_typed)
 
 
 # ------------------------------------------------------------------------------ sweep 6: said before anything starts
@@ -1080,3 +1080,73 @@ def test_demo_options_are_checked_before_the_core_starts(tmp_path, capsys, monke
     monkeypatch.setattr(demo, "run_demo", no_run)
     _, line = main_line(capsys, "demo", "--dir", str(tmp_path / "w"), "--out", str(tmp_path / "r.wav"), *argv)
     assert says in line and not capsys.readouterr().out, line
+
+
+# ------------------------------------------------------------------------------ sweep 7: make's variables, as typed
+MAKE_TARGETS = [("flash", "BOARD=xiao-esp32s3-sense-inmp441"), ("deploy", "BOARD=xiao-esp32s3-sense-inmp441"),
+                ("repl",), ("logs",), ("probe",), ("hil", "BOARD=xiao-esp32s3-sense-inmp441", "BIND=127.0.0.1")]
+
+
+def run_make(target, *assignments, cwd):
+    """`make TARGET ASSIGNMENTS` as a maker types it, with this checkout's alabama and no venv made (-o install)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "host"))
+    env.pop("MAKEFLAGS", None)
+    return subprocess.run(["make", "-s", "-C", str(ROOT), "-o", "install", "-o", str(cwd / "no-venv" / ".hil-deps"), target,
+                           "ALABAMA=%s -m alabama.cli" % sys.executable, "VENV=%s" % (cwd / "no-venv"),
+                           *assignments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=cwd, timeout=120, stdin=subprocess.DEVNULL)
+
+
+NOPE = ("{t}/ttyNOPE", "serial port {t}/ttyNOPE does not exist: plug the board in, or pass the right PORT=")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@pytest.mark.parametrize("target, port, says", [(t,) + NOPE for t in MAKE_TARGETS] + [
+    (MAKE_TARGETS[0], "{t}", "{t} is a directory, not a serial port: pass the board's port with PORT= (")],
+    ids=[t[0] for t in MAKE_TARGETS] + ["flash-dir"])
+def test_make_with_a_wrong_port_names_the_port_variable_typed_not_an_option_never_seen(tmp_path, target, port, says):
+    r = run_make(target[0], "PORT=" + port.format(t=tmp_path), *target[1:], cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 2, r.stderr
+    assert lines[0].startswith("alabama: error: " + says.format(t=tmp_path)), lines[0]
+    assert "--port" not in lines[0] and "--board" not in lines[0], lines[0]
+    # make's own line after it: it says the command failed; only ignoring the failure (status 0) would remove it
+    assert re.fullmatch(r"make: \*\*\* \[Makefile:\d+: %s\] Error [12]" % target[0], lines[1]), lines[1]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_with_an_empty_variable_says_which_and_hil_passes_bind(tmp_path):
+    r = run_make("ota", "DEVICE=", cwd=tmp_path)
+    assert r.stderr.startswith("alabama: error: alabama ota: DEVICE= is empty: give it a value"), r.stderr
+    r = run_make("hil", "PORT=/dev/ttyS0", "BOARD=xiao-esp32s3-sense-inmp441", cwd=tmp_path)
+    assert r.stderr.startswith("alabama: error: a real board reaches the core over Wi-Fi: pass BIND=<"), r.stderr
+
+
+def test_every_option_a_make_target_passes_has_the_variable_its_errors_name():
+    """A target that hands $(VAR) to an option without saying so in ALABAMA_MAKE_VARS would name the option again."""
+    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    spelled = {}
+    for targets, value in re.findall(r"^([a-z ]+): export ALABAMA_MAKE_VARS = (.*)$", text, re.M):
+        for t in targets.split():
+            spelled[t] = value
+    assert set(spelled) >= {"flash", "deploy", "image", "ota", "repl", "logs", "hil", "probe"}, spelled
+    for target, value in spelled.items():
+        recipe = re.search(r"^%s:.*\n((?:\t.*\n)+)" % target, text, re.M).group(1)
+        for option, var in re.findall(r"(--[a-z][a-z0-9-]*) \$\(([A-Z_0-9]+)\)", recipe):
+            assert "%s=%s" % (option, var) in value, (target, option, var)
+
+
+@pytest.mark.parametrize("line, typed", [
+    ("serial port X does not exist: plug the board in, or pass the right --port",
+     "serial port X does not exist: plug the board in, or pass the right PORT="),
+    # a command to run keeps alabama's spelling: in backticks, or "alabama CMD ..." to the end of its clause
+    ("probed with --port sim: alabama board probe --port sim", "probed with PORT= sim: alabama board probe --port sim"),
+    ("read it with `alabama logs --port X` (or --port-speed)", "read it with `alabama logs --port X` (or --port-speed)"),
+    ("pass --allow-mpy to deploy, or --firmware F", "pass ALLOW_MPY=1 to deploy, or --firmware F"),
+    ("pass --bind <address>", "pass --bind <address>"),
+])
+def test_as_typed_names_make_variables_outside_commands(line, typed):
+    from alabama.usage import as_typed
+    env = {"ALABAMA_MAKE_VARS": "--port=PORT --allow-mpy=ALLOW_MPY=1"}
+    assert as_typed(line, env) == typed
+    assert as_typed(line, {}) == line

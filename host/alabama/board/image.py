@@ -109,7 +109,7 @@ def check_source(src, mp_board, variant):
     got = source_version(src)
     if got is None:
         raise ImageError("%s is not a MicroPython source tree (no py/mpconfig.h): `%s %s`, or pass the right "
-                         "--micropy-dir (make: MICROPY_DIR=)" % (src, CLONE, src))
+                         "--micropy-dir" % (src, CLONE, src))
     if got != VERSION:
         raise ImageError("%s is MicroPython %s, the images are pinned to %s: `git -C %s checkout v%s` (then "
                          "`make -C %s/ports/esp32 submodules` again)" % (src, got, VERSION, src, VERSION, src))
