@@ -116,6 +116,24 @@ def test_issue36_no_token_is_minted_for_a_record_that_is_then_refused(tmp_path, 
     assert not (tmp_path / "x.wav").exists()
 
 
+def test_sweep7_play_with_a_player_but_no_audio_device_mints_and_prints_nothing(tmp_path, capsys, monkeypatch):
+    """sox's `play` on a machine with no sound card: refused before the token is minted and printed, not after."""
+    player = tmp_path / "play"
+    player.write_text("#!/bin/sh\necho 'play FAIL sox: Sorry, there is no default audio device configured' >&2\n"
+                      "exit 1\n")
+    player.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    data_dir = tmp_path / "core"
+    reg.Registry(data_dir)
+    rc = _main(["provision", "sound", "--play", "--data", str(data_dir), "--host", "10.0.0.2", "--no-key"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and out == "", out
+    assert err == ("alabama: error: play cannot play here: it exited 1 (play FAIL sox: Sorry, there is no default "
+                   "audio device configured): write a file with --wav out.wav and play it on a computer with a "
+                   "speaker (nothing was minted)\n"), err
+    assert _tokens(data_dir) == 0
+
+
 def test_a_good_record_mints_exactly_one_token(tmp_path, capsys):
     data_dir = tmp_path / "core"
     reg.load_or_create_key(data_dir)       # a core that ran there (a --data that does not exist is refused)

@@ -24,6 +24,9 @@ DEFAULT_VOLUME = 50              # ggwave volume 0..100 (50: peak at half of ful
 #: Players tried by --play, in order: (command, arguments before the file).
 PLAYERS = (("paplay", ()), ("pw-play", ()), ("aplay", ("-q",)), ("play", ("-q",)), ("afplay", ()))
 PLAY_TIMEOUT_S = 120
+#: Before a token is minted, --play plays this much silence: a player with no audio device fails on it.
+SILENCE_S = 0.02
+PROBE_TIMEOUT_S = 15
 #: Silence between the parts of a long record: the board's receiver is listening again a quarter of a
 #: second into the end marker of the part before (firmware ggwave_rx, "End").
 PART_GAP_S = 0.75
@@ -110,12 +113,12 @@ def record_s(data):
     return sum(duration_s(len(p)) for p in ps) + PART_GAP_S * (len(ps) - 1)
 
 
-def check_ready(play=False, which=shutil.which):
-    """Refuse now what would fail after the record is made: no ggwave package, or --play with no player."""
+def check_ready(play=False, which=shutil.which, run=subprocess.run):
+    """Refuse now what would fail after the record is made: no ggwave package, or --play with no player, or a
+    player that cannot play here (no audio device: it plays SILENCE_S of silence to find out)."""
     _ggwave()
-    if play and find_player(which) is None:
-        raise SoundError("NO_PLAYER", "no audio player found (tried %s): write a file with --wav out.wav and "
-                         "play it with any player" % ", ".join(c for c, _ in PLAYERS))
+    if play:
+        _play(_player(which), silence_wav(), run, PROBE_TIMEOUT_S, probe=True)
 
 
 def find_player(which=shutil.which):
@@ -127,26 +130,50 @@ def find_player(which=shutil.which):
     return None
 
 
-def play(wav, which=shutil.which, run=subprocess.run):
-    """Play WAV bytes with the first player found; SoundError when there is none or it fails."""
+def _player(which):
     argv = find_player(which)
     if argv is None:
         raise SoundError("NO_PLAYER", "no audio player found (tried %s): write a file with --wav out.wav and "
                          "play it with any player" % ", ".join(c for c, _ in PLAYERS))
+    return argv
+
+
+def silence_wav(seconds=SILENCE_S, rate=SAMPLE_RATE):
+    """A WAV of SECONDS of silence: what check_ready plays to learn whether the player has an audio device."""
+    import wave
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(bytes(2 * int(seconds * rate)))
+    return buf.getvalue()
+
+
+def play(wav, which=shutil.which, run=subprocess.run):
+    """Play WAV bytes with the first player found; SoundError when there is none or it fails."""
+    argv = _player(which)
+    _play(argv, wav, run, PLAY_TIMEOUT_S)
+    return argv[0]
+
+
+def _play(argv, wav, run, timeout, probe=False):
+    """Run the player ARGV on WAV from a temporary file (removed after); PROBE: the line says nothing was made yet."""
+    name = os.path.basename(argv[0])
+    fix = ("play it on a computer with a speaker (nothing was minted)" if probe else "play it with another player")
     fd, path = tempfile.mkstemp(prefix="alabama-provision-", suffix=".wav")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(wav)
         try:
-            r = run(argv + [path], capture_output=True, timeout=PLAY_TIMEOUT_S)
+            r = run(argv + [path], capture_output=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise SoundError("PLAYER", "%s failed (%s): write a file with --wav out.wav and play it with "
-                             "another player" % (os.path.basename(argv[0]), e)) from None
+            raise SoundError("PLAYER", "%s failed (%s): write a file with --wav out.wav and %s" % (name, e, fix)) \
+                from None
         if r.returncode != 0:
             tail = (r.stderr or b"").decode(errors="replace").strip().splitlines()
-            raise SoundError("PLAYER", "%s exited %d (%s): write a file with --wav out.wav and play it with "
-                             "another player" % (os.path.basename(argv[0]), r.returncode,
-                                                 tail[-1] if tail else "no message"))
+            raise SoundError("PLAYER", "%s %s %d (%s): write a file with --wav out.wav and %s"
+                             % (name, "cannot play here: it exited" if probe else "exited", r.returncode,
+                                tail[-1] if tail else "no message", fix))
     finally:
         os.unlink(path)
-    return argv[0]
