@@ -1150,3 +1150,31 @@ def test_as_typed_names_make_variables_outside_commands(line, typed):
     env = {"ALABAMA_MAKE_VARS": "--port=PORT --allow-mpy=ALLOW_MPY=1"}
     assert as_typed(line, env) == typed
     assert as_typed(line, {}) == line
+
+
+# ------------------------------------------------------------------------------ sweep 7: board validate, unreadable
+@pytest.mark.parametrize("typed, says", [
+    ("{t}/nope.json", "no board file {t}/nope.json: check the path, or give a board id: "),
+    ("simm", "no board 'simm' (did you mean 'sim'?): pick one of "),
+    ("{t}", "{t} is a directory, not a board file: "),
+    ("/dev/null", "/dev/null is not a regular file: give a board .json file, or a board id"),
+])
+def test_board_validate_of_a_file_it_cannot_read_is_a_usage_line_not_a_report(tmp_path, capsys, typed, says):
+    typed = typed.format(t=tmp_path)
+    # named after a good board: the report of sim (read fine) is not printed before the mistake is said
+    status, line = main_line(capsys, "board", "validate", "sim", typed)
+    assert status == 2 and line.startswith("alabama: error: " + says.format(t=tmp_path)), line
+    assert capsys.readouterr().out == ""
+
+
+def test_board_validate_of_a_file_this_user_may_not_read_is_a_usage_line(tmp_path, capsys, monkeypatch):
+    from alabama.board import cli as board_cli
+    f = tmp_path / "mine.json"
+    f.write_text("{}")
+
+    def denied(path, mode="r", *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(board_cli, "open", denied, raising=False)      # root reads a mode-000 file anyway
+    status, line = main_line(capsys, "board", "validate", str(f))
+    assert status == 2 and line == "alabama: error: cannot read %s (Permission denied): give a board file you can " \
+                                   "read" % f, line

@@ -119,11 +119,28 @@ def _first_use(file):
     return "%s (recorded on first use %s, %s)" % (rec["sha256"], rec.get("recorded", "?"), imagelock.lock_path())
 
 
+def _readable(path, typed):
+    """UsageError (one line) unless PATH is a file this user can read: a typo'd id names the nearest board."""
+    import pathlib
+    p = pathlib.Path(path)
+    if p.exists() and not p.is_dir() and not p.is_file():
+        raise UsageError("%s is not a regular file: give a board .json file, or a board id" % typed)
+    if not p.is_file():
+        boards.load(typed)               # its one line: no board 'simm' (did you mean 'sim'?), a directory, no file
+        raise UsageError("no board file %s: give a board .json file, or a board id" % typed)
+    try:
+        open(path, "rb").close()
+    except OSError as e:
+        raise UsageError("cannot read %s (%s): give a board file you can read" % (typed, e.strerror or e)) from None
+
+
 def cmd_validate(args):
     # each file as the user named it; boards/ itself as boards/NAME.json (never where the package is installed)
     # a board id (`validate sim`) is its boards/ file, as show and --board take it
     paths = [(boards.id_path(p), "boards/%s.json" % p) if boards.id_path(p) else (p, p) for p in args.files] \
         if args.files else [(p, "boards/" + p.name) for p in boards.board_paths()]
+    for p, label in paths:               # a file that cannot be read is the command line's mistake, not a report
+        _readable(p, label)
     bad = 0
     for p, label in paths:
         try:
