@@ -1178,3 +1178,35 @@ def test_board_validate_of_a_file_this_user_may_not_read_is_a_usage_line(tmp_pat
     status, line = main_line(capsys, "board", "validate", str(f))
     assert status == 2 and line == "alabama: error: cannot read %s (Permission denied): give a board file you can " \
                                    "read" % f, line
+
+
+# ------------------------------------------------------------------------------ sweep 7: image lines from a wheel
+def test_ota_image_lines_from_an_installed_wheel_name_alabama_image_not_make(core_dir, capsys, monkeypatch,
+                                                                              image_dir, tmp_path):
+    """An installed alabama has no Makefile: every line that says how to build an image names `alabama image`."""
+    from alabama.board import appimage
+    monkeypatch.setattr(alabama, "CHECKOUT", False)
+    _, line = main_line(capsys, "ota", "--data", str(tmp_path / "no"), "--device", "abcd", "--image",
+                        str(tmp_path / "noimg"))
+    assert line == ("alabama: error: --image %s is not a directory: give the one `alabama image --board <board> "
+                    "--micropy-dir DIR` left (%s, with firmware.bin, firmware.bin.sha256 and ota-image.json)"
+                    % (tmp_path / "noimg", appimage.OUT / "<board>")), line
+    _answers(monkeypatch, json.dumps({"image": "frozen", "slot": "ota_0", "board": "esp32-s3-box-3",
+                                      "firmware_digest": "cd" * 32}))
+    _, line = main_line(capsys, "ota", "--data", str(core_dir), "--device", "abcd", "--image", str(image_dir))
+    assert "build one with `alabama image --board esp32-s3-box-3 --micropy-dir DIR`, or pass --force-board" in line, \
+        line
+    _answers(monkeypatch, json.dumps({"image": "frozen", "board": "esp32-s3-box-3", "firmware_digest": "cd" * 32}))
+    _, line = main_line(capsys, "ota", "--data", str(core_dir), "--device", "abcd")
+    assert line.endswith("OTA cannot replace it; build and flash a new one over USB: `alabama image --board "
+                         "esp32-s3-box-3 --micropy-dir DIR`, then `alabama flash --board esp32-s3-box-3 --firmware "
+                         "%s`" % (appimage.OUT / "esp32-s3-box-3" / "firmware.bin")), line
+    assert "make " not in capsys.readouterr().err
+
+
+def test_image_built_from_an_installed_wheel_says_to_flash_it_with_alabama_flash(monkeypatch):
+    from alabama.board import appimage
+    monkeypatch.setattr(alabama, "CHECKOUT", False)
+    assert appimage.flash_command("xiao", "/c/firmware.bin") == "`alabama flash --board xiao --firmware /c/firmware.bin`"
+    monkeypatch.setattr(alabama, "CHECKOUT", True)
+    assert appimage.flash_command("xiao", "/c/firmware.bin") == "`make flash BOARD=xiao FIRMWARE=/c/firmware.bin`"

@@ -372,8 +372,9 @@ def test_a_frozen_image_offers_no_ota_and_alabama_ota_says_flash_an_image(tmp_pa
                 core.call(core.core._request(dev, lambda s: s.invoke("firmware.update", args, unchecked=True), 10), 15)
             assert e.value.code == "CAPABILITY_MISSING", e.value
             with pytest.raises(ota.OtaError, match=r"runs a frozen image \(firmware digest %s\.\.\.\): OTA cannot "
-                               r"replace it; .*make image BOARD=sim, then make flash BOARD=sim PORT=<port> "
-                               r"FIRMWARE=build/image/sim/firmware.bin" % fwset.firmware_digest()[:12]):
+                               r"replace it; build and flash a new one over USB: `make image BOARD=sim`, then "
+                               r"`make flash BOARD=sim FIRMWARE=build/image/sim/firmware.bin`"
+                               % fwset.firmware_digest()[:12]):
                 ota.update(core.data_dir, dev, host="127.0.0.1", bind="127.0.0.1", timeout=10, out=lambda *a: None)
         finally:
             vb.stop()

@@ -13,6 +13,28 @@ from ..errors import AlabamaError
 from .fwset import FIRMWARE, firmware_digest, firmware_version
 
 OUT = BUILD / "image"
+
+
+def image_dir(board_id):
+    """Where BOARD_ID's image lands, as a line shows it: build/image/<board> in a checkout, the build dir's in the
+    user cache from an installed wheel."""
+    from .. import CHECKOUT
+    return "build/image/%s" % board_id if CHECKOUT else str(OUT / board_id)
+
+
+def build_command(board_id):
+    """The command that builds BOARD_ID's image where this alabama runs: `make image` in a checkout, `alabama image`
+    from an installed wheel (which has no Makefile)."""
+    from .. import CHECKOUT
+    return ("`make image BOARD=%s`" if CHECKOUT else "`alabama image --board %s --micropy-dir DIR`") % board_id
+
+
+def flash_command(board_id, firmware=None):
+    """The command that flashes FIRMWARE (default: BOARD_ID's built image) over USB where this alabama runs."""
+    from .. import CHECKOUT
+    firmware = firmware or "%s/firmware.bin" % image_dir(board_id)
+    return ("`make flash BOARD=%s FIRMWARE=%s`" if CHECKOUT else "`alabama flash --board %s --firmware %s`") % (
+        board_id, firmware)
 #: A top-level frozen module naming the digest of the firmware frozen with it; `alabama deploy` reads it on
 #: the board (it is never imported by the firmware).
 STAMP_MODULE = "alabama_image"

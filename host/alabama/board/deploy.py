@@ -28,6 +28,7 @@ from ..errors import AlabamaError, UsageError
 from . import fwset, mpremote
 from .fwset import ARCHS, BOARD_FILE, FIRMWARE, OWNED_DIR, SOURCE_KEPT, build, shown
 from .mpremote import probe, resolve_port, run_mpremote, soft_reset
+from .appimage import build_command, flash_command
 
 MANIFEST = fwset.DEPLOY_MANIFEST
 #: Where the firmware looks for its wake models (firmware/satellite/wake/__init__.py MODEL_DIR, SUFFIX; fwset.WAKE_DIR:
@@ -102,8 +103,8 @@ def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print, frozen=()):
             need -= len(blob)
         if need > free:
             frz = "" if name in frozen or at_rest != FROZEN_AT_REST or board.is_virtual else (
-                ", or flash an image with it frozen in (`make image BOARD=%s` freezes wake.models: its weights stay in "
-                "flash)" % board.id)
+                ", or flash an image with it frozen in (%s freezes wake.models: its weights stay in flash)"
+                % build_command(board.id))
             raise DeployError("wake model %s needs ~%d KB of heap, board %s's %s leaves ~%d KB beside the firmware: "
                               "remove it from wake.models in %s%s, or use a board with PSRAM"
                               % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path), frz))
@@ -219,13 +220,7 @@ def mpy_set_fits(board):
 def image_hint(board):
     """How to build and flash BOARD's frozen image: make in a checkout, the alabama commands from an installed wheel
     (no Makefile there; the image lands in the user cache's build dir)."""
-    from .. import BUILD, CHECKOUT
-    if CHECKOUT:
-        img = "build/image/%s/firmware.bin" % board.id
-        return "`make image BOARD=%s`, then `make flash BOARD=%s FIRMWARE=%s`" % (board.id, board.id, img)
-    img = BUILD / "image" / board.id / "firmware.bin"
-    return "`alabama image --board %s --micropy-dir DIR`, then `alabama flash --board %s --firmware %s`" % (
-        board.id, board.id, img)
+    return "%s, then %s" % (build_command(board.id), flash_command(board.id))
 
 
 def refuse_mpy(board):

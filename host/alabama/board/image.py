@@ -32,7 +32,7 @@ from . import images
 from .fwset import FIRMWARE, firmware_digest, shown
 # what an image OTA serves (firmware.bin + .sha256 + ota-image.json) and the digest module are appimage's
 from .appimage import (APP_OFFSET, APP_SLOT, OTA_MANIFEST, OUT, RELEASE_FILES, STAMP_MODULE,  # noqa: F401
-                       stamp_text, write_release)
+                       flash_command, stamp_text, write_release)
 #: The checked-in list of what is frozen (package satellite + the top-level modules, not main/boot).
 MANIFEST = FIRMWARE / "manifest.py"
 #: The generated module holding the board file's wake models (alabama.wake.frozen.MODULE; frozen when it names any).
@@ -311,8 +311,8 @@ def build(board, src=None, out=None, dry_run=False, env=None, which=shutil.which
     write_release(odir, merged, app, board.id, root, APP_OFFSET)
     say("built %s (%d bytes; app %d bytes of a %d-byte OTA slot) + firmware.bin.sha256 + %s: flash it with"
         % (shown(dest), dest.stat().st_size, len(app), APP_SLOT, OTA_MANIFEST))
-    say("  `make flash BOARD=%s FIRMWARE=%s`, or send it to a board already running an image with `alabama ota`"
-        % (board.id, shown(dest)))
+    say("  %s, or send it to a board already running an image with `alabama ota`"
+        % flash_command(board.id, shown(dest)))
     return dest
 
 

@@ -226,10 +226,10 @@ def update(data_dir, device, root=FIRMWARE, march=None, host=None, bind="0.0.0.0
         # its satellite package is frozen into MicroPython (alabama image) with no OTA slot: a set in /lib
         # would be shadowed, and there is no second app slot to write an image to
         b = before.get("board") or "<board>"
+        from .appimage import build_command, flash_command
         raise OtaError("%s runs a frozen image (firmware digest %s...): OTA cannot replace it; build and flash a "
-                       "new one: make image BOARD=%s, then make flash BOARD=%s PORT=<port> "
-                       "FIRMWARE=build/image/%s/firmware.bin" % (device, (before.get("firmware_digest") or "?")[:12],
-                                                                 b, b, b))
+                       "new one over USB: %s, then %s" % (device, (before.get("firmware_digest") or "?")[:12],
+                                                          build_command(b), flash_command(b)))
     march = march or march_of(before)
     fw = build_set(march, root, out=out)
     out("ota: firmware %s for %s: %d files, %d bytes, manifest sha256 %s" % (fw.version, march, len(fw.files),
@@ -302,7 +302,8 @@ def _build_hint(board):
     """What makes an image release for BOARD (the virtual board's is built from --firmware by itself)."""
     if board == "sim":
         return "drop --image: the virtual board's image is built from --firmware"
-    return "build one with `make image BOARD=%s` (or `alabama image --board %s`)" % (board, board)
+    from .appimage import build_command
+    return "build one with %s" % build_command(board)
 
 
 def _manifest(man, path, board="<board>"):
@@ -461,8 +462,10 @@ def _check_paths(args):
             raise listen_error(e, args.bind, args.port, "--bind ADDR / --port", "N") from None
     if args.image:
         if not pathlib.Path(args.image).is_dir():
-            raise UsageError("--image %s is not a directory: give the one `make image` left (build/image/<board>, "
-                             "with firmware.bin, firmware.bin.sha256 and ota-image.json)" % args.image)
+            from .appimage import build_command, image_dir
+            raise UsageError("--image %s is not a directory: give the one %s left (%s, with firmware.bin, "
+                             "firmware.bin.sha256 and ota-image.json)" % (args.image, build_command("<board>"),
+                                                                          image_dir("<board>")))
         from .appimage import OTA_MANIFEST
         d = pathlib.Path(args.image)
         _manifest(read_image(d)[1], d / OTA_MANIFEST)        # whole and a manifest; whose board: once it answers
