@@ -576,7 +576,10 @@ class SatKit:
             return
         self.put("R7.3-d", R.PASS, "after an XX session without Paired the next connection was XX again", a.peer)
         await a.peer.send(ts.env(0, "paired"))
-        await asyncio.sleep(1.0)
+        try:        # a satellite handles its frames in order: the answer to a Ping sent after Paired says it has
+            await self.ping(a.peer, "a Ping after Paired")      # handled Paired (pinned the key), not a fixed 1 s
+        except CheckFailed:
+            pass                                               # unanswered: the next connection judges R7.3-e
         a.peer.stream.close()
         try:
             b, _ = await self.session(self.reconnect_s)
