@@ -187,23 +187,57 @@ def _check_format(report):
     json.loads(json.dumps(report))
 
 
+@pytest.fixture(scope="module")
+def whole_probe(tmp_path_factory):
+    """ONE whole probe of the virtual board, as a maker runs it: `alabama board probe --port sim --json --patch-out
+    FILE` (in this process), its board's mic hearing a WAV and its flash holding a stale probe set an interrupted
+    probe left. Returns what both tests below check: the JSON it printed, the stage lines run_probe said, the
+    firmware's files before and after, the patch file."""
+    import contextlib
+    import io
+    from alabama import cli
+    from alabama.board import sim as simmod
+    tmp = tmp_path_factory.mktemp("whole-probe")
+    mic = _tone_wav(tmp / "mic.wav")
+    got = {"seen": []}
+
+    class ToneBoard(VirtualBoard):        # the board `--port sim` makes, with the WAV and the stale set
+        def __init__(self, flash, **kw):
+            stale = pathlib.Path(flash) / fwset.PROBE_REMOTE
+            stale.mkdir(parents=True)
+            (stale / "stale.mpy").write_bytes(b"left by an interrupted probe")
+            super().__init__(flash, mic=mic, **kw)
+
+        def start(self):
+            super().start()
+            got["before"] = {k: v for k, v in _tree(self.flash).items() if not k.startswith(fwset.PROBE_REMOTE)}
+
+        def stop(self):
+            got.setdefault("after", _tree(self.flash))
+            super().stop()
+
+    run_probe = probe.run_probe
+
+    def recorded(*a, out=print, **k):     # --json says no stage line: record what it would have said
+        return run_probe(*a, out=lambda s: (got["seen"].append(s), out(s)), **k)
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        mp.setattr(simmod, "VirtualBoard", ToneBoard)
+        mp.setattr(probe, "run_probe", recorded)
+        status = cli.main(["board", "probe", "--port", "sim", "--json", "--patch-out", str(tmp / "patch.json")])
+    assert status == 0, out.getvalue()[-2000:]
+    got["report"] = json.loads(out.getvalue())
+    got["patch"] = json.loads((tmp / "patch.json").read_text())
+    got["stdout"] = out.getvalue()
+    return got
+
+
 @pytest.mark.needs_micropython
-def test_the_whole_probe_on_the_virtual_board(tmp_path):
+def test_the_whole_probe_on_the_virtual_board(whole_probe):
     """Every stage through the raw REPL: a real IK handshake with a reference core, the firmware's AEAD,
     X25519 and ggwave receiver, the mic hearing a WAV; every note says sim; nothing left on flash; the
     firmware's files untouched."""
-    flash = tmp_path / "flash"
-    (flash / fwset.PROBE_REMOTE).mkdir(parents=True)
-    (flash / fwset.PROBE_REMOTE / "stale.mpy").write_bytes(b"left by an interrupted probe")
-    vb = VirtualBoard(flash, mic=_tone_wav(tmp_path / "mic.wav"))
-    vb.start()
-    try:
-        before = {k: v for k, v in _tree(flash).items() if not k.startswith(fwset.PROBE_REMOTE)}
-        seen = []
-        report = probe.run_probe(vb, out=seen.append)
-        after = _tree(flash)
-    finally:
-        vb.stop()
+    report, seen, before, after = (whole_probe[k] for k in ("report", "seen", "before", "after"))
     _check_format(report)
     assert report["sim"] is True and report["port"] == "sim" and report["board"] == "sim"
     assert seen == ["probe: %s" % s for s in probe.STAGES[1:]]
@@ -276,22 +310,17 @@ def test_a_peer_that_is_not_micropython_is_named_in_one_line():
 
 
 @pytest.mark.needs_micropython
-def test_cli_json_and_patch_out_on_the_virtual_board(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(probe.__file__).resolve().parents[2]))
-    r = subprocess.run([sys.executable, "-m", "alabama.cli", "board", "probe", "--port", "sim", "--json",
-                        "--patch-out", str(tmp_path / "patch.json")], capture_output=True, text=True,
-                       timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads(r.stdout)
+def test_cli_json_and_patch_out_on_the_virtual_board(whole_probe, tmp_path):
+    report = whole_probe["report"]
     _check_format(report)
     from alabama.hil import report as hil_report             # the HIL report's header reads this very output
-    (tmp_path / "probe.json").write_text(r.stdout)
+    (tmp_path / "probe.json").write_text(whole_probe["stdout"])
     assert hil_report.read_probe(tmp_path / "probe.json") == report
     assert "virtual board" in hil_report.probe_html(report)
     assert "virtual board" in probe.render_text(report) and "no board-file change proposed" in \
         probe.render_text(report)
     assert report["sim"] and report["board"] == "sim"
-    assert json.loads((tmp_path / "patch.json").read_text()) == report["patch"]
+    assert whole_probe["patch"] == report["patch"]
 
 
 @pytest.mark.needs_micropython
