@@ -343,8 +343,12 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
             echo("  " + line)
         echo("")
         frames = int(played.group(1))
-        pathlib.Path(out_wav).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(work / "speaker.wav", out_wav)
+        try:                             # checked before the start (_writable_out); a disk that filled up since
+            pathlib.Path(out_wav).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(work / "speaker.wav", out_wav)
+        except OSError as e:
+            raise DemoError("cannot write the reply to %s (%s): the exchange completed; give --out a path you can "
+                            "write" % (out_wav, e.strerror or e)) from None
         echo("reply     : %d frames (%.2f s) played by the board -> %s" % (frames, frames / 16000.0, out_wav))
     finally:
         if vb is not None:
@@ -397,6 +401,10 @@ def _writable_out(path):
     except OSError as e:
         raise UsageError("--out %s: cannot make its directory (%s): give a path you can write"
                          % (path, e.strerror or e)) from None
+    from .outfile import problem
+    why = problem(path)                  # tried, not guessed: /proc or a read-only mount refuse even root
+    if why:
+        raise UsageError("--out %s: cannot write it (%s): give a path you can write" % (path, why))
     return path
 
 
@@ -404,6 +412,9 @@ def cmd_demo(args):
     out = _writable_out(args.out or default_out())
     from .board import boards
     boards.load(args.board)                  # a typo'd --board before the core starts and the board is provisioned
+    if args.ambient and args.wake is not None:
+        raise UsageError("--ambient and --wake are two hands-free demos: the core hears the wake word (--ambient) "
+                         "or the board does (--wake); pick one")
     if args.say is not None and not args.say.strip():
         raise UsageError("--say is empty: give the words espeak-ng speaks into the microphone, e.g. \"what time "
                          "is it\" (or leave --say out)")

@@ -1210,3 +1210,49 @@ def test_image_built_from_an_installed_wheel_says_to_flash_it_with_alabama_flash
     assert appimage.flash_command("xiao", "/c/firmware.bin") == "`alabama flash --board xiao --firmware /c/firmware.bin`"
     monkeypatch.setattr(alabama, "CHECKOUT", True)
     assert appimage.flash_command("xiao", "/c/firmware.bin") == "`make flash BOARD=xiao FIRMWARE=/c/firmware.bin`"
+
+
+# ------------------------------------------------------------------------------ sweep 7: found from a wheel
+def test_demo_out_where_nothing_can_be_written_is_one_line_before_the_core_starts(tmp_path, capsys, monkeypatch):
+    """/proc exists and root passes os.access there, but no file can be made in it: the demo ran its whole exchange
+    and then died in a traceback copying the reply."""
+    from alabama import demo
+
+    def no_run(*a, **k):
+        raise AssertionError("the demo started")
+    monkeypatch.setattr(demo, "run_demo", no_run)
+    _, line = main_line(capsys, "demo", "--dir", str(tmp_path / "w"), "--out", "/proc/reply.wav")
+    assert line.startswith("alabama: error: --out /proc/reply.wav: cannot write it ("), line
+    assert line.endswith("): give a path you can write"), line
+
+
+def test_demo_ambient_and_wake_together_is_one_line_not_a_ten_second_wait_and_a_log(tmp_path, capsys, monkeypatch):
+    from alabama import demo
+
+    def no_run(*a, **k):
+        raise AssertionError("the demo started")
+    monkeypatch.setattr(demo, "run_demo", no_run)
+    _, line = main_line(capsys, "demo", "--dir", str(tmp_path / "w"), "--out", str(tmp_path / "r.wav"), "--ambient",
+                        "--wake", "hey_jarvis")
+    assert line == "alabama: error: --ambient and --wake are two hands-free demos: the core hears the wake word " \
+                   "(--ambient) or the board does (--wake); pick one", line
+
+
+def test_a_wake_model_too_big_for_a_shipped_board_file_is_not_told_to_edit_the_package(tmp_path, monkeypatch):
+    """`alabama board sim --board devkitc1-inmp441` from a wheel: the board file lies inside the installed package."""
+    from alabama.board import boards, deploy
+    pytest.importorskip("pymicro_wakeword")
+    bd = boards.load("devkitc1-inmp441")                   # wake.models alexa, okay_nabu; 130k: neither fits as files
+    for checkout, where in ((False, str(boards.BOARDS_DIR.resolve() / "devkitc1-inmp441.json")),
+                            (True, "boards/devkitc1-inmp441.json")):
+        monkeypatch.setattr(alabama, "CHECKOUT", checkout)
+        with pytest.raises(deploy.DeployError) as e:
+            deploy.wake_files(bd, tmp_path / "out", out=lambda *a: None)
+        assert "give --board a copy of %s without it in wake.models, or use a board with PSRAM" % where \
+            in str(e.value), e.value
+        assert "remove it from" not in str(e.value)
+    mine = tmp_path / "mine.json"                           # the user's own file: theirs to edit
+    mine.write_text(json.dumps(dict(bd.data, id="mine")))
+    with pytest.raises(deploy.DeployError) as e:
+        deploy.wake_files(boards.load(str(mine)), tmp_path / "out", out=lambda *a: None)
+    assert "remove it from wake.models in %s" % mine in str(e.value), e.value

@@ -74,6 +74,17 @@ def wake_engine_bytes(blob):
     return len(blob) + json.loads(blob[12:12 + hl])["arena"] + WAKE_ENGINE_RAM
 
 
+def _without(board):
+    """How to take a wake model out of BOARD's file: edit the user's own; a board file alabama ships is not theirs to
+    edit (from a wheel it lies inside the installed package): a copy of it, given to --board."""
+    from .. import CHECKOUT
+    from .boards import BOARDS_DIR
+    path = pathlib.Path(board.path).resolve()
+    if path.parent != BOARDS_DIR.resolve():
+        return "remove it from wake.models in %s" % shown(board.path)
+    return "give --board a copy of %s without it in wake.models" % (shown(path) if CHECKOUT else path)
+
+
 def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print, frozen=()):
     """{remote path: local file} of the board file's wake models (wake.models), compiled now from the installed
     pymicro-wakeword (or the user's .tflite + JSON) into out_dir; never taken from the repository. A model the
@@ -106,8 +117,8 @@ def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print, frozen=()):
                 ", or flash an image with it frozen in (%s freezes wake.models: its weights stay in flash)"
                 % build_command(board.id))
             raise DeployError("wake model %s needs ~%d KB of heap, board %s's %s leaves ~%d KB beside the firmware: "
-                              "remove it from wake.models in %s%s, or use a board with PSRAM"
-                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, shown(board.path), frz))
+                              "%s%s, or use a board with PSRAM"
+                              % (m, need // 1024, board.id, board.heap, max(0, free) // 1024, _without(board), frz))
         if name in frozen:
             continue                      # in the image already (satellite.wake.frozen): nothing on the filesystem
         path = pathlib.Path(out_dir) / "wake" / (name + WAKE_SUFFIX)
