@@ -386,3 +386,23 @@ def test_r10_1_b_half_open_link_detected_within_bound(core, tmp_path):
         assert 1.4 < took < 3.6, took
         bh.dead = False
         vb.wait_log(lw.ACCEPTED, 10, m)                          # and it comes back by itself
+
+
+def test_a_log_wait_ends_when_the_board_is_stopped_not_at_its_timeout(tmp_path):
+    """Ctrl-C in `alabama demo`: the board is stopped while a worker thread waits for its next log line; that wait
+    must end (asyncio.run joins the thread before the command can exit), not sit out its 60 s."""
+    import threading
+    vb = sim.VirtualBoard(tmp_path / "flash")
+    said = []
+
+    def wait():
+        try:
+            vb.wait_log("a line that never comes", 60)
+        except sim.SimError as e:
+            said.append(str(e))
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    vb.stop()
+    t.join(20)                       # a third of the wait's own timeout: it ended because of stop(), not the clock
+    assert not t.is_alive(), "wait_log still waiting after stop()"
+    assert said == ["virtual board: stopped while waiting for a log line matching 'a line that never comes'"], said

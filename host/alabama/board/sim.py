@@ -644,6 +644,8 @@ class VirtualBoard:
                 left = deadline - time.monotonic()
                 if self.failed:
                     raise SimError("virtual board: " + self.failed)
+                if self._stop.is_set():     # stopped (Ctrl-C): the line cannot come; a waiting thread must not hold
+                    raise SimError("virtual board: stopped while waiting for a log line matching %r" % pattern)
                 if left <= 0:
                     tail = "\n".join(self._lines[-25:])
                     raise SimError("virtual board: no log line matching %r within %.1fs; last lines:\n%s"
