@@ -1256,3 +1256,26 @@ def test_a_wake_model_too_big_for_a_shipped_board_file_is_not_told_to_edit_the_p
     with pytest.raises(deploy.DeployError) as e:
         deploy.wake_files(boards.load(str(mine)), tmp_path / "out", out=lambda *a: None)
     assert "remove it from wake.models in %s" % mine in str(e.value), e.value
+
+
+def test_board_press_at_a_port_that_answers_something_else_says_which_port_to_pass(capsys):
+    """`alabama board press --ctl-port 7355` (the core's port, not the board's control port): what to pass instead."""
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+
+    def answer():                                 # a core closes on a line that is no Noise handshake
+        c, _ = srv.accept()
+        c.recv(100)
+        c.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+        c.close()
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        _, line = main_line(capsys, "board", "press", "--ctl-port", str(port))
+    finally:
+        srv.close()
+    assert line == ("alabama: error: 127.0.0.1:%d does not talk like a virtual board's control channel (a core's "
+                    "port?): pass the port `alabama board sim` prints as \"control on 127.0.0.1:N\" as --ctl-port N"
+                    % port), line

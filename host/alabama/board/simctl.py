@@ -47,7 +47,7 @@ def send(port, line, timeout=TIMEOUT_S):
                     break
                 buf += d
                 if len(buf) > MAX_REPLY:
-                    raise SimCtlError("%s:%d does not talk like a virtual board's control channel" % (HOST, port))
+                    raise SimCtlError(_not_ctl(port))
     except socket.timeout:
         raise SimCtlError("%s:%d did not answer %r within %.0f s: is it a virtual board's control port (the one "
                           "`alabama board sim` prints as \"control on 127.0.0.1:N\")? If it is, the board is stuck "
@@ -59,7 +59,12 @@ def send(port, line, timeout=TIMEOUT_S):
         return reply[3:]
     if reply.startswith("err "):
         raise SimCtlError("the virtual board refused %r: %s" % (line.split()[0], reply[4:]))
-    raise SimCtlError("%s:%d does not talk like a virtual board's control channel" % (HOST, port))
+    raise SimCtlError(_not_ctl(port))
+
+
+def _not_ctl(port):
+    return ("%s:%d does not talk like a virtual board's control channel (a core's port?): pass the port `alabama board "
+            "sim` prints as \"control on 127.0.0.1:N\" as --ctl-port N" % (HOST, port))
 
 
 def mic_file(src, dest):
