@@ -1279,3 +1279,22 @@ def test_board_press_at_a_port_that_answers_something_else_says_which_port_to_pa
     assert line == ("alabama: error: 127.0.0.1:%d does not talk like a virtual board's control channel (a core's "
                     "port?): pass the port `alabama board sim` prints as \"control on 127.0.0.1:N\" as --ctl-port N"
                     % port), line
+
+
+@pytest.mark.parametrize("report, says", [("/proc/rep", "--report /proc/rep: cannot make that folder ("),
+                                          ("{t}/file", "--report {t}/file is a file: give a folder for the report")])
+def test_hil_report_that_cannot_be_written_is_one_line_before_any_board(tmp_path, capsys, monkeypatch, report, says):
+    """It was a traceback for every scenario and one at the end, after the virtual boards had run."""
+    import pytest as pytest_mod
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(pytest_mod, "main", lambda *a, **k: pytest.fail("the suite ran"))
+    _, line = main_line(capsys, "hil", "--board", "sim", "--report", report.format(t=tmp_path))
+    assert line.startswith("alabama: error: " + says.format(t=tmp_path)), line
+
+
+def test_hil_board_type_of_a_virtual_board_is_checked_before_the_suite(tmp_path, capsys, monkeypatch):
+    """A typo'd --board-type with --board sim made each of the 40 scenarios an error (1,700 lines)."""
+    import pytest as pytest_mod
+    monkeypatch.setattr(pytest_mod, "main", lambda *a, **k: pytest.fail("the suite ran"))
+    _, line = main_line(capsys, "hil", "--board", "sim", "--board-type", "simm", "--report", str(tmp_path / "r"))
+    assert line.startswith("alabama: error: no board 'simm' (did you mean 'sim'?)"), line

@@ -175,17 +175,17 @@ def check_boards(args, environ=os.environ):
     Wi-Fi it joins is set (otherwise every scenario would fail on it in turn). One line for the first problem.
     A fleet's board whose port is gone costs only its column (fleet.py says so in one line), so the ports are
     checked here for a single board only; the board files and the Wi-Fi variables for every run."""
+    from ..board import boards, mpremote
+    for t in args.board_type or []:       # a virtual board takes one too: a typo made every scenario an error
+        boards.load(t)
     real = [b for b in args.board if b != "sim"]
     if not real or args.list:
         return
-    from ..board import boards, mpremote
     for b in real if len(args.board) == 1 else ():
         try:          # opened to ask whether it is a terminal: the deploy that follows resets the board anyway
             mpremote.resolve_port(b, option="--board", probe=True)
         except mpremote.MpremoteError as e:
             raise UsageError(str(e)) from None
-    for t in args.board_type or []:
-        boards.load(t)
     if not environ.get("ALABAMA_WIFI_SSID"):
         raise UsageError("a real board reaches the core over Wi-Fi: set ALABAMA_WIFI_SSID and ALABAMA_WIFI_PASSPHRASE "
                          "(e.g. `ALABAMA_WIFI_SSID=home ALABAMA_WIFI_PASSPHRASE=... alabama hil ...`)")
@@ -239,6 +239,24 @@ def check_pattern(args, argv):
                          if near else "", ", ".join(files)))
 
 
+def check_report(report):
+    """--report DIR made (as the run would) and written to, before any board is touched: a folder that cannot be made
+    there (/proc, a file in the way, no permission) was a traceback per scenario and one at the end."""
+    import pathlib
+    from ..outfile import problem
+    d = pathlib.Path(report)
+    if d.exists() and not d.is_dir():
+        raise UsageError("--report %s is a file: give a folder for the report (made if missing)" % report)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError("--report %s: cannot make that folder (%s): give a folder you can write"
+                         % (report, e.strerror or e)) from None
+    why = problem(d / "junit.xml")
+    if why:
+        raise UsageError("--report %s: cannot write in it (%s): give a folder you can write" % (report, why))
+
+
 def cmd_hil(args):
     argv = pytest_argv(args)           # the options checked before a board is touched
     fleet_run = len(args.board) > 1 and not args.list
@@ -250,6 +268,8 @@ def cmd_hil(args):
     check_boards(args)
     if args.pattern or args.pytest_args:
         check_pattern(args, pytest_argv(args))
+    if not args.list:
+        check_report(args.report)
     if args.probe and not args.list:
         probe_boards(args)
         argv = pytest_argv(args)
