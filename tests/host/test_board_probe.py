@@ -579,3 +579,19 @@ def test_the_wake_stage_recompiles_a_cached_model_of_another_format(tmp_path):
     again, why = probe.wake_model(tmp_path)
     assert why is None and again.read_bytes() == good
     assert first.name != probe.WAKE_MODEL + ".aww"          # an unkeyed old-style cache is never read
+
+
+@pytest.mark.needs_micropython
+def test_probing_sim_on_a_unix_port_with_its_own_raw_repl_waits_for_the_firmware(tmp_path, monkeypatch):
+    """`alabama board probe --port sim` from a wheel runs the venv's 64-bit port, whose raw REPL is its own (the
+    32-bit build's is a shim that needs no interrupt): the Ctrl-C sent at once, while the interpreter still
+    started, was lost, and one that lands while the running firmware's heap is locked kills that port; either way
+    the probe said the board was no MicroPython. Its own board now boots to the REPL (no main.py) and is asked
+    once its banner is there."""
+    port64 = pathlib.Path(sys.executable).parent / "micropython"
+    if not port64.is_file():
+        pytest.skip("no micropython beside this interpreter (the venv's 64-bit unix port)")
+    monkeypatch.setenv("ALABAMA_MICROPYTHON", str(port64))
+    report = probe.run_probe("sim", stages=("image",), workdir=tmp_path, out=lambda s: None)
+    assert report["sim"] is True and report["image"]["satellite"] == fwset.firmware_version()
+    assert report["image"]["platform"] == "linux", report["image"]

@@ -445,16 +445,24 @@ class _Board:
 UNIX_PORT_PLATFORMS = ("linux", "darwin", "freebsd")
 #: s of no raw-REPL banner after Ctrl-C Ctrl-A from a peer that prints something else: not MicroPython.
 IDENTIFY_SECONDS = 3
+#: s between the Ctrl-C Ctrl-A sequences sent while no raw-REPL banner came
+RESEND_S = 0.5
+#: IDENTIFY_SECONDS for a virtual board (MicroPython for sure): the venv's 64-bit unix port dies now and then of a
+#: Ctrl-C that lands while its heap is locked ("MemoryError: ... heap is locked", "FATAL: uncaught NLR"); its
+#: supervisor reboots it in about a second, and a later Ctrl-C gets the raw REPL
+SIM_IDENTIFY_SECONDS = 20
+#: s a virtual board may take to print its firmware's first line (it is interrupted for the probe after that)
+BOOT_TIMEOUT = 60
 
 
-def _connect(port, runner, timeout):
+def _connect(port, runner, timeout, identify_s=None):
     """mpremote.probe (a soft reset into a clean interpreter) with a non-MicroPython peer said plainly: a peer that
     answers Ctrl-C Ctrl-A with anything but MicroPython's raw-REPL banner within IDENTIFY_SECONDS is named at
     once; a silent one gets `timeout` s (mpremote waits forever for a raw REPL that never opens)."""
-    said = _identify(port) if runner is mpremote.run_mpremote else None
+    identify_s = identify_s or IDENTIFY_SECONDS
+    said = _identify(port, identify_s) if runner is mpremote.run_mpremote else None
     if said:
-        raise _not_micropython(port, "no MicroPython raw REPL within %d s; it prints %r" % (IDENTIFY_SECONDS,
-                                                                                              said[:60]))
+        raise _not_micropython(port, "no MicroPython raw REPL within %d s; it prints %r" % (identify_s, said[:60]))
     if runner is mpremote.run_mpremote:
         def runner(p, args, on_line=None):
             return mpremote.run_mpremote(p, args, on_line=on_line, timeout=timeout)
@@ -487,9 +495,12 @@ def _identify(port, seconds=IDENTIFY_SECONDS):
         return None
     got = b""
     try:
-        ser.write(b"\r\x03\x03\x01")          # interrupt whatever runs, then ask for the raw REPL
         end = time.monotonic() + seconds
+        again = 0.0
         while time.monotonic() < end:
+            if time.monotonic() >= again:     # interrupt whatever runs, then ask for the raw REPL; again every
+                ser.write(b"\r\x03\x03\x01")   # RESEND_S: a Ctrl-C that lands while the firmware starts is lost
+                again = time.monotonic() + RESEND_S
             got += ser.read(256)
             if b"raw REPL; CTRL-B to exit" in got:
                 ser.write(b"\x02")               # back to the friendly REPL: mpremote opens its own session
@@ -578,7 +589,7 @@ def probe_board(port, runner=mpremote.run_mpremote, core=None, wifi=("", ""), st
     board) soft-resets it so the satellite firmware runs again.
     """
     b = _Board(port, runner, restart=not sim and runner is mpremote.run_mpremote)
-    info = _connect(port, runner, connect_timeout or CONNECT_TIMEOUT)
+    info = _connect(port, runner, connect_timeout or CONNECT_TIMEOUT, SIM_IDENTIFY_SECONDS if sim else None)
     _check_mpy(info, port)
     files = fwset.build_probe(build_dir=build_dir)
     load = ["resume", "exec", mpremote.script("probe_set", REMOTE, "prepare", MARK)]
@@ -712,7 +723,7 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
         if target == "sim":
             own_dir = None if workdir else tempfile.mkdtemp(prefix="alabama-probe-sim-")
             tmp = pathlib.Path(workdir or own_dir)
-            own_vb = simmod.VirtualBoard(tmp / "flash", board=board if board is not None else "sim")
+            own_vb = simmod.VirtualBoard(tmp / "flash", board=board if board is not None else "sim", run_main=False)
             board = own_vb.board
             own_vb.start()
             vb = own_vb
@@ -729,6 +740,12 @@ def run_probe(target, board=None, bind=None, wifi=None, runner=mpremote.run_mpre
         wifi = (os.environ.get("ALABAMA_WIFI_SSID", ""), os.environ.get("ALABAMA_WIFI_PASSPHRASE", ""))
     core_dir = tempfile.mkdtemp(prefix="alabama-probe-core-") if bind else None
     try:
+        if sim:       # its interpreter up first: a Ctrl-C sent while it still starts is lost, and a unix port
+            try:      # with a raw REPL of its own (the venv's, a wheel's) never answered (the 32-bit shim did)
+                banner = r"^MicroPython \S+ on "           # the REPL's: own_vb runs no main.py
+                vb.wait_log(banner if own_vb is not None else r"^sat: |" + banner, BOOT_TIMEOUT)
+            except simmod.SimError as e:
+                raise ProbeError("the virtual board did not start: %s" % str(e).splitlines()[0]) from None
         raw = probe_board(port, runner=runner, wifi=wifi, stages=stages, build_dir=build_dir, out=out, sim=sim,
                           on_stage=on_stage, connect_timeout=connect_timeout,
                           core=(lambda: _Core(core_dir, bind)) if bind else None)

@@ -214,7 +214,7 @@ def _raw_tty(fd, isig):
 class VirtualBoard:
     def __init__(self, flash_dir, board="sim", firmware=None, mic=None, speaker=None, duplex=None, ctl_port=0,
                  heap=None, micropython=None, env=None, echo=None, pty=True, compiled=True, image=None,
-                 slot_size=None):
+                 slot_size=None, run_main=True):
         from . import boards
         self.flash = pathlib.Path(flash_dir).resolve()
         self.board = boards.load(board) if isinstance(board, str) else board
@@ -233,6 +233,10 @@ class VirtualBoard:
         self.echo = echo                  # callable(line) for every serial log line, or None
         self.use_pty = pty
         self.compiled = compiled
+        # run_main=False: boot.py only, then the REPL (a board held in safe mode): what `alabama board probe --port
+        # sim` wants, which loads its own set and never interrupts a running firmware (a Ctrl-C can kill the venv's
+        # unix port while its heap is locked)
+        self.run_main = run_main
         # image=: the firmware is a sim app image (alabama.board.appimage.sim_image) in the simulated OTA slots of
         # <flash>.chip/ (ota_0.bin, ota_1.bin, otadata.bin; ota_0 gets it at the first start, as esptool
         # flashes it); this supervisor is the bootloader at every (re)start and puts the booted slot's frozen
@@ -372,7 +376,7 @@ class VirtualBoard:
         # The terminal settings belong to the pty, not the process: an interpreter that exits from its line
         # editor (Ctrl-D at the prompt) leaves ISIG off, and the next one would never see Ctrl-C.
         _raw_tty(slave, isig=True)
-        code = "import boot" if raw else "import boot\nimport main"
+        code = "import boot" if raw or not self.run_main else "import boot\nimport main"
         if self.chip is not None:
             self._boot_slot()
 
