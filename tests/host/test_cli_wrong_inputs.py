@@ -1298,3 +1298,30 @@ def test_hil_board_type_of_a_virtual_board_is_checked_before_the_suite(tmp_path,
     monkeypatch.setattr(pytest_mod, "main", lambda *a, **k: pytest.fail("the suite ran"))
     _, line = main_line(capsys, "hil", "--board", "sim", "--board-type", "simm", "--report", str(tmp_path / "r"))
     assert line.startswith("alabama: error: no board 'simm' (did you mean 'sim'?)"), line
+
+
+@pytest.mark.parametrize("host, says", [
+    ("bad host", "--host 'bad host' is neither an IP address nor a host name (letters, digits, '-' and '.')"),
+    ("http://10.0.0.2:7355", "--host 'http://10.0.0.2:7355' is a URL: give the core's address alone"),
+    ("10.0.0.2:7355", "--host '10.0.0.2:7355' carries a port: give the address alone (--host 10.0.0.2) and the port "
+                      "with --port 7355"),
+])
+@pytest.mark.parametrize("command", [("core", "token"), ("provision", "qr", "--no-terminal")])
+def test_a_core_host_no_board_can_reach_is_one_line_and_mints_nothing(tmp_path, capsys, command, host, says):
+    """It minted a token for a record naming 'bad host' or '10.0.0.2:7355:7355' (the port twice)."""
+    import sqlite3
+    from alabama.core import registry as reg
+    d = tmp_path / "core"
+    reg.load_or_create_key(d)
+    _, line = main_line(capsys, *command, "--data", str(d), "--host", host)
+    assert line.startswith("alabama: error: " + says), line
+    assert not capsys.readouterr().out
+    if (d / reg.DB_NAME).exists():
+        with sqlite3.connect(d / reg.DB_NAME) as db:
+            assert db.execute("SELECT count(*) FROM tokens").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("host", ["10.0.0.2", "core.local", "my-core", "fd00::2", "core.example.org."])
+def test_a_core_host_a_board_can_reach_is_taken(host):
+    from alabama.provision import record
+    assert record.host_problem(host) is None

@@ -292,6 +292,8 @@ def cmd_token(args):
         args.wifi_passphrase)
     if problem:
         raise UsageError(problem)
+    if args.host is not None and record.host_problem(args.host):
+        raise UsageError(record.host_problem(args.host))
     from .reach import record_port
     host = args.host or lan_address()
     # the port before the directory is made: a refused record leaves nothing behind

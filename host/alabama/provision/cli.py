@@ -93,6 +93,8 @@ def build_record(args, out=print, now=time.time, ask=None):
     address, the record's size with a placeholder token of the real token's length): a refused record
     costs no token. ask(prompt) reads the Wi-Fi passphrase without echo (getpass) when --wifi-ssid is
     given without --wifi-passphrase."""
+    if args.core_host is not None and record.host_problem(args.core_host):
+        raise UsageError(record.host_problem(args.core_host))
     release_key = None
     if getattr(args, "release_key", None):
         from ..board.signing import load_public

@@ -3,6 +3,7 @@
 Responsible for turning a ``alabama.v1.ProvisioningRecord`` into the bytes every carrier moves and
 back, checking version, CRC, length and field bounds. It never chooses a carrier and does no I/O.
 """
+import re
 import zlib
 
 from alabama.v1 import provisioning_pb2
@@ -88,6 +89,32 @@ def ssid_problem(ssid):
         return "a Wi-Fi name (--wifi-ssid) is 1..%d bytes, this one is %d: check it and pass it again" % (
             BOUNDS["wifi_ssid"], n)
     return None
+
+
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def host_problem(host):
+    """What a board cannot connect to in HOST, the core's address as typed after --host (one line; None: fine): an
+    IP address or a DNS host name, nothing else (a port, a URL, a space)."""
+    import ipaddress
+    if "://" in host:
+        return ("--host %r is a URL: give the core's address alone (an IP address or a host name, e.g. "
+                "192.168.1.20)" % host)
+    name, sep, port = host.rpartition(":")
+    if sep and name and port.isdigit() and name.count(":") == 0:
+        return "--host %r carries a port: give the address alone (--host %s) and the port with --port %s" % (
+            host, name, port)
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    if host and len(host) <= 253 and all(_LABEL.match(lb) for lb in labels):
+        return None
+    return ("--host %r is neither an IP address nor a host name (letters, digits, '-' and '.'): give the core's "
+            "address as the board reaches it, e.g. 192.168.1.20" % host)
 
 
 def build(core_host, core_port, core_key=None, pairing_token=None, token_expires=0, wifi_ssid=None,
