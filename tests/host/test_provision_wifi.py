@@ -102,6 +102,7 @@ def _main(argv):
     (["qr", "--wifi-passphrase", "password"], "--wifi-passphrase needs --wifi-ssid"),
     (["qr", "--ttl", "0"], "--ttl: 0 is outside 1.."),
     (["serial", "--port", "{t}/ttyNONE"], "does not exist"),
+    (["serial", "--port", "/dev/null"], "/dev/null is a character device that is no terminal, not a serial port"),
 ])
 def test_issue36_no_token_is_minted_for_a_record_that_is_then_refused(tmp_path, capsys, monkeypatch, argv, msg):
     monkeypatch.setenv("PATH", str(tmp_path))               # no audio player

@@ -250,7 +250,9 @@ def cmd_sound(args):
 def cmd_serial(args):
     from ..board import mpremote
     from . import serial
-    port = mpremote.resolve_port(args.port)      # the port first: a missing board costs no token
+    # the port first: a missing board costs no token; opened to ask whether it is a terminal (/dev/null is not),
+    # as the provisioning right after opens it anyway
+    port = mpremote.resolve_port(args.port, probe=True)
     data, rec = build_record(args)
     serial.provision(port, data, rec.core_key, reset=not args.no_reset, factory_reset=args.factory_reset)
     return 0
