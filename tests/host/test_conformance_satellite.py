@@ -156,7 +156,7 @@ def test_nothing_connects_ends_in_failed_rows_saying_so():
     (["--listen", "127.0.0.1:0", "--watch-timeout", "-2"], "--watch-timeout: -2: give seconds > 0"),
     (["--listen", "127.0.0.1:0", "--ctl-port", "1"], "no virtual board answers"),
     (["--listen", "127.0.0.1:0", "--junit", "/nonexistent-dir/x.xml"], "cannot write --junit"),
-    (["--listen", "256.1.1.1:0"], "cannot listen on 256.1.1.1:0"),
+    (["--listen", "256.1.1.1:0"], "cannot resolve '256.1.1.1' in --listen: give an IP address such as 0.0.0.0"),
 ])
 def test_wrong_arguments_say_what_to_do_in_one_line(argv, says):
     r = subprocess.run([sys.executable, "-m", "alabama.cli", "conformance", "satellite", "--no-prompt"] + argv
