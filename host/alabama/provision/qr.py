@@ -37,8 +37,9 @@ def segno():
     try:
         import segno as mod
     except ImportError:
-        raise QrError("NO_SEGNO", "the segno package is not installed: `pip install segno` (or `make install`), "
-                      "or provision by sound or serial instead") from None
+        from ..extras import package_hint
+        raise QrError("NO_SEGNO", "the segno package is not installed: %s, or provision by sound or serial instead"
+                      % package_hint("segno")) from None
     return mod
 
 

@@ -42,8 +42,9 @@ def _ggwave():
     try:
         import ggwave
     except ImportError:
-        raise SoundError("NO_GGWAVE", "the ggwave package is not installed: `pip install ggwave` (or "
-                         "`make install`), or provision by QR code or serial instead") from None
+        from ..extras import package_hint
+        raise SoundError("NO_GGWAVE", "the ggwave package is not installed: %s, or provision by QR code or serial "
+                         "instead" % package_hint("ggwave")) from None
     return ggwave
 
 

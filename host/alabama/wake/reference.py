@@ -16,8 +16,10 @@ def builtin_dir():
     try:
         import pymicro_wakeword
     except ImportError:
-        raise ModelError("pymicro-wakeword is not installed (`make install` installs it on Linux x86_64/aarch64/"
-                         "armv7l and Windows, where its wheels exist): give the path of a .tflite with its .json")
+        from ..extras import package_hint
+        raise ModelError("pymicro-wakeword is not installed (%s installs it on Linux x86_64/aarch64/armv7l and "
+                         "Windows, where its wheels exist): give the path of a .tflite with its .json"
+                         % package_hint("pymicro-wakeword"))
     return Path(pymicro_wakeword.__file__).parent / "models"
 
 
