@@ -895,13 +895,19 @@ def test_provision_output_that_cannot_be_written_is_one_line_before_a_token(tmp_
 
 @pytest.mark.parametrize("argv, option", [(("qr", "--no-terminal", "--port", "{p}"), "--port"),
                                           (("sound", "--wav", "{t}/p.wav", "--port", "{p}"), "--port"),
-                                          (("serial", "--port", "/dev/null", "--core-port", "{p}"), "--core-port")])
+                                          (("serial", "--port", "{tty}", "--core-port", "{p}"), "--core-port")])
 def test_provision_refuses_a_core_port_another_program_holds(tmp_path, capsys, listener, argv, option):
     from alabama.core import registry as reg
     reg.load_or_create_key(tmp_path / "core")
-    argv = [a.replace("{p}", str(listener)).replace("{t}", str(tmp_path)) for a in argv]
-    _, line = main_line(capsys, "provision", argv[0], "--data", str(tmp_path / "core"), "--host", "127.0.0.1",
-                        *argv[1:])
+    master, slave = os.openpty()          # a terminal the port check takes (/dev/null is refused: no terminal)
+    try:
+        argv = [a.replace("{p}", str(listener)).replace("{t}", str(tmp_path)).replace("{tty}", os.ttyname(slave))
+                for a in argv]
+        _, line = main_line(capsys, "provision", argv[0], "--data", str(tmp_path / "core"), "--host", "127.0.0.1",
+                            *argv[1:])
+    finally:
+        os.close(master)
+        os.close(slave)
     assert "port %d on this machine is held by another program" % listener in line, line
     assert line.endswith("or pick a free port with %s N" % option), line
     assert not (tmp_path / "core" / "registry.sqlite3").exists() and not (tmp_path / "p.wav").exists()
