@@ -1361,3 +1361,34 @@ def test_demo_help_from_a_wheel_names_no_make_target(capsys, monkeypatch):
             alabama_cli.build_parser().parse_args(["demo", "--help"])
         text = capsys.readouterr().out
         assert ("make demo-ambient" in text and "make demo-wake" in text) == checkout, text
+
+
+@pytest.fixture
+def held_port():
+    """A serial port (a pty) another program holds as `alabama logs`, mpremote or a REPL do: an exclusive lock."""
+    import serial
+    master, slave = os.openpty()
+    port = os.ttyname(slave)
+    holder = serial.Serial(port, 115200, timeout=0.1, exclusive=True)
+    try:
+        yield port
+    finally:
+        holder.close()
+        os.close(master)
+        os.close(slave)
+
+
+def test_provision_serial_to_a_port_another_program_holds_mints_nothing(tmp_path, capsys, held_port):
+    """It minted and printed a token, then said the port was busy."""
+    from alabama.core import registry as reg
+    reg.load_or_create_key(tmp_path / "core")
+    _, line = main_line(capsys, "provision", "serial", "--data", str(tmp_path / "core"), "--host", "10.0.0.2",
+                        "--port", held_port)
+    assert line.startswith("alabama: error: serial port %s is busy: close the program holding it" % held_port), line
+    assert not capsys.readouterr().out and not (tmp_path / "core" / reg.DB_NAME).exists()
+
+
+def test_board_probe_of_a_port_another_program_holds_says_busy_not_no_micropython(capsys, held_port):
+    """It wrote Ctrl-C Ctrl-A into the holder's session and then called the board no MicroPython."""
+    _, line = main_line(capsys, "board", "probe", "--port", held_port)
+    assert line.startswith("alabama: error: serial port %s is busy: close the program holding it" % held_port), line

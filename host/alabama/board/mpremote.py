@@ -126,6 +126,19 @@ def not_a_port(port, probe=False, option="--port"):
                                                                else ""))
 
 
+def check_free(port):
+    """MpremoteError (explain's one line) when another program holds PORT (a REPL, `alabama logs`, mpremote: they
+    lock it), before something is made for it (a token) or bytes are written into that program's session."""
+    if "://" in str(port):
+        return
+    import serial
+    try:
+        ser = serial.Serial(port, 115200, timeout=0.1, exclusive=True)
+    except (serial.SerialException, OSError) as e:
+        raise MpremoteError(explain(port, 1, str(e))) from None
+    close_serial(ser)
+
+
 def last_line(text):
     lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
     return lines[-1] if lines else ""

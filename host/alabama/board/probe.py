@@ -460,6 +460,11 @@ def _connect(port, runner, timeout, identify_s=None):
     answers Ctrl-C Ctrl-A with anything but MicroPython's raw-REPL banner within IDENTIFY_SECONDS is named at
     once; a silent one gets `timeout` s (mpremote waits forever for a raw REPL that never opens)."""
     identify_s = identify_s or IDENTIFY_SECONDS
+    if runner is mpremote.run_mpremote:
+        try:            # held by another program: said as such, not as a peer that is no MicroPython
+            mpremote.check_free(port)
+        except mpremote.MpremoteError as e:
+            raise ProbeError(str(e)) from None
     said = _identify(port, identify_s) if runner is mpremote.run_mpremote else None
     if said:
         raise _not_micropython(port, "no MicroPython raw REPL within %d s; it prints %r" % (identify_s, said[:60]))
@@ -490,7 +495,7 @@ def _identify(port, seconds=IDENTIFY_SECONDS):
     here (mpremote then says why)."""
     try:
         import serial
-        ser = serial.Serial(port, 115200, timeout=0.1)
+        ser = serial.Serial(port, 115200, timeout=0.1, exclusive=True)      # never into another program's session
     except Exception:  # noqa: BLE001 - anything pyserial raises: leave the diagnosis to mpremote
         return None
     got = b""
@@ -517,7 +522,7 @@ def _peek(port, seconds=1.5):
     """The last line a serial peer prints within `seconds` after a newline ('' when silent or unopenable)."""
     try:
         import serial
-        ser = serial.Serial(port, 115200, timeout=0.1)
+        ser = serial.Serial(port, 115200, timeout=0.1, exclusive=True)
     except Exception:  # noqa: BLE001 - anything pyserial raises means there is nothing to read
         return ""
     try:

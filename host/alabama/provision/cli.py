@@ -253,6 +253,7 @@ def cmd_serial(args):
     # the port first: a missing board costs no token; opened to ask whether it is a terminal (/dev/null is not),
     # as the provisioning right after opens it anyway
     port = mpremote.resolve_port(args.port, probe=True)
+    mpremote.check_free(port)                    # another program holds it: said before a token is minted
     data, rec = build_record(args)
     serial.provision(port, data, rec.core_key, reset=not args.no_reset, factory_reset=args.factory_reset)
     return 0
