@@ -226,3 +226,21 @@ def test_cli_against_nothing_is_one_line_saying_so_and_a_failed_report_for_a_mac
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     gate = next(row for row in json.loads(r.stdout)["rows"] if row["id"] == "R5.1.1-a")
     assert gate["verdict"] == "fail" and "connection refused" in gate["detail"]
+
+
+@pytest.mark.parametrize("kind", ["http", "stall"])
+def test_cli_against_another_program_is_one_line_and_a_full_report_for_a_machine(kind):
+    """Sweep 7: a web server (or a peer that never answers) on the port gave ~40 rows, every one but the gate 'not
+    observable': one line saying no session was had and what to give; --json still writes every row."""
+    peer = _Peer(kind)
+    try:
+        r = _cli("127.0.0.1:%d" % peer.port, "--step-timeout", "1", timeout=60)
+        j = _cli("127.0.0.1:%d" % peer.port, "--step-timeout", "1", "--json", timeout=60)
+    finally:
+        peer.close()
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and r.stdout == "" and len(err) == 1, (r.returncode, r.stdout, r.stderr)
+    assert err[0].startswith("alabama: error: no session with 127.0.0.1:%d, so no row could be judged (" % peer.port)
+    assert err[0].endswith("): is it an Alabama core? Give the address `alabama core serve` prints as `listening "
+                           "on` (--json or --junit write every row anyway)"), err[0]
+    assert j.returncode == 1 and json.loads(j.stdout)["counts"]["fail"] == 1, j.stderr

@@ -172,6 +172,11 @@ def _run_core(args):
             and not (args.json or args.junit):      # a typo'd port: nothing to judge, not 40 rows saying so
         raise UsageError("nothing listens on %s: start the core there (`alabama core serve --listen %s`), or give "
                          "the address its `listening on` line says" % (target, target))
+    if gate is not None and gate.verdict == rows.FAIL and not rows.counts(result)[rows.PASS] \
+            and not (args.json or args.junit):      # another program there (a web server): no session, no row judged
+        raise ConformanceError("no session with %s, so no row could be judged (%s): is it an Alabama core? Give the "
+                               "address `alabama core serve` prints as `listening on` (--json or --junit write every "
+                               "row anyway)" % (target, gate.detail.split(": is an Alabama core")[0]))
     if args.junit:
         _write_junit(args.junit, rows.junit_xml(result, target, "core"))
     print(rows.as_json(result, target, "core") if args.json else rows.render_text(result, target))
