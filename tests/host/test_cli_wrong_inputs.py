@@ -1096,7 +1096,8 @@ MAKE_TARGETS = [("flash", "BOARD=xiao-esp32s3-sense-inmp441"), ("deploy", "BOARD
 def run_make(target, *assignments, cwd):
     """`make TARGET ASSIGNMENTS` as a maker types it, with this checkout's alabama and no venv made (-o install)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "host"))
-    env.pop("MAKEFLAGS", None)
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):     # under `make test` make would say "make[2]:", not "make:"
+        env.pop(name, None)
     return subprocess.run(["make", "-s", "-C", str(ROOT), "-o", "install", "-o", str(cwd / "no-venv" / ".hil-deps"), target,
                            "ALABAMA=%s -m alabama.cli" % sys.executable, "VENV=%s" % (cwd / "no-venv"),
                            *assignments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
