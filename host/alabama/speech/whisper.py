@@ -48,6 +48,7 @@ LOGPROB_SCALE = 0.05
 NO_SPEECH0 = 0.6                 # whisper's own "no speech" probability over this: nothing heard (whisper's own cut;
                                  # tuning split: right commands <= 0.10, noise junk 0.5-0.94)
 MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetition loop, not speech (whisper's own cut)
+FIRST_FLOOR = 2.0               # a sentence is a candidate when its first token's log-prob >= the reading's - this
 NUMBERLESS = "N"                 # the timer example's number in the prompt the number is chosen under: none of ours
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
 PROMPT_TOKENS = 223             # the prompt's last tokens the decoder sees (faster-whisper's cut: max_length // 2 - 1)
@@ -161,6 +162,12 @@ def _capturing(model):
     return copy_, got
 
 
+def _log_softmax(logits):
+    v = np.asarray(logits, dtype=np.float64)
+    m = v.max()
+    return v - m - math.log(np.exp(v - m).sum())
+
+
 def _logistic(x, x0, scale):
     return 1.0 / (1.0 + math.exp(max(-60.0, min(60.0, -(x - x0) / scale))))
 
@@ -243,12 +250,14 @@ class WhisperSTT:
             text = self._renumber(encoded, text)
         return Transcript(text, conf, (), WHISPER, self.truncated)
 
-    def _forced(self, encoded, texts):
+    def _forced(self, encoded, texts, first=None):
         """Whisper's mean log-probability of each text read over ``pcm`` with the prompt, its end-of-text included
         (so a command that is only the start of what was said scores low at its end). One teacher-forced decoder
         pass per batch of texts of the same token count (CTranslate2 ``generate`` cuts a batch's prefix to its
         shortest): step k of the returned logits is the distribution of token k, the step after the text that of
-        the end. ``suppress_blank=False``: otherwise the end is masked when it is the first step after the prefix."""
+        the end. ``suppress_blank=False``: otherwise the end is masked when it is the first step after the prefix.
+        ``encoded``: the audio's encoder output; ``first``: a list that receives the log-probability of every token
+        at the first text's first step (what whisper expects a transcript of this audio to start with)."""
         import ctranslate2
         t = self._tok()
         start = self._start(self.prompt)
@@ -265,9 +274,10 @@ class WhisperSTT:
                 want = tokens[i] + [t.eot]
                 lps = []
                 for k, w in enumerate(want):
-                    v = np.asarray(r.logits[0][k], dtype=np.float64)
-                    m = v.max()
-                    lps.append(v[w] - m - math.log(np.exp(v - m).sum()))
+                    v = _log_softmax(r.logits[0][k])
+                    if k == 0 and i == 0 and first is not None:
+                        first.append(v)
+                    lps.append(v[w])
                 out[i] = float(np.mean(lps))
         return out
 
@@ -298,8 +308,7 @@ class WhisperSTT:
         r = self.model.model.generate(ctranslate2.StorageView.from_array(np.ascontiguousarray(encoded)),
                                       [start + lead], max_length=len(start) + len(lead) + 4,
                                       return_logits_vocab=True, beam_size=1, suppress_blank=False)[0]
-        v = np.asarray(r.logits[0][len(lead)], dtype=np.float64)
-        p = np.exp(v - v.max())
+        p = np.exp(_log_softmax(r.logits[0][len(lead)]))
         number = max(slots, key=lambda n: sum(p[i] for i in slots[n]))
         new = styled(intents.timer_sentence(number))
         self.renumbered = (text, new)
@@ -313,10 +322,20 @@ class WhisperSTT:
         return slots if len(firsts) == len(set(firsts)) else None
 
     def _snap(self, encoded, text):
-        """(command sentence, its forced log-prob) for a near miss, else (text, None). Every grammar sentence is
-        scored (``intents.sentences``): "Console." for "cancel" shares no word with it."""
-        free, *scores = self._forced(encoded, [text] + [styled(c) for c in self.sentences])
-        lp, best = max(zip(scores, self.sentences))
+        """(command sentence, its forced log-prob) for a near miss, else (text, None). The candidates are the grammar
+        sentences (``intents.sentences``) whose first token whisper finds within FIRST_FLOOR (log-prob) of its own
+        reading's first token over this audio: no word need be shared ("Console." and "cancel"), and a transcript
+        whose start is nothing like a command's costs one forced reading."""
+        first = []
+        free, = self._forced(encoded, [text], first)
+        t = self._tok()
+        lead = lambda s: t.encode(" " + s)[0]                                          # noqa: E731
+        floor = first[0][lead(text)] - FIRST_FLOOR
+        cands = [c for c in self.sentences if first[0][lead(styled(c))] >= floor]
+        if not cands:
+            self.rescored = (text, free, None, None)
+            return text, None
+        lp, best = max(zip(self._forced(encoded, [styled(c) for c in cands]), cands))
         self.rescored = (text, free, best, lp)
         if lp < free - SNAP_MARGIN or lp < COMMAND_LOGPROB0:
             return text, None
