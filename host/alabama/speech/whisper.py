@@ -204,7 +204,7 @@ class WhisperSTT:
         self.snap = True                 # near misses snapped to a command (module docstring); False: free text only
         self.rescored = None             # (free text, its forced log-prob, best command, its log-prob): last rescore
         self.snapped = None              # (free text, forced log-prob, command, its forced log-prob) of the last snap
-        self.renumbered = None           # (timer text heard, the timer sentence with the number chosen) of the last
+        self.renumbered = None           # (timer text heard, the timer sentence with the number chosen): last timer
         self._tokenizer = None
         self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
         self._open = False
@@ -261,7 +261,7 @@ class WhisperSTT:
         return Transcript(text, conf, (), WHISPER, self.truncated)
 
     def _forced(self, encoded, texts, first=None):
-        """Whisper's mean log-probability of each text read over ``pcm`` with the prompt, its end-of-text included
+        """Whisper's mean log-probability of each text read over the audio with the prompt, its end-of-text included
         (so a command that is only the start of what was said scores low at its end). One teacher-forced decoder
         pass per batch of texts of the same token count (CTranslate2 ``generate`` cuts a batch's prefix to its
         shortest): step k of the returned logits is the distribution of token k, the step after the text that of
@@ -334,7 +334,7 @@ class WhisperSTT:
     def _snap(self, encoded, text):
         """(command sentence, its forced log-prob) for a near miss, else (text, None). The candidates are the grammar
         sentences (``intents.sentences``) whose first token whisper finds within FIRST_FLOOR (log-prob) of its own
-        reading's first token over this audio: no word need be shared ("Console." and "cancel"), and a transcript
+        reading's first token over this audio: no word need be shared ("No." and "stop"), and a transcript
         whose start is nothing like a command's costs one forced reading."""
         first = []
         free, = self._forced(encoded, [text], first)
