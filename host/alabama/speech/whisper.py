@@ -61,6 +61,9 @@ MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetitio
 FIRST_FLOOR = 2.0               # a sentence is a candidate when its first token's log-prob >= the reading's - this
 NUMBERLESS = "N"                 # the timer example's number in the prompt the number is chosen under: none of ours
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
+#: max_length past the forced text: without a previous-text prompt CTranslate2 returns fewer steps for the same
+#: slack (2 was enough with one, an IndexError with initial_prompt=""); the forced steps' logits do not depend on it
+FORCED_SLACK = 10
 PROMPT_TOKENS = 223             # the prompt's last tokens the decoder sees (faster-whisper's cut: max_length // 2 - 1)
 BEAM_SIZE = 5
 CPU_THREADS = 2
@@ -278,7 +281,8 @@ class WhisperSTT:
         out = [None] * len(texts)
         for n, ids in groups.items():
             batch = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.repeat(encoded, len(ids), axis=0)))
-            results = self.model.model.generate(batch, [start + tokens[i] for i in ids], max_length=len(start) + n + 2,
+            results = self.model.model.generate(batch, [start + tokens[i] for i in ids],
+                                                max_length=len(start) + n + FORCED_SLACK,
                                                 return_logits_vocab=True, beam_size=1, suppress_blank=False)
             for r, i in zip(results, ids):
                 want = tokens[i] + [t.eot]
@@ -316,7 +320,7 @@ class WhisperSTT:
         t = self._tok()
         start, lead = self._start(self.number_prompt), t.encode(" " + intents.TIMER_LEAD.capitalize())
         r = self.model.model.generate(ctranslate2.StorageView.from_array(np.ascontiguousarray(encoded)),
-                                      [start + lead], max_length=len(start) + len(lead) + 4,
+                                      [start + lead], max_length=len(start) + len(lead) + FORCED_SLACK,
                                       return_logits_vocab=True, beam_size=1, suppress_blank=False)[0]
         p = np.exp(_log_softmax(r.logits[0][len(lead)]))
         number = max(slots, key=lambda n: sum(p[i] for i in slots[n]))

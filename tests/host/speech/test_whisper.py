@@ -198,6 +198,17 @@ def test_issue40_whisper_forced_score_has_an_end(stt, text, command, monkeypatch
         intents.understand(t.text, t.confidence, TOOLS).name == intents.FREE
 
 
+def test_issue40_whisper_forced_reading_without_a_prompt():
+    """An engine made with initial_prompt="" (no prompt) scores its readings too: CTranslate2 returns fewer steps
+    without a previous-text prompt, and the end's step was missing (IndexError)."""
+    from faster_whisper.audio import pad_or_trim
+    s = whisper.WhisperSTT(tool_names=TOOLS, initial_prompt="")
+    x = np.frombuffer(audio.synth("stop", VOICE, SPEED), "<i2").astype(np.float32) / 32768.0
+    encoded = np.asarray(s.model.encode(pad_or_trim(s.model.feature_extractor(x))))
+    stop, timer = s._forced(encoded, ["Stop.", "Set a timer for twenty minutes."])
+    assert stop > timer, (stop, timer)
+
+
 def test_issue40_whisper_a_near_miss_need_not_share_a_word():
     """A tuning-split "stop" whisper writes "No.": no word in common with any command (the old word-similarity floor
     scored nothing), yet "Stop." starts the way whisper expects a reading of this audio to start (a candidate by
