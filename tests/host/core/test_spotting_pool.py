@@ -52,12 +52,15 @@ async def one_worker():
         assert all(w.proc is None or w.proc.returncode is not None for w in workers)
 
 
-async def _until(cond, tries=500):
-    for _ in range(tries):
-        if cond():
-            return
+async def _until(cond, timeout=30.0):
+    """Poll ``cond`` every 10 ms; a generous bound (a worker process under a loaded CI machine: 5 s was not always
+    enough to answer five batches), returning as soon as it holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError("timed out")
         await asyncio.sleep(0.01)
-    raise AssertionError("timed out")
 
 
 def test_hit_found_with_the_audio_after_it(run, phrase_pcm):
