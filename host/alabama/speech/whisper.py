@@ -64,7 +64,7 @@ MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetitio
 FIRST_FLOOR = 2.0               # a sentence is a candidate when its first token's log-prob >= the reading's - this
 NUMBERLESS = "N"                 # the timer example's number in the prompt the number is chosen under: none of ours
 RENUMBER_FLOOR = 1.0             # numbers whose first token's log-prob >= the likeliest's - this: whole sentence scored
-                                 # (tuning split, timers the pipeline heard as timers: 59/64 right; 56 first token only)
+                                 # (tuning split, timers the pipeline heard as timers: 60/65 right; 57 first token only)
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
 #: max_length past the forced text: without a previous-text prompt CTranslate2 returns fewer steps for the same
 #: slack (2 was enough with one, an IndexError with initial_prompt=""); the forced steps' logits do not depend on it
