@@ -29,9 +29,12 @@ costs one forced reading). A command is one sentence: free text of two or more (
 time.", whisper repeating its prompt over speech it did not follow) is never snapped.
 
 The timer's number: the prompt's timer example carries a number ("twenty"), and whisper's free reading leans to it.
-So whenever the text is a timer (free or snapped), the number is chosen again from one forced reading of "Set a timer
-for" under the same prompt with the NUMBERLESS example ("Set a timer for N minutes."): the grammar number whose word
-or digits whisper finds likeliest next, favouring none by construction. The encoder output of the free decode is
+So whenever the text is a timer (free or snapped), the number is chosen again under the same prompt with the
+NUMBERLESS example ("Set a timer for N minutes."), favouring none by construction: one forced reading of "Set a timer
+for" gives each grammar number's first token (word or digits, their probabilities added); the numbers within
+RENUMBER_FLOOR of the likeliest are then scored by their WHOLE timer sentence (the number as a word, "minutes", the
+end), so a "forty" whose first token reads as " four" is weighed with its "-ty" (one more decoder pass, only when
+two or more numbers are that close). The encoder output of the free decode is
 kept (``_capturing``) and shared by every forced reading: the audio is encoded once per utterance.
 """
 import copy
@@ -60,6 +63,8 @@ NO_SPEECH0 = 0.6                 # whisper's own "no speech" probability over th
 MAX_COMPRESSION = 2.4            # gzip ratio of the text over this: a repetition loop, not speech (whisper's own cut)
 FIRST_FLOOR = 2.0               # a sentence is a candidate when its first token's log-prob >= the reading's - this
 NUMBERLESS = "N"                 # the timer example's number in the prompt the number is chosen under: none of ours
+RENUMBER_FLOOR = 1.0             # numbers whose first token's log-prob >= the likeliest's - this: whole sentence scored
+                                 # (tuning split, timers the pipeline heard as timers: 60/65 right; 57 first token only)
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
 #: max_length past the forced text: without a previous-text prompt CTranslate2 returns fewer steps for the same
 #: slack (2 was enough with one, an IndexError with initial_prompt=""); the forced steps' logits do not depend on it
@@ -263,17 +268,18 @@ class WhisperSTT:
             text = self._renumber(encoded, text)
         return Transcript(text, conf, (), WHISPER, self.truncated)
 
-    def _forced(self, encoded, texts, first=None):
+    def _forced(self, encoded, texts, first=None, prompt=None):
         """Whisper's mean log-probability of each text read over the audio with the prompt, its end-of-text included
         (so a command that is only the start of what was said scores low at its end). One teacher-forced decoder
         pass per batch of texts of the same token count (CTranslate2 ``generate`` cuts a batch's prefix to its
         shortest): step k of the returned logits is the distribution of token k, the step after the text that of
         the end. ``suppress_blank=False``: otherwise the end is masked when it is the first step after the prefix.
         ``encoded``: the audio's encoder output; ``first``: a list that receives the log-probability of every token
-        at the first text's first step (what whisper expects a transcript of this audio to start with)."""
+        at the first text's first step (what whisper expects a transcript of this audio to start with); ``prompt``:
+        another prompt than the free reading's (the NUMBERLESS one)."""
         import ctranslate2
         t = self._tok()
-        start = self._start(self.prompt)
+        start = self._start(self.prompt if prompt is None else prompt)
         tokens = [t.encode(" " + text) for text in texts]
         groups = {}
         for i, tt in enumerate(tokens):
@@ -309,10 +315,12 @@ class WhisperSTT:
         return start + list(t.sot_sequence) + [t.no_timestamps]
 
     def _renumber(self, encoded, text):
-        """The timer sentence with the number whisper finds likeliest after "Set a timer for" under the NUMBERLESS
-        prompt (each grammar number's word and digits token, their probabilities added), whatever number the free
-        reading wrote: the prompt's example number pulls the free reading towards itself, this choice favours none.
-        ``text`` unchanged when the tokenizer does not give every number a first token of its own."""
+        """The timer sentence with the number whisper finds likeliest under the NUMBERLESS prompt, whatever number the
+        free reading wrote (the prompt's example number pulls the free reading towards itself; this choice favours
+        none): the numbers whose first token after "Set a timer for" is within RENUMBER_FLOOR of the likeliest's
+        (word and digits token, their probabilities added), then among two or more of them the likeliest whole
+        sentence (``_forced``, the number as a word: tuning split, docs/speech.md). ``text`` unchanged when the
+        tokenizer does not give every number a first token of its own."""
         import ctranslate2
         slots = self._slot_tokens()
         if slots is None:
@@ -322,8 +330,14 @@ class WhisperSTT:
         r = self.model.model.generate(ctranslate2.StorageView.from_array(np.ascontiguousarray(encoded)),
                                       [start + lead], max_length=len(start) + len(lead) + FORCED_SLACK,
                                       return_logits_vocab=True, beam_size=1, suppress_blank=False)[0]
-        p = np.exp(_log_softmax(r.logits[0][len(lead)]))
-        number = max(slots, key=lambda n: sum(p[i] for i in slots[n]))
+        v = _log_softmax(r.logits[0][len(lead)])
+        first = {n: float(np.logaddexp.reduce([v[i] for i in ids])) for n, ids in slots.items()}
+        best = max(first.values())
+        cands = [n for n in slots if first[n] >= best - RENUMBER_FLOOR]
+        number = cands[0]
+        if len(cands) > 1:
+            lps = self._forced(encoded, [styled(intents.timer_sentence(n)) for n in cands], prompt=self.number_prompt)
+            number = cands[int(np.argmax(lps))]
         new = styled(intents.timer_sentence(number))
         self.renumbered = (text, new)
         return new

@@ -260,6 +260,21 @@ def test_issue40_whisper_timer_number_chosen_under_the_numberless_prompt(stt):
     assert got is not None and tuple(got) == ("timer", {"minutes": 30}), t
 
 
+def test_issue40_whisper_timer_number_scored_by_its_whole_sentence(stt, monkeypatch):
+    """A tuning-split "seven" whose first token after "Set a timer for" whisper reads as " ten" (numberless prompt,
+    10 dB): the first token alone (RENUMBER_FLOOR 0) chooses ten; scoring the whole sentence of each number within
+    the floor ("... seven minutes." and its end) chooses seven."""
+    c = _corpus()
+    pcm = c.render(c.Clip("set a timer for seven minutes", "en-gb-x-rp+f2", 150, 65, 10, "white", 0.3, 0.5, ""), 40)
+    monkeypatch.setattr(whisper, "RENUMBER_FLOOR", 0.0)
+    t = stt.transcribe(pcm, chunk=640)
+    assert tuple(intents.understand(t.text, t.confidence, TOOLS)) == ("timer", {"minutes": 10}), t
+    monkeypatch.undo()
+    t = stt.transcribe(pcm, chunk=640)
+    got = intents.understand(t.text, t.confidence, TOOLS)
+    assert stt.renumbered and got is not None and tuple(got) == ("timer", {"minutes": 7}), (t, stt.renumbered)
+
+
 def test_issue40_speech_brain_hears_with_whisper_primed_by_the_boards_tools():
     from alabama.core.hearing import SpeechBrain
     brain = SpeechBrain(stt="whisper")
