@@ -648,6 +648,16 @@ def test_wake_freeze_into_a_file_is_one_line_naming_it(tmp_path, capsys):
     assert f.read_text() == "mine"
 
 
+def test_wake_freeze_into_a_py_file_is_one_line_or_the_modules_own_path(tmp_path, capsys):
+    """-o x.py made a directory named x.py holding alabama_wake.py; the firmware imports the module by its name."""
+    _, line = main_line(capsys, "wake", "freeze", "alexa", "-o", str(tmp_path / "x.py"))
+    assert line == ("alabama: error: -o %s names a .py file: give the directory alabama_wake.py goes into (the "
+                    "firmware imports it by that name)" % (tmp_path / "x.py"))
+    assert not (tmp_path / "x.py").exists()
+    assert alabama_cli.main(["wake", "freeze", "alexa", "-o", str(tmp_path / "alabama_wake.py")]) == 0
+    assert (tmp_path / "alabama_wake.py").is_file()
+
+
 def test_image_without_a_micropython_source_names_the_command_an_installed_alabama_has():
     from alabama.board import image
     with pytest.raises(image.ImageError) as e:

@@ -106,6 +106,11 @@ def write(out_dir, specs, root=FIRMWARE, say=print):
             raise ModelError("two wake models are named %s: rename one .tflite" % name)
         models.append((name, blob))
     path = pathlib.Path(out_dir) / (MODULE + ".py")
+    if pathlib.Path(out_dir).name == MODULE + ".py" and not pathlib.Path(out_dir).is_dir():
+        path = pathlib.Path(out_dir)             # -o DIR/alabama_wake.py: the module's own path, as a user may write it
+    elif pathlib.Path(out_dir).suffix == ".py" and not pathlib.Path(out_dir).exists():
+        raise ModelError("-o %s names a .py file: give the directory %s.py goes into (the firmware imports it by "
+                         "that name)" % (out_dir, MODULE))
     if path.parent.exists() and not path.parent.is_dir():
         raise ModelError("-o %s is a file: give the directory %s.py goes into" % (out_dir, MODULE))
     try:
