@@ -96,8 +96,9 @@ def is_flag(value):
 
 def check_dir(path):
     if not os.path.isdir(path):
-        raise EngineError("--stt whisper:%s: no such directory; give a CTranslate2 Whisper model directory (%s)"
-                          % (path, ", ".join(MODEL_FILES)))
+        raise EngineError("--stt whisper:%s: %s; give a CTranslate2 Whisper model directory (%s)"
+                          % (path, "a file, not a directory" if os.path.exists(path) else "no such directory",
+                             ", ".join(MODEL_FILES)))
     missing = [f for f in MODEL_FILES if not os.path.isfile(os.path.join(path, f))]
     if missing:
         raise EngineError("--stt whisper:%s is not a CTranslate2 Whisper model: %s missing (convert one with "

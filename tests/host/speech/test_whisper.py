@@ -82,6 +82,7 @@ def test_issue40_whisper_silence_is_nothing(stt):
 
 
 @pytest.mark.parametrize("flag,says", [("whisper:/no/such/dir", "no such directory"),
+                                       ("whisper:/etc/passwd", "/etc/passwd: a file, not a directory"),
                                        ("whisper:", "give whisper or whisper:/path")])
 def test_issue40_whisper_bad_flag_is_one_line(flag, says):
     with pytest.raises(AlabamaError) as e:
