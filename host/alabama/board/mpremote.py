@@ -131,12 +131,16 @@ def check_free(port):
     lock it), before something is made for it (a token) or bytes are written into that program's session."""
     if "://" in str(port):
         return
+    close_serial(open_port(port))
+
+
+def open_port(port):
+    """PORT opened for this program alone (pyserial, 115200, exclusive), or MpremoteError (explain's one line)."""
     import serial
     try:
-        ser = serial.Serial(port, 115200, timeout=0.1, exclusive=True)
+        return serial.Serial(port, 115200, timeout=0.1, exclusive=True)
     except (serial.SerialException, OSError) as e:
         raise MpremoteError(explain(port, 1, str(e))) from None
-    close_serial(ser)
 
 
 def last_line(text):
@@ -268,11 +272,7 @@ def soft_reset(port, wait=RESET_WAIT, out=print):
     (mpremote's own soft-reset happens in the raw REPL, where main.py is not run.) Returns True when
     the board said "soft reboot".
     """
-    import serial
-    try:
-        ser = serial.Serial(port, 115200, timeout=0.1, exclusive=True)
-    except (serial.SerialException, OSError) as e:
-        raise MpremoteError(explain(port, 1, str(e))) from None
+    ser = open_port(port)
     try:
         ser.write(b"\r\x03\x02")     # interrupt anything, leave the raw REPL if still in it
         time.sleep(0.1)
