@@ -473,7 +473,10 @@ def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
         m = vb.mark()
         pg.mouse.down()
         wait_js(pg, "document.getElementById('ring').dataset.phase === 'LISTENING'", what="LED LISTENING")
-        time.sleep(1.6)
+        # held until the browser has streamed 1.2 s of its tone (not for a fixed time: on a loaded machine
+        # Chromium can take seconds to start its fake capture, and the board hears silence until it does)
+        wait_js(pg, "window.alabama.micLoud >= 19200", 30, what="1.2 s of the tone sent")
+        time.sleep(0.2)
         pg.mouse.up()
         wait_js(pg, "window.alabama.ledHistory.includes('SPEAKING')", 30, what="LED SPEAKING")
         wait_js(pg, "window.alabama.ledHistory.lastIndexOf('IDLE') > window.alabama.ledHistory.indexOf('SPEAKING')",
@@ -485,7 +488,8 @@ def test_browser_push_to_talk_exchange(tmp_path, chromium_exe, capsys):
         with wave.open(vb.speaker) as wv:
             echo = wv.readframes(wv.getnframes())
         share = tone_share(echo, 16000, 440.0)
-        assert share > 0.5, "the echo is not the browser's 440 Hz tone (share %.2f)" % share
+        assert share > 0.5, "the echo is not the browser's 440 Hz tone (share %.2f, %d samples; page sent %s)" % (
+            share, len(echo) // 2, pg.evaluate("[window.alabama.micSamples, window.alabama.micLoud]"))
         rows = pg.inner_text("#timeline")
         for needle in ("CaptureOpen", "StreamEnd", "MediaRenderOpen", "PlaybackDone", "Response", "SPEAKING"):
             assert needle in rows, needle

@@ -3,7 +3,8 @@
 // sends {"cmd": ...} and, while the button is held with this browser's microphone chosen, binary
 // microphone PCM (s16le mono 16 kHz). window.alabama exposes what the page saw (for tests and curious
 // users): ledHistory (every phase heard), ledShown ([phase, ms] as the ring showed them), speakerSamples,
-// micSamples, panelLoads, panelSeq (the framebuffer seq shown), panelScale, errors.
+// micSamples, micLoud (of those, the ones sent in blocks louder than -40 dBFS), panelLoads, panelSeq (the
+// framebuffer seq shown), panelScale, errors.
 "use strict";
 
 const MIC_RATE = 16000;
@@ -15,8 +16,8 @@ const PHASE_MIN_MS = 700;
 const NAMES = {"tx": "Sat → Core", "rx": "Core → Sat"};
 
 const $ = (id) => document.getElementById(id);
-const seen = window.alabama = {ledHistory: [], ledShown: [], speakerSamples: 0, micSamples: 0, panelLoads: 0,
-                                panelSeq: 0, panelScale: 0, errors: []};
+const seen = window.alabama = {ledHistory: [], ledShown: [], speakerSamples: 0, micSamples: 0, micLoud: 0,
+                                panelLoads: 0, panelSeq: 0, panelScale: 0, errors: []};
 
 let ws = null;
 let pressed = false;
@@ -216,6 +217,7 @@ function onMicBlock(x, rate) {
   if (!pressed || micSource !== "browser" || !ws || ws.readyState !== WebSocket.OPEN || !out.length) return;
   ws.send(new Int16Array(out).buffer);
   seen.micSamples += out.length;
+  if (sum / out.length > 1e-4) seen.micLoud += out.length;
 }
 
 // ------------------------------------------------------------------------------------- the button
