@@ -45,7 +45,7 @@ import threading
 
 import numpy as np
 
-from . import BYTES_PER_SECOND, SpeechUnavailable, intents
+from . import BYTES_PER_SECOND, SpeechUnavailable, intents, second_opinion
 from .base import EngineError, Utterance
 from .recognizer import Transcript
 
@@ -214,6 +214,9 @@ class WhisperSTT:
         self.rescored = None             # (free text, its forced log-prob, best command, its log-prob): last rescore
         self.snapped = None              # (free text, forced log-prob, command, its forced log-prob) of the last snap
         self.renumbered = None           # (timer text heard, the timer sentence with the number chosen): last timer
+        #: pocketsphinx's grammar decode, asked when whisper is unsure (speech/second_opinion.py); None: whisper alone
+        self.second = second_opinion.make(self.tool_names)
+        self.seconded = None             # (whisper's text, the command pocketsphinx named, its confidence): last taken
         self._tokenizer = None
         self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
         self._open = False
@@ -238,11 +241,12 @@ class WhisperSTT:
         if not self._open:
             raise RuntimeError("WhisperSTT.finish before start()")
         self._open = False
-        self.snapped = self.rescored = self.renumbered = None
+        self.snapped = self.rescored = self.renumbered = self.seconded = None
         none = Transcript("", 0.0, (), "none", self.truncated)
         if len(self._utt.pcm) < MIN_SECONDS * BYTES_PER_SECOND:
             return none
-        pcm = np.frombuffer(bytes(self._utt.pcm), "<i2").astype(np.float32) / 32768.0
+        raw = bytes(self._utt.pcm)
+        pcm = np.frombuffer(raw, "<i2").astype(np.float32) / 32768.0
         model, encoded = _capturing(self.model)
         segments, _ = model.transcribe(
             pcm, language="en", beam_size=BEAM_SIZE, temperature=0.0, initial_prompt=self.prompt or None,
@@ -265,8 +269,11 @@ class WhisperSTT:
             text, lp = self._snap(encoded, text)
             if lp is not None:
                 conf = confidence(lp, *self.scores[1:], True)
+        got = intents.understand(text, conf, self.tool_names)
+        if self.second is not None and (got is None or got.name == intents.FREE):       # whisper unsure
+            text, conf = self._second_command(encoded, raw, text, conf)
         if intents.parse(text, self.tool_names).name == intents.TIMER:
-            text = self._renumber(encoded, text)
+            text = self._renumber(encoded, text, raw)
         return Transcript(text, conf, (), WHISPER, self.truncated)
 
     def _forced(self, encoded, texts, first=None, prompt=None):
@@ -315,7 +322,19 @@ class WhisperSTT:
         start = [t.sot_prev] + t.encode(" " + text)[-PROMPT_TOKENS:] if text else []
         return start + list(t.sot_sequence) + [t.no_timestamps]
 
-    def _renumber(self, encoded, text):
+    def _second_command(self, encoded, raw, text, conf):
+        """(the command pocketsphinx's grammar names, its confidence) when whisper agrees it is plausible
+        (``second_opinion.agrees``: whisper's forced reading of it against its own), else (text, conf) unchanged."""
+        said, ps_conf = self.second.command(raw)
+        if said is None or ps_conf < intents.LOW_CONFIDENCE:
+            return text, conf
+        free, forced = self._forced(encoded, [text, styled(said)])
+        if not second_opinion.agrees(ps_conf, forced, free):
+            return text, conf
+        self.seconded = (text, said, ps_conf)
+        return styled(said), ps_conf
+
+    def _renumber(self, encoded, text, raw=None):
         """The timer sentence with the number whisper finds likeliest under the NUMBERLESS prompt, whatever number the
         free reading wrote (the prompt's example number pulls the free reading towards itself; this choice favours
         none): the numbers whose first token after "Set a timer for" is within RENUMBER_FLOOR of the likeliest's
@@ -336,7 +355,10 @@ class WhisperSTT:
         best = max(first.values())
         cands = [n for n in slots if first[n] >= best - RENUMBER_FLOOR]
         number = cands[0]
-        if len(cands) > 1:
+        heard = self.second.timer_number(raw, cands) if len(cands) > 1 and self.second and raw else None
+        if heard is not None:        # pocketsphinx's decode of "set a timer for <only these numbers> minutes"
+            number = heard
+        elif len(cands) > 1:
             lps = self._forced(encoded, [styled(intents.timer_sentence(n)) for n in cands], prompt=self.number_prompt)
             number = cands[int(np.argmax(lps))]
         new = styled(intents.timer_sentence(number))

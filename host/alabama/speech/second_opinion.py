@@ -1,0 +1,97 @@
+"""Pocketsphinx's grammar decode of a whole utterance, asked by the whisper engine when whisper is unsure.
+
+Responsible for two questions over one utterance (16 kHz s16le mono), answered by the embedded recogniser's own
+decode (``recognizer.Recognizer`` without its free-form fallback: WebRTC noise suppression when noisy, the input
+floor, batch CMN from the utterance, the wide-beam JSGF search, its grammar confidence): which command of the
+board's grammar was said, with pocketsphinx's confidence (``command``), and which of a few timer numbers
+(``timer_number``: a grammar of only "set a timer for <those numbers> minutes", so the answer is always one of
+them). Not responsible for deciding when to ask or what to do with the answer (speech/whisper.py: it only ever
+chooses among what whisper itself finds plausible), nor for free-form text. The pocketsphinx acoustic model hears
+differently from whisper's: on the tuning split it names "sixty" where whisper's near numbers are six and sixty,
+and "what is the time" where whisper wrote "What in the time?" (docs/speech.md).
+"""
+import threading
+
+from . import SpeechUnavailable, intents
+
+#: whisper takes a command pocketsphinx names when pocketsphinx's own grammar confidence is at least LOW_CONFIDENCE
+#: and whisper, forced to read it over the same audio, scores it within AGREE_MARGIN of its own reading and at least
+#: AGREE_LOGPROB0 (mean token log-prob with the end of text; tuning split: margin 0.6..1.0 and cut -1.0..-1.2 alike,
+#: 0 sentences and 0 junk taken; the out-of-grammar sentences pocketsphinx names a command for score -1.39 or less)
+AGREE_MARGIN = 0.8
+AGREE_LOGPROB0 = -1.0
+
+_models = {}                     # tool names -> recognizer.SpeechModels, one per process (decoders are per engine)
+_lock = threading.Lock()
+
+
+def agrees(ps_confidence, forced_logprob, free_logprob):
+    """True when a command pocketsphinx named (its confidence) is one whisper finds plausible too: its forced reading
+    (``forced_logprob``) within AGREE_MARGIN of whisper's own reading (``free_logprob``) and over AGREE_LOGPROB0."""
+    return (ps_confidence >= intents.LOW_CONFIDENCE and forced_logprob >= free_logprob - AGREE_MARGIN
+            and forced_logprob >= AGREE_LOGPROB0)
+
+
+class SecondOpinion:
+    """Decoders built on first use (one grammar decoder, one phone loop; a search per set of numbers asked)."""
+
+    def __init__(self, tool_names=()):
+        self.tool_names = tuple(tool_names)
+        self._rec = None
+        self._searches = set()
+
+    def _recognizer(self):
+        if self._rec is None:
+            from .recognizer import Recognizer, SpeechModels
+            with _lock:
+                models = _models.get(self.tool_names)
+                if models is None:
+                    models = _models[self.tool_names] = SpeechModels(self.tool_names, free_form=False)
+            self._rec = Recognizer(models)
+        return self._rec
+
+    def command(self, pcm):
+        """(the grammar sentence pocketsphinx decodes, its confidence 0..1) or (None, 0.0) when it finds none. A
+        timer is given in the grammar's words ("set a timer for one minute"), whichever form was decoded."""
+        t = self._recognizer().transcribe(bytes(pcm))
+        got = intents.parse(t.text, self.tool_names) if t.mode == "grammar" else None
+        if got is None or got.name == intents.FREE:
+            return None, 0.0
+        if got.name == intents.TIMER:
+            return intents.timer_sentence(spoken(got.slots["minutes"])), t.confidence
+        return intents.normalise(t.text), t.confidence
+
+    def timer_number(self, pcm, numbers):
+        """The one of ``numbers`` (spoken, e.g. ("four", "forty")) pocketsphinx finds likeliest in "set a timer for
+        N minutes" over this audio, or None when no path of that grammar reaches its end."""
+        from .recognizer import _decode, floor
+        from .frontend import clean
+        rec = self._recognizer()
+        name = "timer_" + "_".join(sorted(numbers))
+        if name not in self._searches:
+            rec._g.add_jsgf_string(name, "#JSGF V1.0;\ngrammar timer;\npublic <timer> = %s (%s) (minute | minutes);\n"
+                                   % (intents.TIMER_LEAD, " | ".join(sorted(numbers))))
+            self._searches.add(name)
+        rec._g.activate_search(name)
+        try:
+            words = _decode(rec._g, floor(clean(pcm)))
+        finally:
+            rec._g.activate_search("intents")
+        said = [w.word for w in words if w.word in numbers]
+        return said[0] if said else None
+
+
+def spoken(minutes):
+    """The grammar's word for a number of minutes (20 -> "twenty")."""
+    return next(n for n, v in intents.NUMBERS.items() if v == minutes)
+
+
+def make(tool_names=()):
+    """A SecondOpinion, or None when pocketsphinx (or webrtc-noise-gain) is not installed: whisper then hears alone."""
+    try:
+        from . import frontend, load
+        load()
+        frontend.processor()
+    except SpeechUnavailable:
+        return None
+    return SecondOpinion(tool_names)
