@@ -36,6 +36,11 @@ RENUMBER_FLOOR of the likeliest are then scored by their WHOLE timer sentence (t
 end), so a "forty" whose first token reads as " four" is weighed with its "-ty" (one more decoder pass, only when
 two or more numbers are that close). The encoder output of the free decode is
 kept (``_capturing``) and shared by every forced reading: the audio is encoded once per utterance.
+
+A second opinion where whisper is unsure (speech/second_opinion.py, pocketsphinx's grammar decode of the whole
+utterance): free text or a command under the cut is replaced by the command pocketsphinx names when pocketsphinx is
+confident and whisper's forced reading of it agrees (``second_opinion.agrees``); among two or more near numbers,
+pocketsphinx's decode of "set a timer for <only those numbers> minutes" chooses. Without pocketsphinx: whisper alone.
 """
 import copy
 import math
