@@ -33,21 +33,27 @@ def agrees(ps_confidence, forced_logprob, free_logprob):
 
 
 class SecondOpinion:
-    """Decoders built on first use (one grammar decoder, one phone loop; a search per set of numbers asked)."""
+    """Decoders built on first use: the recogniser's (a grammar decoder and a phone loop) for ``command``, a grammar
+    decoder of its own for ``timer_number`` (a search per set of numbers asked). One utterance at a time."""
 
     def __init__(self, tool_names=()):
         self.tool_names = tuple(tool_names)
         self._rec = None
+        self._timer = None           # a grammar decoder of its own for the timer searches (one per set of numbers)
         self._searches = set()
+
+    def _models(self):
+        from .recognizer import SpeechModels
+        with _lock:
+            models = _models.get(self.tool_names)
+            if models is None:
+                models = _models[self.tool_names] = SpeechModels(self.tool_names, free_form=False)
+        return models
 
     def _recognizer(self):
         if self._rec is None:
-            from .recognizer import Recognizer, SpeechModels
-            with _lock:
-                models = _models.get(self.tool_names)
-                if models is None:
-                    models = _models[self.tool_names] = SpeechModels(self.tool_names, free_form=False)
-            self._rec = Recognizer(models)
+            from .recognizer import Recognizer
+            self._rec = Recognizer(self._models())
         return self._rec
 
     def command(self, pcm):
@@ -66,17 +72,15 @@ class SecondOpinion:
         N minutes" over this audio, or None when no path of that grammar reaches its end."""
         from .recognizer import _decode, floor
         from .frontend import clean
-        rec = self._recognizer()
+        if self._timer is None:
+            self._timer = self._models().grammar_decoder()
         name = "timer_" + "_".join(sorted(numbers))
         if name not in self._searches:
-            rec._g.add_jsgf_string(name, "#JSGF V1.0;\ngrammar timer;\npublic <timer> = %s (%s) (minute | minutes);\n"
-                                   % (intents.TIMER_LEAD, " | ".join(sorted(numbers))))
+            rule = "%s (%s) (minute | minutes)" % (intents.TIMER_LEAD, " | ".join(sorted(numbers)))
+            self._timer.add_jsgf_string(name, "#JSGF V1.0;\ngrammar timer;\npublic <timer> = %s;\n" % rule)
             self._searches.add(name)
-        rec._g.activate_search(name)
-        try:
-            words = _decode(rec._g, floor(clean(pcm)))
-        finally:
-            rec._g.activate_search("intents")
+        self._timer.activate_search(name)
+        words = _decode(self._timer, floor(clean(pcm)))
         said = [w.word for w in words if w.word in numbers]
         return said[0] if said else None
 
