@@ -13,9 +13,10 @@ top of level 2 lost 10 commands. So it runs only on noisy utterances: ``clean()`
 (90th / 10th percentile of its 20 ms frame levels) and suppresses below NS_BELOW_DB: tuning split, grammar gate,
 commands right 68 (never) -> 85 (below 10..18 dB: the same) -> 82 (always), out-of-grammar taken 2 -> 3 -> 5.
 
-``--stt whisper`` hears through the same suppressor with its own cut, WHISPER_BELOW_DB (tuning split, whisper's
-whole rule, commands right of 120: never 109; level 2 below 19..70 dB 113, below 10..15 110-111, always 113 but
-a clean babble clip echoed; docs/speech.md). ``available()`` says whether the package is there without raising:
+``--stt whisper`` hears through the same suppressor at its own level and cut, WHISPER_LEVEL below WHISPER_BELOW_DB
+(tuning split, whisper's whole rule, commands right of 120, never suppressed: 109; below 25..70 dB at level 1 / 2 /
+3 / 4: 113 / 113 / 115 / 116, below 10 dB 111 / 110 / 112 / 113; always: the same as below 70 but a clean babble
+clip echoed; no out-of-grammar sentence taken at any; docs/speech.md). ``available()`` says whether the package is there without raising:
 whisper works without it, as before (its own install line, said once at start).
 """
 import math
@@ -26,8 +27,9 @@ from . import SpeechUnavailable
 
 NOISE_SUPPRESSION = 2            # WebRTC NS level (0 off .. 4 strongest); tuning split, see above
 NS_BELOW_DB = 15.0               # suppress only when the estimated SNR is under this (tuning split: 10..18 the same)
-WHISPER_BELOW_DB = 40.0          # the same for --stt whisper (tuning split, whisper: 19..70 the same; noisy clips
-                                 # estimate 3..31 dB, clean ones 60..75)
+WHISPER_LEVEL = 4                # the NS level for --stt whisper (tuning split: 1 113, 2 113, 3 115, 4 116 right)
+WHISPER_BELOW_DB = 40.0          # and its cut (tuning split: 25..70 the same; noisy clips estimate 3..31 dB, clean
+                                 # ones 60..75)
 LEVEL_FRAME = 320                # samples (20 ms) per level measurement for the SNR estimate
 CHUNK_BYTES = 320                # the processor takes exactly 10 ms of 16 kHz s16le mono
 INSTALL_HINT = ("speech needs webrtc-noise-gain: pip install webrtc-noise-gain "

@@ -38,8 +38,8 @@ two or more numbers are that close). The encoder output of the free decode is
 kept (``_capturing``) and shared by every forced reading: the audio is encoded once per utterance.
 
 Noisy audio: an utterance whose estimated SNR is under ``frontend.WHISPER_BELOW_DB`` is decoded after WebRTC's noise
-suppression (``frontend.suppress``, webrtc-noise-gain), every reading of it too (tuning split, commands right 109 ->
-113 of 120, no sentence or junk more taken: docs/speech.md). Without webrtc-noise-gain the engine decodes the audio
+suppression at ``frontend.WHISPER_LEVEL`` (``frontend.suppress``, webrtc-noise-gain), every reading of it too (tuning
+split, commands right 109 -> 116 of 120, no sentence or junk taken: docs/speech.md). Without webrtc-noise-gain the engine decodes the audio
 as it is, as before, and says so once per process (``denoiser``).
 """
 import copy
@@ -266,7 +266,9 @@ class WhisperSTT:
             return none
         pcm = bytes(self._utt.pcm)
         self.denoised = self.denoise and frontend.snr_db(pcm) < frontend.WHISPER_BELOW_DB
-        pcm = np.frombuffer(frontend.suppress(pcm) if self.denoised else pcm, "<i2").astype(np.float32) / 32768.0
+        if self.denoised:
+            pcm = frontend.suppress(pcm, frontend.WHISPER_LEVEL)
+        pcm = np.frombuffer(pcm, "<i2").astype(np.float32) / 32768.0
         model, encoded = _capturing(self.model)
         segments, _ = model.transcribe(
             pcm, language="en", beam_size=BEAM_SIZE, temperature=0.0, initial_prompt=self.prompt or None,

@@ -284,9 +284,10 @@ def test_issue40_speech_brain_hears_with_whisper_primed_by_the_boards_tools():
     assert "light" in with_light.prompt and "light" not in without.prompt
 
 
-# Tuning-split commands at 5 dB (white noise) whisper cannot read from the raw audio ("And the time of all I needed.",
-# "Welcome to the light."): after WebRTC's noise suppression (frontend.suppress) it reads them right.
+# Tuning-split commands at 5 dB whisper cannot read from the raw audio ("And the time of all I needed.", "And I'll
+# take my time.", "Welcome to the light."): after WebRTC's noise suppression (frontend.suppress) it reads them.
 NOISY = [(("set a timer for five minutes", "en-gb-x-rp+klatt", 170, 65, 5, "white", 0.36), ("timer", {"minutes": 5})),
+         (("what is the time", "en-gb-x-rp+f2", 170, 35, 5, "white", 0.59), ("time", {})),
          (("turn on the light", "en-029+m3", 135, 65, 5, "white", 0.4), ("light", {"tool": "light.set", "on": True}))]
 
 
