@@ -16,8 +16,8 @@ commands right 68 (never) -> 85 (below 10..18 dB: the same) -> 82 (always), out-
 ``--stt whisper`` hears through the same suppressor at its own level and cut, WHISPER_LEVEL below WHISPER_BELOW_DB
 (tuning split, whisper's whole rule, commands right of 120, never suppressed: 109; below 25..70 dB at level 1 / 2 /
 3 / 4: 113 / 113 / 115 / 116, below 10 dB 111 / 110 / 112 / 113; always: the same as below 70 but a clean babble
-clip echoed; no out-of-grammar sentence taken at any; docs/speech.md). ``available()`` says whether the package is there without raising:
-whisper works without it, as before (its own install line, said once at start).
+clip echoed; no out-of-grammar sentence taken at any; docs/speech.md). ``available()`` says whether the package is
+there without raising: whisper works without it, as before (its own install line, said once at start).
 """
 import math
 

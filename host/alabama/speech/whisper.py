@@ -39,8 +39,8 @@ kept (``_capturing``) and shared by every forced reading: the audio is encoded o
 
 Noisy audio: an utterance whose estimated SNR is under ``frontend.WHISPER_BELOW_DB`` is decoded after WebRTC's noise
 suppression at ``frontend.WHISPER_LEVEL`` (``frontend.suppress``, webrtc-noise-gain), every reading of it too (tuning
-split, commands right 109 -> 116 of 120, no sentence or junk taken: docs/speech.md). Without webrtc-noise-gain the engine decodes the audio
-as it is, as before, and says so once per process (``denoiser``).
+split, commands right 109 -> 116 of 120, no sentence or junk taken: docs/speech.md). Without webrtc-noise-gain the
+engine decodes the audio as it is, as before, and says so once per process (``denoiser``).
 """
 import copy
 import logging
