@@ -1013,10 +1013,10 @@ def test_board_sim_micropython_that_does_not_run_says_what_this_install_can_do(t
         tmp_path / "nonexistent")) and says in line, line
 
 
-def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_make(capsys, monkeypatch):
+def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_make(capsys, monkeypatch, serial_port):
     """An installed alabama has no Makefile: the first-hour refusal of the no-PSRAM devkit names what it can run."""
     monkeypatch.setattr(alabama, "CHECKOUT", False)
-    _, line = main_line(capsys, "flash", "--board", "devkitc1-inmp441", "--port", "/dev/null")
+    _, line = main_line(capsys, "flash", "--board", "devkitc1-inmp441", "--port", serial_port)
     assert "make " not in line, line
     assert "(`alabama image --board devkitc1-inmp441 --micropy-dir DIR`, then `alabama flash --board devkitc1-inmp441 " \
            "--firmware %s`)" % (alabama.BUILD / "image" / "devkitc1-inmp441" / "firmware.bin") in line, line
