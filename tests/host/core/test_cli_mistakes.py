@@ -247,3 +247,52 @@ def test_core_serve_wake_phrase_with_a_word_pocketsphinx_lacks_is_one_line(cli, 
     pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
     one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--workers", workers,
                  "--wake-phrase", "hey zzqxw"), "zzqxw", "dictionary", "--wake-word")
+
+
+# ------------------------------------------------------------------------------ sweep 8: a speech server that is down
+@pytest.mark.parametrize("option", ["--stt", "--tts"])
+def test_core_serve_says_at_start_that_a_wyoming_server_cannot_be_reached_then_each_turn_in_one_line(
+        tmp_path, run, option):
+    """`core serve --brain speech --stt wyoming://...` with nothing listening started without a word, and each turn
+    then logged a traceback. Now: one line at start naming the server, what the core does (serves, asks it again at
+    every turn) and what to do; a turn that cannot reach it is one line too, and the board gets an Error."""
+    pytest.importorskip("wyoming", reason="pip install wyoming")
+    from alabama.board.sim import free_port
+    from alabama.core.testsat import capture_open, mic_cap, speaker_cap, tone
+    from alabama.v1 import operations_pb2 as ops
+    uri = "wyoming://127.0.0.1:%d" % free_port()            # nothing listens there
+    proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"),
+                                       "--ping-interval", "0", "--brain", "speech", option, uri],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path / "xdg"))
+    try:
+        key = re.search(r"key ([0-9a-f]{64})$", proc.stdout.readline().strip()).group(1)
+        port = int(re.search(r"127\.0\.0\.1:(\d+)", proc.stdout.readline()).group(1))
+
+        async def body():
+            sat = TestSatellite("127.0.0.1", port, server_key=bytes.fromhex(key))
+            await sat.connect()
+            await sat.hello(caps=[mic_cap(), speaker_cap()])
+            cid = sat.mint()
+            await sat.send(capture_open(cid, trigger=ops.BUTTON))
+            await sat.stream_audio(cid, tone(400))
+            await sat.send(env(cid, "stream_end", reason=ops.PTT_RELEASE))
+            await sat.expect("error", cid, timeout=60)
+            await sat.close()
+        run(body())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(20)
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert rc == 0, err
+    kind = "STT" if option == "--stt" else "TTS"
+    said = [ln for ln in err.splitlines() if uri in ln]
+    assert len(said) == 2, err                                # at start, and at the turn
+    assert said[0].endswith("WARNING Wyoming %s server %s refused the connection (Connect call failed ('127.0.0.1', %s)):"
+                            " the core serves anyway and asks it again at every turn (each turn ends with an error "
+                            "until it answers): start it, or use %s embedded" % (kind, uri, uri.rsplit(":", 1)[1],
+                                                                                 option)), said[0]
+    assert re.search(r"WARNING turn \d+ failed: Wyoming %s server %s refused the connection" % (kind, uri), said[1]), \
+        said[1]
+    assert "Traceback" not in err, err
