@@ -231,3 +231,54 @@ def test_board_sim_dir_that_is_a_file_or_under_one_is_one_line(tmp_path):
     f.write_bytes(b"x")
     one_line(run("board", "sim", "--dir", str(f), "--core", "127.0.0.1:7355"), "is a file", "--dir")
     one_line(run("board", "sim", "--dir", str(f / "sub"), "--core", "127.0.0.1:7355"), "--dir")
+
+
+# ------------------------------------------------------------------------------ sweep 8: usage mistakes exit 2
+def _sim_mistakes(t):
+    """(argv after `board sim --dir DIR`, words of its line) for each usage mistake; T is a scratch directory."""
+    (t / "afile").write_text("{}")
+    (t / "junk.bin").write_bytes(b"junk")
+    (t / "bad.wav").write_bytes(b"RIFFxxxx")
+    core = ["--core", "127.0.0.1:7355"]
+    return [
+        (core + ["--heap", "lots"], "not a size"),
+        (core + ["--heap", "1k"], "outside"),
+        (["--core", "127.0.0.1:99999"], "not a TCP port"),
+        (["--core", "127.0.0.1"], "HOST:PORT"),
+        (core + ["--core-key", "abc"], "64 hex digits"),
+        (["--core-key", "ab" * 32], "give its address too"),
+        ([], "holds no provisioning record"),
+        (core + ["--speaker", str(t / "nodir" / "x.wav")], "in a directory you can write"),
+        (core + ["--slot-size", "1m"], "--slot-size goes with --image"),
+        (core + ["--image", "--slot-size", "3"], "4 KB sectors"),
+        (core + ["--image", str(t / "nope.bin")], "no such file"),
+        (core + ["--image", str(t / "junk.bin")], "is not a sim app image"),
+        (core + ["--mic", str(t / "nope.wav")], "no WAV file at"),
+        (core + ["--mic", str(t / "bad.wav")], "not a PCM WAV file"),
+        (core + ["--micropython", str(t / "afile")], "does not run as a micropython unix port"),
+        (core + ["--duplex", "quarter"], "'quarter' is not one of full, half"),
+        (core + ["--ctl-port", "70000"], "not a TCP port"),
+    ]
+
+
+def test_board_sim_usage_mistakes_exit_2_as_argparses_do(tmp_path, capsys):
+    """Sweep 8: most `board sim` option mistakes exited 1, a failure of the world's status; each is the command
+    line's mistake: status 2 (as argparse's own), one line, and nothing written into DIR."""
+    for i, (argv, words) in enumerate(_sim_mistakes(tmp_path)):
+        d = tmp_path / ("vb%d" % i)
+        code = _status_of(["board", "sim", "--dir", str(d)] + argv)
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert err.count("\n") == 1 and err.startswith("alabama: error: ") and words in err, (argv, err)
+        assert not d.exists(), argv
+    (tmp_path / "flash").write_text("")
+    assert _status_of(["board", "sim", "--dir", str(tmp_path / "flash"), "--core", "127.0.0.1:7355"]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def _status_of(argv):
+    """`alabama ARGV`'s exit status, whether the parser exits (SystemExit) or the command returns it."""
+    try:
+        return alabama_cli.main(argv)
+    except SystemExit as e:
+        return e.code
