@@ -282,3 +282,19 @@ def _status_of(argv):
         return alabama_cli.main(argv)
     except SystemExit as e:
         return e.code
+
+
+@pytest.mark.parametrize("checkout", [True, False])
+def test_board_sim_help_says_which_firmware_image_builds_from_a_checkout_and_from_a_wheel(monkeypatch, checkout):
+    """Sweep 8: `board sim --help` said "--image ... built from the repository's firmware" from a wheel too, where
+    there is no repository: it names the tree it uses, this checkout's or the one installed with alabama."""
+    import alabama
+    monkeypatch.setattr(alabama, "CHECKOUT", checkout)
+    monkeypatch.setenv("COLUMNS", "1000")
+    sim_help = alabama_cli.build_parser()._subparsers._group_actions[0].choices["board"] \
+        ._subparsers._group_actions[0].choices["sim"].format_help()
+    line = next(ln for ln in sim_help.splitlines() if "--image" in ln and "no PATH" in ln)
+    assert "repository" not in line, line
+    said = ("this checkout's firmware/ (%s)" if checkout else "the firmware/ installed with alabama (%s)") % (
+        alabama.REPO / "firmware")
+    assert "no PATH: one built from %s" % said in line, line

@@ -47,7 +47,7 @@ import termios
 import threading
 import time
 
-from .. import BUILD, CORE_PORT, REPO, local
+from .. import BUILD, CORE_PORT, REPO, carried, local
 from . import rawrepl
 from ..errors import AlabamaError, UsageError, listen_error
 from .. import outfile, usage
@@ -766,8 +766,8 @@ def register(sub):
     p.add_argument("--image", nargs="?", const="", default=None, metavar="PATH",
                    help="run a sim app image from simulated OTA slots (DIR.chip/: ota_0, ota_1, otadata; the "
                         "supervisor is the ESP-IDF bootloader), so image OTA (alabama ota) works on it: PATH is its "
-                        "firmware.bin or the directory holding it; no PATH: built from the repository's firmware "
-                        "(docs/virtual-board.md)")
+                        "firmware.bin or the directory holding it; no PATH: one built from %s "
+                        "(docs/virtual-board.md)" % carried("firmware"))
     p.add_argument("--slot-size", metavar="SIZE", help="with --image: the size of each simulated app slot, e.g. 1m "
                    "or 0x100000 (default: the real table's 0x270000)")
     p.add_argument("--web", nargs="?", type=usage.tcp_port(zero_ok=True), const=0, default=None, metavar="PORT",
@@ -819,7 +819,7 @@ def sim_image_args(args):
             path = path / "firmware.bin"
         if not path.is_file():
             raise SimUsageError("--image %s: no such file: give a sim app image's firmware.bin (or its directory), or "
-                           "--image alone to build one from the repository's firmware" % path)
+                           "--image alone to build one from %s" % (path, carried("firmware")))
     with open(path, "rb") as f:
         head = f.read(len(chip.MAGIC))
     if head != chip.MAGIC:
