@@ -298,3 +298,68 @@ def test_board_sim_help_says_which_firmware_image_builds_from_a_checkout_and_fro
     said = ("this checkout's firmware/ (%s)" if checkout else "the firmware/ installed with alabama (%s)") % (
         alabama.REPO / "firmware")
     assert "no PATH: one built from %s" % said in line, line
+
+
+@pytest.mark.needs_micropython
+@pytest.mark.parametrize("interpreter", ["64", "32"])
+def test_ctrl_c_in_board_sim_stops_it_cleanly_while_the_board_streams(tmp_path, core, interpreter):
+    """Sweep 8: Ctrl-C is SIGINT to the terminal's foreground process group. It must reach only the driver, which
+    stops the interpreter itself: an interpreter that got it too, its heap locked in the audio path, died saying
+    "FATAL: uncaught NLR". Here the button is held (the board streams) when the group gets SIGINT."""
+    import re
+    import signal
+    import time
+    from alabama import local
+    from alabama.board import simctl
+    mp = local.find_micropython() if interpreter == "64" else local.micropython32()
+    if mp is None:
+        pytest.skip("no 32-bit build (make mp32)")
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"))
+    proc = subprocess.Popen(ALABAMA + ["board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:%d" % core.port,
+                                       "--core-key", core.key.hex(),
+                                       "--micropython", mp, "--mic", _tone_wav(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+    out = b""
+    try:
+        os.set_blocking(proc.stdout.fileno(), False)
+        deadline = time.monotonic() + 90
+        while not (b"sat: accepted" in out and b"sim: board" in out) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            out += proc.stdout.read() or b""
+            assert proc.poll() is None, out.decode()
+        port = int(re.search(rb"control on 127\.0\.0\.1:(\d+)", out).group(1))
+        child = int(re.search(rb"\(pid (\d+)\)", out).group(1))
+        # the interpreter is a session of its own (its pty its terminal): the terminal's SIGINT cannot reach it
+        assert os.getsid(child) == child != os.getsid(proc.pid)
+        simctl.send(port, "press")
+        while not re.search(rb"capture \d+ opened \(button\)", out) and time.monotonic() < deadline:
+            time.sleep(0.1)                           # logwords.CAPTURE_OPENED_BUTTON
+            out += proc.stdout.read() or b""
+        time.sleep(1.0)                               # streaming: the audio path runs with the heap locked
+        os.killpg(proc.pid, signal.SIGINT)            # what the terminal does on Ctrl-C
+        rc = proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        out += proc.stdout.read() or b""
+        proc.stdout.close()
+    text = out.decode("utf-8", "replace")
+    assert rc == 0, text
+    assert "stopping the virtual board" in text, text
+    assert "FATAL" not in text and "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)                             # the driver stopped it
+
+
+def _tone_wav(tmp_path):
+    import math
+    import struct
+    import wave
+    path = tmp_path / "tone.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(i * 0.2))) for i in range(16000 * 5)))
+    return str(path)
