@@ -1322,6 +1322,10 @@ def test_hil_board_type_of_a_virtual_board_is_checked_before_the_suite(tmp_path,
     ("http://10.0.0.2:7355", "--host 'http://10.0.0.2:7355' is a URL: give the core's address alone"),
     ("10.0.0.2:7355", "--host '10.0.0.2:7355' carries a port: give the address alone (--host 10.0.0.2) and the port "
                       "with --port 7355"),
+    # sweep 8: taken as a host name, minted, and the board could never connect
+    ("999.0.0.1", "--host '999.0.0.1' is not an IPv4 address: it is four numbers 0..255 separated by dots"),
+    ("10.0.0.256", "--host '10.0.0.256' is not an IPv4 address"),
+    ("192.168.1", "--host '192.168.1' is not an IPv4 address"),
 ])
 @pytest.mark.parametrize("command", [("core", "token"), ("provision", "qr", "--no-terminal")])
 def test_a_core_host_no_board_can_reach_is_one_line_and_mints_nothing(tmp_path, capsys, command, host, says):
@@ -1338,7 +1342,8 @@ def test_a_core_host_no_board_can_reach_is_one_line_and_mints_nothing(tmp_path, 
             assert db.execute("SELECT count(*) FROM tokens").fetchone()[0] == 0
 
 
-@pytest.mark.parametrize("host", ["10.0.0.2", "core.local", "my-core", "fd00::2", "core.example.org."])
+@pytest.mark.parametrize("host", ["10.0.0.2", "core.local", "my-core", "fd00::2", "core.example.org.", "pi4.lan",
+                                  "1e100.net", "core-2"])
 def test_a_core_host_a_board_can_reach_is_taken(host):
     from alabama.provision import record
     assert record.host_problem(host) is None
