@@ -173,6 +173,22 @@ def test_a_typod_command_is_one_line_with_the_nearest_name(capsys, argv, says):
     assert status == 2 and says in line, line
 
 
+@pytest.mark.parametrize("argv, says", [
+    (("board", "repl"), "alabama board has no command 'repl': it is a command of its own, `alabama repl`"),
+    (("board", "flash"), "alabama board has no command 'flash': it is a command of its own, `alabama flash`"),
+    (("core", "deploy"), "alabama core has no command 'deploy': it is a command of its own, `alabama deploy`"),
+    (("fleet",), "alabama has no command 'fleet': several boards at once are a fleet of `alabama hil`: "
+                 "`alabama hil --board PORT --board PORT`"),
+    (("provision", "wifi"), "alabama provision has no command 'wifi': the Wi-Fi network goes in the record each "
+                            "carrier sends: `alabama provision qr --wifi-ssid NAME`"),
+])
+def test_a_command_looked_for_in_the_wrong_place_says_where_it_is(capsys, argv, says):
+    """Sweep 8: `alabama board repl`, `alabama fleet`, `alabama provision wifi` (the first hour's guesses) said only
+    that there is no such command; each now says where it is."""
+    status, line = parse_error(capsys, *argv)
+    assert status == 2 and line.startswith("alabama: error: " + says), line
+
+
 @pytest.mark.parametrize("argv, names", [
     ((), ("codegen", "conformance", "board", "core", "provision", "hil", "wake", "ota", "demo")),
     (("core",), ("serve", "key", "token", "devices", "approve", "invoke", "setting", "request-capture", "say", "show")),
