@@ -842,7 +842,8 @@ def test_flash_to_a_port_that_is_a_directory_or_a_file_is_one_line_before_any_do
                                      ("deploy", "--board", "{b}", "--port", "/dev/null", "--dry-run")])
 def test_a_typod_board_id_names_the_nearest_board(capsys, command, typed, near):
     _, line = main_line(capsys, *[a.replace("{b}", typed) for a in command])
-    assert line.startswith("alabama: error: no board %r (did you mean '%s'?): pick one of " % (typed, near)), line
+    how = "give --board" if "--board" in command else "pick"         # the option it came with, make's BOARD= then
+    assert line.startswith("alabama: error: no board %r (did you mean '%s'?): %s one of " % (typed, near, how)), line
 
 
 def test_a_board_id_nothing_is_near_names_none(capsys):
@@ -1131,6 +1132,19 @@ def run_make(target, *assignments, cwd):
 
 
 NOPE = ("{t}/ttyNOPE", "serial port {t}/ttyNOPE does not exist: plug the board in, or pass the right PORT=")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@pytest.mark.parametrize("target", ["flash", "deploy", "demo", "demo-wake"])
+def test_make_with_a_typod_board_names_the_board_variable(tmp_path, target):
+    """Sweep 8: `make flash BOARD=xiao` said "no board 'xiao' ...: pick one of", naming nothing the maker typed, and
+    `make demo BOARD=nope` ignored BOARD and ran; both now say BOARD= (and demo simulates the BOARD given)."""
+    r = run_make(target, "BOARD=xiao", "PORT=" + str(tmp_path / "ttyNOPE"), cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 2, r.stdout + r.stderr
+    assert lines[0].startswith("alabama: error: no board 'xiao' (did you mean 'xiao-esp32s3-sense-inmp441'?): give "
+                               "BOARD= one of "), lines[0]
+    assert "--board" not in lines[0], lines[0]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")

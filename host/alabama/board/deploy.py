@@ -371,7 +371,7 @@ def cmd_deploy(args):
     if not args.board:
         raise UsageError("deploy needs --board NAME (see `alabama board list`)")
     from . import boards
-    board = boards.load(args.board)
+    board = boards.load(args.board, option="--board")
     deploy(board, port=args.port, build_dir=args.build_dir, reset=not args.no_reset, dry_run=args.dry_run,
            allow_mpy=args.allow_mpy, stale_image=args.stale_image)
     return 0

@@ -340,7 +340,7 @@ def register(sub):
 
 def cmd_image(args):
     from . import boards
-    build(boards.load(args.board), src=args.micropy_dir, out=args.out, dry_run=args.dry_run)
+    build(boards.load(args.board, option="--board"), src=args.micropy_dir, out=args.out, dry_run=args.dry_run)
     return 0
 
 
