@@ -1438,3 +1438,26 @@ def test_board_probe_of_a_port_another_program_holds_says_busy_not_no_micropytho
     """It wrote Ctrl-C Ctrl-A into the holder's session and then called the board no MicroPython."""
     _, line = main_line(capsys, "board", "probe", "--port", held_port)
     assert line.startswith("alabama: error: serial port %s is busy: close the program holding it" % held_port), line
+
+
+# ------------------------------------------------------------------------------ sweep 8: a value's mistake exits 2
+@pytest.mark.parametrize("argv, says", [
+    (("core", "serve", "--listen", "127.0.0.1:0", "--data", "{d}", "--wake-word", "hey_jarvisx"),
+     "unknown wake word 'hey_jarvisx' (did you mean 'hey_jarvis'?): a microWakeWord model: "),
+    (("demo", "--out", "{t}/r.wav", "--wake", "okay_nabo"), "--wake okay_nabo: give a model pymicro-wakeword ships"),
+    (("demo", "--out", "{t}/r.wav", "--ambient", "--wake-phrase", " "), "--wake-phrase is empty: "),
+    (("demo", "--out", "{t}/r.wav", "--wake-phrase", "hey alabama"), "--wake-phrase is for the hands-free demo"),
+    (("provision", "qr", "--data", "{d}", "--host", "10.0.0.2", "--no-terminal", "--png", "{t}/afile/q.png"),
+     "cannot write {t}/afile/q.png: "),
+    (("provision", "qr", "--data", "{d}", "--host", "10.0.0.2", "--no-terminal", "--release-key", "{t}/afile"),
+     "{t}/afile is not an Ed25519 public key"),
+])
+def test_a_value_of_the_wrong_kind_is_a_usage_mistake_status_2(tmp_path, capsys, argv, says):
+    """Sweep 8: a typo'd wake word, an unwritable --png, a file that is no key and the demo's wake options exited 1
+    (a failure of the world's status) for what is the command line's mistake; --wav's refusal was 2 already."""
+    from alabama.core import registry as reg
+    (tmp_path / "afile").write_text("not a key\n")
+    reg.load_or_create_key(tmp_path / "core")
+    argv = [a.format(t=tmp_path, d=tmp_path / "core") for a in argv]
+    status, line = main_line(capsys, *argv)
+    assert status == 2 and line.startswith("alabama: error: " + says.format(t=tmp_path)), (status, line)
