@@ -308,15 +308,15 @@ def test_sweep8_the_first_hours_mistakes_from_the_wheel(installed):
     image = " ".join(r.stdout.split()).rsplit("--image [PATH]", 1)[1].split("--slot-size", 1)[0]
     assert "repository" not in image and "the firmware/ installed with alabama (%s" % env_dir in image, image
     for argv, status, says in [
-            (("board", "sim", "--dir", str(work / "vb")), 2, "holds no provisioning record: pass --core HOST:PORT"),
-            (("board", "sim", "--dir", str(work / "vb"), "--core", "127.0.0.1:9", "--heap", "lots"), 2, "not a size"),
+            (("board", "sim", "--dir", str(work / "s8vb")), 2, "holds no provisioning record: pass --core HOST:PORT"),
+            (("board", "sim", "--dir", str(work / "s8vb"), "--core", "127.0.0.1:9", "--heap", "lots"), 2, "not a size"),
             (("board", "repl"), 2, "it is a command of its own, `alabama repl`"),
             (("core", "token", "--data", str(work / "core"), "--host", "999.0.0.1"), 2, "is not an IPv4 address")]:
         r = _alabama(installed, *argv)
         lines = r.stderr.strip().splitlines()
         assert r.returncode == status and len(lines) == 1 and says in lines[0] and "Traceback" not in r.stderr, \
             (argv, r.returncode, r.stderr)
-    assert not (work / "vb").exists()
+    assert not (work / "s8vb").exists()
 
 
 def _serve_until_listening(installed, *args):
