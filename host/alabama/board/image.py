@@ -102,9 +102,10 @@ def source_version(src):
 
 def check_source(src, mp_board, variant):
     """One line (ImageError) unless `src` is a MicroPython v1.27.0 tree with this board (and variant)."""
-    if not src:
-        raise ImageError("no MicroPython source given: `%s DIR`, then `make image BOARD=... MICROPY_DIR=DIR` "
-                         "(from an installed alabama: `alabama image --board ... --micropy-dir DIR`)" % CLONE)
+    if not src:                          # a checkout has the Makefile; an installed alabama only itself
+        from .. import CHECKOUT
+        then = "`make image BOARD=... MICROPY_DIR=DIR`" if CHECKOUT else "`alabama image --board ... --micropy-dir DIR`"
+        raise ImageError("no MicroPython source given: `%s DIR`, then %s" % (CLONE, then))
     src = pathlib.Path(src).expanduser()
     got = source_version(src)
     if got is None:
