@@ -1,6 +1,7 @@
 """Responsible for the command line's own mistakes: the parser whose every error is ONE line (a typo'd command, a
 missing argument, a value of the wrong type) and the value types that refuse a wrong sign or range before a
-command runs. Not for the commands' checks of what a value names (a file, a port in use): they raise UsageError."""
+command runs. Not for the commands' checks of what a value names (a file: UsageError; a port another program
+holds is the world's state, not a mistake: errors.listen_error, status 1)."""
 import argparse
 import difflib
 import math

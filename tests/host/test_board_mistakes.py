@@ -207,19 +207,21 @@ def test_board_sim_ctl_port_in_use_or_out_of_range_is_one_line(tmp_path, busy):
     finally:
         s.close()
     one_line(r, "--ctl-port", "in use" if busy else "not a TCP port")
+    assert r.returncode == (1 if busy else 2)     # sweep 8: a port another program holds is the world's, not a typo
     assert not (tmp_path / "vb").exists()
 
 
 def test_ota_server_on_a_port_in_use_or_a_foreign_address_is_one_line():
     import socket
     from alabama.board.ota import SetServer
-    from alabama.errors import UsageError
+    from alabama.errors import AlabamaError, UsageError
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen()
     try:
-        with pytest.raises(UsageError, match=r"in use.*--port"):
+        with pytest.raises(AlabamaError, match=r"in use.*--port") as e:
             SetServer(None, bind="127.0.0.1", port=s.getsockname()[1])
+        assert e.value.exit_code == 1         # the world's state (sweep 8); a foreign address below is a usage one
     finally:
         s.close()
     with pytest.raises(UsageError, match=r"192\.0\.2\.1 is not an address of this machine.*--bind"):

@@ -127,6 +127,7 @@ def test_core_serve_on_a_port_in_use_is_one_line(cli, tmp_path, workers):
     finally:
         s.close()
     one_line(r, "127.0.0.1:%d" % port, "in use", "--listen")
+    assert r.returncode == 1              # sweep 8: the world's state (another program listens), not a usage mistake
 
 
 def test_core_serve_on_an_address_not_on_this_machine_is_one_line(cli, tmp_path):
