@@ -365,3 +365,23 @@ def _tone_wav(tmp_path):
         w.setframerate(16000)
         w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(i * 0.2))) for i in range(16000 * 5)))
     return str(path)
+
+
+@pytest.mark.parametrize("argv, status, says", [
+    (("board", "press"), 2, "which virtual board? pass --ctl-port N"),
+    (("board", "mic", "{t}/nope.wav", "--ctl-port", "{p}"), 2, "no WAV file at {t}/nope.wav"),
+    (("board", "mic", "{t}/bad.wav", "--ctl-port", "{p}"), 2, "{t}/bad.wav: not a PCM WAV file"),
+    (("board", "press", "--ctl-port", "{p}"), 1, "no virtual board answers on 127.0.0.1:{p}"),
+])
+def test_board_controls_say_usage_mistakes_with_2_and_no_board_with_1(tmp_path, capsys, monkeypatch, argv, status, says):
+    """Sweep 8: `board press` without --ctl-port and `board mic` of a missing or damaged WAV exited 1, the status of
+    no board answering; they are the command line's mistakes (as `board sim --mic` says them): 2."""
+    from alabama.board.sim import free_port
+    from alabama.board.simctl import ENV_PORT
+    monkeypatch.delenv(ENV_PORT, raising=False)
+    (tmp_path / "bad.wav").write_bytes(b"RIFFxxxx")
+    port = free_port()                                   # nothing listens there
+    argv = [a.format(t=tmp_path, p=port) for a in argv]
+    assert _status_of(argv) == status
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("alabama: error: " + says.format(t=tmp_path, p=port)), err
