@@ -414,7 +414,7 @@ def _writable_out(path):
 def cmd_demo(args):
     out = _writable_out(args.out or default_out())
     from .board import boards
-    boards.load(args.board, option="--board")                  # a typo'd --board before the core starts and the board is provisioned
+    boards.load(args.board, option="--board")    # a typo'd --board before the core starts and the board is provisioned
     if args.ambient and args.wake is not None:
         raise UsageError("--ambient and --wake are two hands-free demos: the core hears the wake word (--ambient) "
                          "or the board does (--wake); pick one")

@@ -317,8 +317,8 @@ def test_ctrl_c_in_board_sim_stops_it_cleanly_while_the_board_streams(tmp_path, 
     if mp is None:
         pytest.skip("no 32-bit build (make mp32)")
     e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"))
-    proc = subprocess.Popen(ALABAMA + ["board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:%d" % core.port,
-                                       "--core-key", core.key.hex(),
+    proc = subprocess.Popen(ALABAMA + ["board", "sim", "--dir", str(tmp_path / "vb"),
+                                       "--core", "127.0.0.1:%d" % core.port, "--core-key", core.key.hex(),
                                        "--micropython", mp, "--mic", _tone_wav(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, start_new_session=True)
     out = b""
@@ -373,7 +373,8 @@ def _tone_wav(tmp_path):
     (("board", "mic", "{t}/bad.wav", "--ctl-port", "{p}"), 2, "{t}/bad.wav: not a PCM WAV file"),
     (("board", "press", "--ctl-port", "{p}"), 1, "no virtual board answers on 127.0.0.1:{p}"),
 ])
-def test_board_controls_say_usage_mistakes_with_2_and_no_board_with_1(tmp_path, capsys, monkeypatch, argv, status, says):
+def test_board_controls_say_usage_mistakes_with_2_and_no_board_with_1(tmp_path, capsys, monkeypatch, argv, status,
+                                                                      says):
     """Sweep 8: `board press` without --ctl-port and `board mic` of a missing or damaged WAV exited 1, the status of
     no board answering; they are the command line's mistakes (as `board sim --mic` says them): 2."""
     from alabama.board.sim import free_port

@@ -136,7 +136,7 @@ def heap_bytes(text, what="--heap"):
     n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
     if not MIN_HEAP <= n <= MAX_HEAP:
         raise SimUsageError("%s %s is outside %dk..%dm: give a heap the interpreter can start in, e.g. 256k or 8m"
-                       % (what, text, MIN_HEAP // 1024, MAX_HEAP // (1024 * 1024)))
+                            % (what, text, MIN_HEAP // 1024, MAX_HEAP // (1024 * 1024)))
     return n
 
 
@@ -796,7 +796,8 @@ def parse_size(text):
     m = re.fullmatch(r"\s*(0x[0-9a-fA-F]+|\d+)([kKmM]?)\s*", str(text))
     n = int(m.group(1), 0) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()] if m else 0
     if n <= 0 or n % 4096:
-        raise SimUsageError("--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors" % text)
+        raise SimUsageError("--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors"
+                            % text)
     return n
 
 
@@ -819,18 +820,18 @@ def sim_image_args(args):
             path = path / "firmware.bin"
         if not path.is_file():
             raise SimUsageError("--image %s: no such file: give a sim app image's firmware.bin (or its directory), or "
-                           "--image alone to build one from %s" % (path, carried("firmware")))
+                                "--image alone to build one from %s" % (path, carried("firmware")))
     with open(path, "rb") as f:
         head = f.read(len(chip.MAGIC))
     if head != chip.MAGIC:
-        raise SimUsageError("%s is not a sim app image (it does not start with %r): the virtual board runs the images "
-                       "alabama.board.appimage.sim_image builds (--image alone builds one), not a chip's firmware.bin"
-                       % (path, chip.MAGIC.decode()))
+        raise SimUsageError("%s is not a sim app image (it does not start with %r): the virtual board runs the "
+                            "images alabama.board.appimage.sim_image builds (--image alone builds one), not a chip's "
+                            "firmware.bin" % (path, chip.MAGIC.decode()))
     flash = pathlib.Path(args.dir).resolve()
     have = flash.parent / (flash.name + ".chip") / "ota_0.bin"
     if slot and have.is_file() and have.stat().st_size != slot:
         raise SimUsageError("%s holds slots of %d bytes, not --slot-size %s: leave --slot-size out, or remove %s to "
-                       "start with blank slots" % (have.parent, have.stat().st_size, args.slot_size, have.parent))
+                            "start with blank slots" % (have.parent, have.stat().st_size, args.slot_size, have.parent))
     size = path.stat().st_size
     if size > (slot or chip.TABLE["ota_0"][3]):
         raise SimUsageError("%s is %d bytes, larger than a %d-byte slot: give a larger --slot-size" % (
@@ -862,7 +863,7 @@ def cmd_sim(args):
         host, _, port = args.core.rpartition(":")
         if host and port.isdigit() and not 0 < int(port) < 65536:
             raise SimUsageError("--core %s: %s is not a TCP port: give 1..65535, e.g. 127.0.0.1:%d"
-                           % (args.core, port, CORE_PORT))
+                                % (args.core, port, CORE_PORT))
         if not host or not port.isdigit():
             raise SimUsageError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
         try:
@@ -870,8 +871,8 @@ def cmd_sim(args):
         except ValueError:
             key = b""
         if key is not None and len(key) != 32:
-            raise SimUsageError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), not %r"
-                           % args.core_key)
+            raise SimUsageError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), "
+                                "not %r" % args.core_key)
     elif args.core_key or args.token:
         raise SimUsageError("--core-key and --token provision a core: give its address too, --core HOST:PORT")
     elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
@@ -891,7 +892,8 @@ def cmd_sim(args):
         try:
             flash.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise SimUsageError("cannot make the flash directory %s (%s): give another --dir" % (args.dir, e.strerror or e))
+            raise SimUsageError("cannot make the flash directory %s (%s): give another --dir"
+                                % (args.dir, e.strerror or e))
         provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
     vb = VirtualBoard(args.dir, board=args.board, mic=mic, speaker=args.speaker, ctl_port=args.ctl_port,
                       duplex=args.duplex, echo=lambda line: print(line, flush=True), heap=args.heap,

@@ -228,7 +228,8 @@ def _remote_at_start(brain, option, flag):
     """With the speech brain, a ``wyoming://`` engine (OPTION is --stt or --tts) asked once at start (connect +
     Describe, short timeouts): one that cannot be reached is said in one line, and the core serves anyway and tries
     the server again at every turn (one started after the core is used from its first answer; until then each turn
-    ends with an Error to the board), as Home Assistant retries a Wyoming server that is down. -> True if it answered."""
+    ends with an Error to the board), as Home Assistant retries a Wyoming server that is down. -> True if it
+    answered, False if not, None where no Wyoming engine is used."""
     from ..speech import engines
     if brain != "speech" or flag == engines.EMBEDDED or engines.is_whisper(flag):
         return None
