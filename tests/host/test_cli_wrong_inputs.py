@@ -674,11 +674,17 @@ def test_wake_freeze_into_a_py_file_is_one_line_or_the_modules_own_path(tmp_path
     assert (tmp_path / "alabama_wake.py").is_file()
 
 
-def test_image_without_a_micropython_source_names_the_command_an_installed_alabama_has():
+@pytest.mark.parametrize("checkout, then", [(True, "`make image BOARD=... MICROPY_DIR=DIR`"),
+                                             (False, "`alabama image --board ... --micropy-dir DIR`")])
+def test_image_without_a_micropython_source_names_the_command_an_installed_alabama_has(monkeypatch, checkout, then):
+    """Sweep 8: from a wheel (no Makefile) it named `make image` first: each way names only what it can run."""
+    import alabama
     from alabama.board import image
+    monkeypatch.setattr(alabama, "CHECKOUT", checkout)
     with pytest.raises(image.ImageError) as e:
         image.check_source(None, "ESP32_GENERIC_S3", None)
-    assert "`alabama image --board ... --micropy-dir DIR`" in str(e.value)
+    assert str(e.value).endswith("DIR`, then " + then), str(e.value)
+    assert ("make " in str(e.value)) == checkout
 
 
 def test_a_board_given_by_a_path_is_read_as_a_board_file_whatever_its_name(tmp_path, capsys):

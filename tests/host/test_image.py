@@ -260,16 +260,6 @@ def test_missing_or_wrong_source_and_idf_are_one_line_each(tmp_path):
         image.build(boards.load("sim"))
 
 
-def test_no_source_from_an_installed_alabama_names_alabama_image_not_make(tmp_path, monkeypatch):
-    """Sweep 8: from a wheel (no Makefile) the line named `make image ... MICROPY_DIR=DIR` first."""
-    import alabama
-    monkeypatch.setattr(alabama, "CHECKOUT", False)
-    with pytest.raises(image.ImageError) as e:
-        image.build(boards.load("devkitc1-inmp441"), src=None, env={}, out=tmp_path / "out",
-                    runner=lambda a: pytest.fail("ran"), say=lambda s: None)
-    assert str(e.value).endswith("DIR`, then `alabama image --board ... --micropy-dir DIR`"), str(e.value)
-    assert "make " not in str(e.value)
-
 
 def test_cli_without_idf_prints_one_line(tmp_path, capsys, monkeypatch):
     """What this machine shows: a real source tree, no ESP-IDF."""
