@@ -386,3 +386,44 @@ def test_board_controls_say_usage_mistakes_with_2_and_no_board_with_1(tmp_path, 
     assert _status_of(argv) == status
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("alabama: error: " + says.format(t=tmp_path, p=port)), err
+
+
+@pytest.mark.needs_micropython
+def test_ctrl_c_in_the_demo_while_the_board_streams_stops_everything_in_one_line(tmp_path):
+    """Sweep 8, `make demo`'s Ctrl-C: SIGINT to the terminal's process group while the button is held. The demo says
+    `alabama: interrupted` (status 130), no FATAL line, no traceback, and no interpreter is left running in its
+    work directory."""
+    import signal
+    import time
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"))
+    work = tmp_path / "demo"
+    proc = subprocess.Popen(ALABAMA + ["demo", "--dir", str(work), "--out", str(tmp_path / "reply.wav")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+    out = b""
+    try:
+        os.set_blocking(proc.stdout.fileno(), False)
+        deadline = time.monotonic() + 120
+        while b"button    : press" not in out and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+            out += proc.stdout.read() or b""
+        assert b"button    : press" in out, out.decode()
+        time.sleep(0.3)                               # the capture streams
+        os.killpg(proc.pid, signal.SIGINT)            # Ctrl-C in the terminal make runs in
+        rc = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        out += proc.stdout.read() or b""
+        proc.stdout.close()
+    text = out.decode("utf-8", "replace")
+    assert rc == 130 and text.rstrip().endswith("alabama: interrupted"), text[-2000:]
+    assert "FATAL" not in text and "Traceback" not in text, text[-3000:]
+    left = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and os.readlink("/proc/%s/cwd" % d).startswith(str(work)):
+                left.append(d)
+        except OSError:
+            pass
+    assert not left, left
