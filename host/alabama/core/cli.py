@@ -231,6 +231,11 @@ def _remote_at_start(brain, option, flag):
     ends with an Error to the board), as Home Assistant retries a Wyoming server that is down. -> True if it
     answered, False if not, None where no Wyoming engine is used."""
     from ..speech import engines
+    if brain != "speech" and flag != engines.EMBEDDED:     # given, and nothing would use it: said, not ignored
+        logging.getLogger("alabama.core").warning("%s %s is not used: only the speech brain hears and speaks through "
+                                                  "--stt/--tts, and the %s brain answers (add --brain speech)",
+                                                  option, flag, brain)
+        return None
     if brain != "speech" or flag == engines.EMBEDDED or engines.is_whisper(flag):
         return None
     from ..speech import wyoming_io

@@ -297,3 +297,26 @@ def test_core_serve_says_at_start_that_a_wyoming_server_cannot_be_reached_then_e
     assert re.search(r"WARNING turn \d+ failed: Wyoming %s server %s refused the connection" % (kind, uri), said[1]), \
         said[1]
     assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("brain", [(), ("--brain", "espeak")])
+def test_core_serve_says_a_stt_or_tts_no_brain_uses_is_not_used(tmp_path, brain):
+    """Sweep 8: `core serve --stt wyoming://...` without --brain speech (the default brain is echo) took the flag
+    and never used it, without a word."""
+    proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"),
+                                       "--stt", "wyoming://127.0.0.1:9", *brain], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(tmp_path / "xdg"))
+    try:
+        proc.stdout.readline()
+        assert "listening on" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(20)
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    said = [ln for ln in err.splitlines() if "wyoming://127.0.0.1:9" in ln]
+    assert rc == 0 and len(said) == 1, err
+    assert said[0].endswith("WARNING --stt wyoming://127.0.0.1:9 is not used: only the speech brain hears and speaks "
+                            "through --stt/--tts, and the %s brain answers (add --brain speech)"
+                            % (brain[1] if brain else "echo")), said[0]
