@@ -684,6 +684,7 @@ def test_image_without_a_micropython_source_names_the_command_an_installed_alaba
     with pytest.raises(image.ImageError) as e:
         image.check_source(None, "ESP32_GENERIC_S3", None)
     assert str(e.value).endswith("DIR`, then " + then), str(e.value)
+    assert e.value.exit_code == 2                     # a missing option: the command line's mistake
     assert ("make " in str(e.value)) == checkout
 
 

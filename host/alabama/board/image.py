@@ -53,6 +53,10 @@ class ImageError(AlabamaError):
     """The image cannot be built; the message is one line saying what to do."""
 
 
+class ImageUsageError(ImageError, UsageError):
+    """No MicroPython source given (--micropy-dir / MICROPY_DIR): the command line's mistake, exit status 2."""
+
+
 # --- the digest module frozen beside the firmware (fwset.firmware_digest) ----------------------------
 
 def write_stamp(out_dir, root=FIRMWARE):
@@ -105,7 +109,7 @@ def check_source(src, mp_board, variant):
     if not src:                          # a checkout has the Makefile; an installed alabama only itself
         from .. import CHECKOUT
         then = "`make image BOARD=... MICROPY_DIR=DIR`" if CHECKOUT else "`alabama image --board ... --micropy-dir DIR`"
-        raise ImageError("no MicroPython source given: `%s DIR`, then %s" % (CLONE, then))
+        raise ImageUsageError("no MicroPython source given: `%s DIR`, then %s" % (CLONE, then))
     src = pathlib.Path(src).expanduser()
     got = source_version(src)
     if got is None:
