@@ -243,12 +243,17 @@ def _remote_at_start(brain, option, flag):
     client = kind(flag, connect_timeout=PROBE_CONNECT_S, read_timeout=PROBE_ANSWER_S)
     log = logging.getLogger("alabama.core")
     try:
-        client.describe()
+        info = client.describe()
     except engines.EngineError as e:
         why = str(e)
         why = why[:-len(client.hint) - 2] if why.endswith(": " + client.hint) else why
         log.warning("%s: the core serves anyway and asks it again at every turn (each turn ends with an error until "
                     "it answers): start it, or use %s embedded", why, option)
+        return False
+    offers, what = (info.asr, "speech-to-text") if option == "--stt" else (info.tts, "text-to-speech")
+    if not offers:                       # e.g. --stt pointed at a piper (TTS) server: every turn would fail on it
+        log.warning("%s %s answers but offers no %s (its Describe lists none): give %s the port of a Wyoming %s "
+                    "server, or %s embedded", option, flag, what, option, what, option)
         return False
     log.info("%s %s answers", option, flag)
     return True

@@ -320,3 +320,38 @@ def test_core_serve_says_a_stt_or_tts_no_brain_uses_is_not_used(tmp_path, brain)
     assert said[0].endswith("WARNING --stt wyoming://127.0.0.1:9 is not used: only the speech brain hears and speaks "
                             "through --stt/--tts, and the %s brain answers (add --brain speech)"
                             % (brain[1] if brain else "echo")), said[0]
+
+
+def test_core_serve_says_a_wyoming_server_that_offers_no_speech_to_text_is_the_wrong_one(tmp_path):
+    """Sweep 8: --stt pointed at a Wyoming TTS-only server (piper's port for whisper's) answered Describe and every
+    turn then failed; the start-up probe reads what the server offers and says so in one line."""
+    pytest.importorskip("wyoming", reason="pip install wyoming")
+    from alabama.board.sim import free_port
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "alabama.speech.wyoming_server", "--uri",
+                               "tcp://127.0.0.1:%d" % port, "--tts"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=_env(tmp_path / "xdg"))
+    try:
+        assert "listening" in server.stdout.readline(), server.stderr.read()
+        uri = "wyoming://127.0.0.1:%d" % port
+        proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"),
+                                           "--brain", "speech", "--stt", uri], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=_env(tmp_path / "xdg"))
+        try:
+            proc.stdout.readline()
+            assert "listening on" in proc.stdout.readline()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(20)
+            err = proc.stderr.read()
+            proc.stdout.close()
+            proc.stderr.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(20)
+        server.stdout.close()
+        server.stderr.close()
+    said = [ln for ln in err.splitlines() if uri in ln]
+    assert rc == 0 and len(said) == 1, err
+    assert said[0].endswith("WARNING --stt %s answers but offers no speech-to-text (its Describe lists none): give "
+                            "--stt the port of a Wyoming speech-to-text server, or --stt embedded" % uri), said[0]
