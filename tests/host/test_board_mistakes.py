@@ -302,51 +302,74 @@ def test_board_sim_help_says_which_firmware_image_builds_from_a_checkout_and_fro
     assert "no PATH: one built from %s" % said in line, line
 
 
+class _Job:
+    """`alabama ARGV` as a terminal runs a job: a process group of its own, its output read as it comes; ctrl_c()
+    sends SIGINT to the whole group, as the terminal does on Ctrl-C."""
+
+    def __init__(self, *argv):
+        self.proc = subprocess.Popen(ALABAMA + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host")),
+                                     start_new_session=True)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.out = b""
+
+    def wait_for(self, pattern, seconds=120):
+        """Until its output matches PATTERN (bytes regex); -> the match."""
+        import re
+        import time
+        deadline = time.monotonic() + seconds
+        while not re.search(pattern, self.out) and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.05)
+            self.out += self.proc.stdout.read() or b""
+        m = re.search(pattern, self.out)
+        assert m, self.text()[-3000:]
+        return m
+
+    def ctrl_c(self, seconds=60):
+        """SIGINT to its process group; -> its exit status."""
+        import signal
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(seconds)
+
+    def text(self):
+        return self.out.decode("utf-8", "replace")
+
+    def close(self):
+        import signal
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.out += self.proc.stdout.read() or b""
+        self.proc.stdout.close()
+
+
 @pytest.mark.needs_micropython
 @pytest.mark.parametrize("interpreter", ["64", "32"])
 def test_ctrl_c_in_board_sim_stops_it_cleanly_while_the_board_streams(tmp_path, core, interpreter):
     """Sweep 8: Ctrl-C is SIGINT to the terminal's foreground process group. It must reach only the driver, which
     stops the interpreter itself: an interpreter that got it too, its heap locked in the audio path, died saying
     "FATAL: uncaught NLR". Here the button is held (the board streams) when the group gets SIGINT."""
-    import re
-    import signal
     import time
     from alabama import local
     from alabama.board import simctl
     mp = local.find_micropython() if interpreter == "64" else local.micropython32()
     if mp is None:
         pytest.skip("no 32-bit build (make mp32)")
-    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"))
-    proc = subprocess.Popen(ALABAMA + ["board", "sim", "--dir", str(tmp_path / "vb"),
-                                       "--core", "127.0.0.1:%d" % core.port, "--core-key", core.key.hex(),
-                                       "--micropython", mp, "--mic", _tone_wav(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, start_new_session=True)
-    out = b""
+    job = _Job("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:%d" % core.port, "--core-key",
+               core.key.hex(), "--micropython", mp, "--mic", _tone_wav(tmp_path))
     try:
-        os.set_blocking(proc.stdout.fileno(), False)
-        deadline = time.monotonic() + 90
-        while not (b"sat: accepted" in out and b"sim: board" in out) and time.monotonic() < deadline:
-            time.sleep(0.1)
-            out += proc.stdout.read() or b""
-            assert proc.poll() is None, out.decode()
-        port = int(re.search(rb"control on 127\.0\.0\.1:(\d+)", out).group(1))
-        child = int(re.search(rb"\(pid (\d+)\)", out).group(1))
+        job.wait_for(rb"sat: accepted[\s\S]*sim: board|sim: board[\s\S]*sat: accepted")
+        port = int(job.wait_for(rb"control on 127\.0\.0\.1:(\d+)").group(1))
+        child = int(job.wait_for(rb"\(pid (\d+)\)").group(1))
         # the interpreter is a session of its own (its pty its terminal): the terminal's SIGINT cannot reach it
-        assert os.getsid(child) == child != os.getsid(proc.pid)
+        assert os.getsid(child) == child != os.getsid(job.proc.pid)
         simctl.send(port, "press")
-        while not re.search(rb"capture \d+ opened \(button\)", out) and time.monotonic() < deadline:
-            time.sleep(0.1)                           # logwords.CAPTURE_OPENED_BUTTON
-            out += proc.stdout.read() or b""
+        job.wait_for(rb"capture \d+ opened \(button\)")         # logwords.CAPTURE_OPENED_BUTTON
         time.sleep(1.0)                               # streaming: the audio path runs with the heap locked
-        os.killpg(proc.pid, signal.SIGINT)            # what the terminal does on Ctrl-C
-        rc = proc.wait(30)
+        rc = job.ctrl_c()
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        out += proc.stdout.read() or b""
-        proc.stdout.close()
-    text = out.decode("utf-8", "replace")
+        job.close()
+    text = job.text()
     assert rc == 0, text
     assert "stopping the virtual board" in text, text
     assert "FATAL" not in text and "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
@@ -393,30 +416,16 @@ def test_ctrl_c_in_the_demo_while_the_board_streams_stops_everything_in_one_line
     """Sweep 8, `make demo`'s Ctrl-C: SIGINT to the terminal's process group while the button is held. The demo says
     `alabama: interrupted` (status 130), no FATAL line, no traceback, and no interpreter is left running in its
     work directory."""
-    import signal
     import time
-    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host"))
     work = tmp_path / "demo"
-    proc = subprocess.Popen(ALABAMA + ["demo", "--dir", str(work), "--out", str(tmp_path / "reply.wav")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, start_new_session=True)
-    out = b""
+    job = _Job("demo", "--dir", str(work), "--out", str(tmp_path / "reply.wav"))
     try:
-        os.set_blocking(proc.stdout.fileno(), False)
-        deadline = time.monotonic() + 120
-        while b"button    : press" not in out and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-            out += proc.stdout.read() or b""
-        assert b"button    : press" in out, out.decode()
+        job.wait_for(rb"button    : press")
         time.sleep(0.3)                               # the capture streams
-        os.killpg(proc.pid, signal.SIGINT)            # Ctrl-C in the terminal make runs in
-        rc = proc.wait(60)
+        rc = job.ctrl_c()                             # Ctrl-C in the terminal make runs in
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        out += proc.stdout.read() or b""
-        proc.stdout.close()
-    text = out.decode("utf-8", "replace")
+        job.close()
+    text = job.text()
     assert rc == 130 and text.rstrip().endswith("alabama: interrupted"), text[-2000:]
     assert "FATAL" not in text and "Traceback" not in text, text[-3000:]
     left = []
