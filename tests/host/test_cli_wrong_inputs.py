@@ -1468,3 +1468,13 @@ def test_a_value_of_the_wrong_kind_is_a_usage_mistake_status_2(tmp_path, capsys,
     argv = [a.format(t=tmp_path, d=tmp_path / "core") for a in argv]
     status, line = main_line(capsys, *argv)
     assert status == 2 and line.startswith("alabama: error: " + says.format(t=tmp_path)), (status, line)
+
+
+def test_deploy_to_a_port_that_is_no_board_prints_only_its_one_line(capsys):
+    """Sweep 8: `deploy --port /dev/null` printed "deploy sim to /dev/null" and then the refusal; the header now
+    comes once the board answered."""
+    capsys.readouterr()
+    assert alabama_cli.main(["deploy", "--board", "sim", "--port", "/dev/null"]) == 1
+    r = capsys.readouterr()
+    assert r.out == "" and r.err.count("\n") == 1 and r.err.startswith(
+        "alabama: error: /dev/null is a character device that is no terminal, not a serial port"), r
