@@ -85,14 +85,17 @@ test: install test-deps
 codegen: install test-deps
 	$(ALABAMA) codegen
 
+# BOARD only when given on the command line (its default above is a real board for flash): the board file simulated
+DEMO_BOARD = $(if $(filter command line,$(origin BOARD)),--board $(BOARD))
+demo demo-ambient demo-wake: export ALABAMA_MAKE_VARS = --board=BOARD
 demo: install
-	$(ALABAMA) demo
+	$(ALABAMA) demo $(DEMO_BOARD)
 
 demo-ambient: install
-	$(ALABAMA) demo --ambient
+	$(ALABAMA) demo --ambient $(DEMO_BOARD)
 
 demo-wake: install
-	$(ALABAMA) demo --wake okay_nabu
+	$(ALABAMA) demo --wake okay_nabu $(DEMO_BOARD)
 
 hil: install $(HILDEPS)
 	$(ALABAMA) hil --board $(if $(PORT),$(PORT) --board-type $(BOARD) $(if $(BIND),--bind $(BIND)),sim) --report build/hil

@@ -31,6 +31,13 @@ CHECKOUT = _in_checkout(_PACKAGE.parent.parent)
 REPO = _PACKAGE.parent.parent if CHECKOUT else pathlib.Path(str(importlib.resources.files(__name__) / DATA_DIR))
 
 
+def carried(tree="firmware"):
+    """How help and errors name a tree of DATA_TREES as this alabama has it, both ways it runs: "this checkout's
+    firmware/ (PATH)", or from an installed wheel "the firmware/ installed with alabama (PATH)"."""
+    where = REPO / tree
+    return ("this checkout's %s/ (%s)" if CHECKOUT else "the %s/ installed with alabama (%s)") % (tree, where)
+
+
 def _build_root():
     if os.environ.get("ALABAMA_BUILD_DIR"):
         return pathlib.Path(os.environ["ALABAMA_BUILD_DIR"])

@@ -11,6 +11,7 @@ import sys
 
 from . import __version__
 from .errors import AlabamaError
+from . import usage
 from .usage import Parser, as_typed, quiet_broken_pipe
 
 #: Modules that add sub-commands, in the order `alabama --help` lists them.
@@ -50,6 +51,7 @@ def build_parser():
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
+    usage.ROOT_COMMANDS[:] = [a.dest for a in sub._choices_actions]     # listed ones: an old spelling is hidden
     return p
 
 

@@ -241,8 +241,8 @@ async def run_demo(workdir, out_wav, board="sim", text=UTTERANCE, echo=print, ve
     if wake:
         from .wake.reference import BUILTIN
         if wake not in BUILTIN and not (wake.endswith(".tflite") and pathlib.Path(wake).is_file()):
-            raise DemoError("--wake %s: give a model pymicro-wakeword ships (%s) or the path of your .tflite (its "
-                            ".json beside it)" % (wake, ", ".join(BUILTIN)))
+            raise UsageError("--wake %s: give a model pymicro-wakeword ships (%s) or the path of your .tflite (its "
+                             ".json beside it)" % (wake, ", ".join(BUILTIN)))
         import importlib.util
         if wake in BUILTIN and importlib.util.find_spec("pymicro_wakeword") is None:
             raise DemoError("--wake %s: pymicro-wakeword, which ships it, is not installed (it has no wheel for this "
@@ -414,7 +414,7 @@ def _writable_out(path):
 def cmd_demo(args):
     out = _writable_out(args.out or default_out())
     from .board import boards
-    boards.load(args.board)                  # a typo'd --board before the core starts and the board is provisioned
+    boards.load(args.board, option="--board")    # a typo'd --board before the core starts and the board is provisioned
     if args.ambient and args.wake is not None:
         raise UsageError("--ambient and --wake are two hands-free demos: the core hears the wake word (--ambient) "
                          "or the board does (--wake); pick one")
@@ -431,9 +431,9 @@ def cmd_demo(args):
         work = tmp
     try:
         if args.wake_phrase is not None and not args.ambient:
-            raise DemoError("--wake-phrase is for the hands-free demo: add --ambient")
+            raise UsageError("--wake-phrase is for the hands-free demo: add --ambient")
         if args.ambient and args.wake_phrase is not None and not args.wake_phrase.strip():
-            raise DemoError("--wake-phrase is empty: give the phrase the core listens for, e.g. \"hey alabama\"")
+            raise UsageError("--wake-phrase is empty: give the phrase the core listens for, e.g. \"hey alabama\"")
         phrase = args.wake_phrase.strip() if args.ambient and args.wake_phrase else None
         text = args.say or (phrase.capitalize() + ", " + UTTERANCE[0].lower() + UTTERANCE[1:] if phrase else
                             AMBIENT_UTTERANCE if args.ambient else UTTERANCE)

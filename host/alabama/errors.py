@@ -20,13 +20,14 @@ class UsageError(AlabamaError):
 
 def listen_error(exc, host, port, option="--listen", value="HOST:PORT"):
     """The one line for an OSError (or socket.gaierror) from binding HOST:PORT, naming the OPTION (and the VALUE it
-    takes) to change.
+    takes) to change. A port another program holds is a failure of the world (AlabamaError, status 1); an address
+    not of this machine, a port below 1024 or a name that does not resolve is the command line's (UsageError, 2).
 
     Returned, not raised: ``raise listen_error(e, host, port) from None``."""
     where = "%s:%d" % (host, port)
     code = getattr(exc, "errno", None)
-    if code == errno.EADDRINUSE:
-        return UsageError("%s is already in use (another core or program listens there): stop it, or pick another "
+    if code == errno.EADDRINUSE:       # the world's state, not the command line's mistake: status 1
+        return AlabamaError("%s is already in use (another core or program listens there): stop it, or pick another "
                           "port with %s %s (port 0: a free one)" % (where, option, value))
     if code == errno.EADDRNOTAVAIL:
         return UsageError("%s is not an address of this machine: use 0.0.0.0 (every interface), 127.0.0.1 (this "

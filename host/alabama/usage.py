@@ -1,6 +1,7 @@
 """Responsible for the command line's own mistakes: the parser whose every error is ONE line (a typo'd command, a
 missing argument, a value of the wrong type) and the value types that refuse a wrong sign or range before a
-command runs. Not for the commands' checks of what a value names (a file, a port in use): they raise UsageError."""
+command runs. Not for the commands' checks of what a value names (a file: UsageError; a port another program
+holds is the world's state, not a mistake: errors.listen_error, status 1)."""
 import argparse
 import difflib
 import math
@@ -91,6 +92,17 @@ SYNONYMS = {"pair": ("token", "approve"), "pairing": ("token",), "ls": ("list",)
             "console": ("repl",), "shell": ("repl",), "simulate": ("sim",)}
 
 
+#: Words a person types for what is not a command of that group, with where it is (`alabama fleet`, `alabama
+#: provision wifi`); a command of alabama's own typed under a group (`alabama board repl`) is found without a row here.
+ELSEWHERE = {"fleet": "several boards at once are a fleet of `alabama hil`: `alabama hil --board PORT --board PORT` "
+                      "(docs/hil.md, \"A fleet\")",
+             "wifi": "the Wi-Fi network goes in the record each carrier sends: `alabama provision qr --wifi-ssid NAME` "
+                     "(or sound, serial; the passphrase is asked for)"}
+
+#: The names of alabama's own commands (cli.build_parser sets them): one typed under a group is named as it is run.
+ROOT_COMMANDS = []
+
+
 def one_line(prog, message):
     """argparse's MESSAGE for the parser PROG as the line we print (a typo'd command gets the nearest name)."""
     message = " ".join(message.split())
@@ -102,6 +114,11 @@ def one_line(prog, message):
         near = difflib.get_close_matches(typed, names, n=1) or [n for n in SYNONYMS.get(typed.lower(), ())
                                                                  if n in names]
         if head.endswith(("COMMAND", "ACTION", "RUNNER", "CARRIER")):
+            if not near and typed.lower() in ELSEWHERE:
+                return "%s has no command %r: %s" % (prog, typed, ELSEWHERE[typed.lower()])
+            if not near and prog != "alabama" and typed in ROOT_COMMANDS:
+                return "%s has no command %r: it is a command of its own, `alabama %s` (`alabama %s --help` says " \
+                       "how)" % (prog, typed, typed, typed)
             hint = ("did you mean '%s'? " % near[0]) if near else ""
             return "%s has no command %r: %s`%s --help` lists them" % (prog, typed, hint, prog)
         hint = (" (did you mean '%s'?)" % near[0]) if near and not typed.isdigit() else ""

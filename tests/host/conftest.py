@@ -4,8 +4,11 @@
   collide) on its own event-loop thread (vb_support.CoreThread), its state under the test's tmp_path/core.
 * the marker ``needs_micropython`` (``pytestmark = pytest.mark.needs_micropython``): the test skips where
   there is no micropython unix port (mpharness.micropython_cmd() asks alabama.local, the one place that looks).
+* ``serial_port``: the path of a pseudo-terminal that stands for a board's serial port where a command opens the
+  port before it does anything (`alabama flash`); /dev/null is refused there as no terminal.
 """
 import logging
+import os
 
 import pytest
 
@@ -36,6 +39,15 @@ def core(tmp_path):
     c = CoreThread(tmp_path / "core").start()
     yield c
     c.close()
+
+
+@pytest.fixture
+def serial_port():
+    """A free serial port for a command's port check: a pty's terminal end (nothing answers on it)."""
+    master, slave = os.openpty()
+    yield os.ttyname(slave)
+    os.close(slave)
+    os.close(master)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -207,19 +207,21 @@ def test_board_sim_ctl_port_in_use_or_out_of_range_is_one_line(tmp_path, busy):
     finally:
         s.close()
     one_line(r, "--ctl-port", "in use" if busy else "not a TCP port")
+    assert r.returncode == (1 if busy else 2)     # sweep 8: a port another program holds is the world's, not a typo
     assert not (tmp_path / "vb").exists()
 
 
 def test_ota_server_on_a_port_in_use_or_a_foreign_address_is_one_line():
     import socket
     from alabama.board.ota import SetServer
-    from alabama.errors import UsageError
+    from alabama.errors import AlabamaError, UsageError
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen()
     try:
-        with pytest.raises(UsageError, match=r"in use.*--port"):
+        with pytest.raises(AlabamaError, match=r"in use.*--port") as e:
             SetServer(None, bind="127.0.0.1", port=s.getsockname()[1])
+        assert e.value.exit_code == 1         # the world's state (sweep 8); a foreign address below is a usage one
     finally:
         s.close()
     with pytest.raises(UsageError, match=r"192\.0\.2\.1 is not an address of this machine.*--bind"):
@@ -231,3 +233,206 @@ def test_board_sim_dir_that_is_a_file_or_under_one_is_one_line(tmp_path):
     f.write_bytes(b"x")
     one_line(run("board", "sim", "--dir", str(f), "--core", "127.0.0.1:7355"), "is a file", "--dir")
     one_line(run("board", "sim", "--dir", str(f / "sub"), "--core", "127.0.0.1:7355"), "--dir")
+
+
+# ------------------------------------------------------------------------------ sweep 8: usage mistakes exit 2
+def _sim_mistakes(t):
+    """(argv after `board sim --dir DIR`, words of its line) for each usage mistake; T is a scratch directory."""
+    (t / "afile").write_text("{}")
+    (t / "junk.bin").write_bytes(b"junk")
+    (t / "bad.wav").write_bytes(b"RIFFxxxx")
+    core = ["--core", "127.0.0.1:7355"]
+    return [
+        (core + ["--heap", "lots"], "not a size"),
+        (core + ["--heap", "1k"], "outside"),
+        (["--core", "127.0.0.1:99999"], "not a TCP port"),
+        (["--core", "127.0.0.1"], "HOST:PORT"),
+        (core + ["--core-key", "abc"], "64 hex digits"),
+        (["--core-key", "ab" * 32], "give its address too"),
+        ([], "holds no provisioning record"),
+        (core + ["--speaker", str(t / "nodir" / "x.wav")], "in a directory you can write"),
+        (core + ["--slot-size", "1m"], "--slot-size goes with --image"),
+        (core + ["--image", "--slot-size", "3"], "4 KB sectors"),
+        (core + ["--image", str(t / "nope.bin")], "no such file"),
+        (core + ["--image", str(t / "junk.bin")], "is not a sim app image"),
+        (core + ["--mic", str(t / "nope.wav")], "no WAV file at"),
+        (core + ["--mic", str(t / "bad.wav")], "not a PCM WAV file"),
+        (core + ["--micropython", str(t / "afile")], "does not run as a micropython unix port"),
+        (core + ["--duplex", "quarter"], "'quarter' is not one of full, half"),
+        (core + ["--ctl-port", "70000"], "not a TCP port"),
+    ]
+
+
+def test_board_sim_usage_mistakes_exit_2_as_argparses_do(tmp_path, capsys):
+    """Sweep 8: most `board sim` option mistakes exited 1, a failure of the world's status; each is the command
+    line's mistake: status 2 (as argparse's own), one line, and nothing written into DIR."""
+    for i, (argv, words) in enumerate(_sim_mistakes(tmp_path)):
+        d = tmp_path / ("vb%d" % i)
+        code = _status_of(["board", "sim", "--dir", str(d)] + argv)
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert err.count("\n") == 1 and err.startswith("alabama: error: ") and words in err, (argv, err)
+        assert not d.exists(), argv
+    (tmp_path / "flash").write_text("")
+    assert _status_of(["board", "sim", "--dir", str(tmp_path / "flash"), "--core", "127.0.0.1:7355"]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def _status_of(argv):
+    """`alabama ARGV`'s exit status, whether the parser exits (SystemExit) or the command returns it."""
+    try:
+        return alabama_cli.main(argv)
+    except SystemExit as e:
+        return e.code
+
+
+@pytest.mark.parametrize("checkout", [True, False])
+def test_board_sim_help_says_which_firmware_image_builds_from_a_checkout_and_from_a_wheel(monkeypatch, checkout):
+    """Sweep 8: `board sim --help` said "--image ... built from the repository's firmware" from a wheel too, where
+    there is no repository: it names the tree it uses, this checkout's or the one installed with alabama."""
+    import alabama
+    monkeypatch.setattr(alabama, "CHECKOUT", checkout)
+    monkeypatch.setenv("COLUMNS", "1000")
+    sim_help = alabama_cli.build_parser()._subparsers._group_actions[0].choices["board"] \
+        ._subparsers._group_actions[0].choices["sim"].format_help()
+    line = next(ln for ln in sim_help.splitlines() if "--image" in ln and "no PATH" in ln)
+    assert "repository" not in line, line
+    said = ("this checkout's firmware/ (%s)" if checkout else "the firmware/ installed with alabama (%s)") % (
+        alabama.REPO / "firmware")
+    assert "no PATH: one built from %s" % said in line, line
+
+
+class _Job:
+    """`alabama ARGV` as a terminal runs a job: a process group of its own, its output read as it comes; ctrl_c()
+    sends SIGINT to the whole group, as the terminal does on Ctrl-C."""
+
+    def __init__(self, *argv):
+        self.proc = subprocess.Popen(ALABAMA + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host")),
+                                     start_new_session=True)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.out = b""
+
+    def wait_for(self, pattern, seconds=120):
+        """Until its output matches PATTERN (bytes regex); -> the match."""
+        import re
+        import time
+        deadline = time.monotonic() + seconds
+        while not re.search(pattern, self.out) and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.05)
+            self.out += self.proc.stdout.read() or b""
+        m = re.search(pattern, self.out)
+        assert m, self.text()[-3000:]
+        return m
+
+    def ctrl_c(self, seconds=60):
+        """SIGINT to its process group; -> its exit status."""
+        import signal
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(seconds)
+
+    def text(self):
+        return self.out.decode("utf-8", "replace")
+
+    def close(self):
+        import signal
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.out += self.proc.stdout.read() or b""
+        self.proc.stdout.close()
+
+
+@pytest.mark.needs_micropython
+@pytest.mark.parametrize("interpreter", ["64", "32"])
+def test_ctrl_c_in_board_sim_stops_it_cleanly_while_the_board_streams(tmp_path, core, interpreter):
+    """Sweep 8: Ctrl-C is SIGINT to the terminal's foreground process group. It must reach only the driver, which
+    stops the interpreter itself: an interpreter that got it too, its heap locked in the audio path, died saying
+    "FATAL: uncaught NLR". Here the button is held (the board streams) when the group gets SIGINT."""
+    import time
+    from alabama import local
+    from alabama.board import simctl
+    mp = local.find_micropython() if interpreter == "64" else local.micropython32()
+    if mp is None:
+        pytest.skip("no 32-bit build (make mp32)")
+    job = _Job("board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:%d" % core.port, "--core-key",
+               core.key.hex(), "--micropython", mp, "--mic", _tone_wav(tmp_path))
+    try:
+        job.wait_for(rb"sat: accepted[\s\S]*sim: board|sim: board[\s\S]*sat: accepted")
+        port = int(job.wait_for(rb"control on 127\.0\.0\.1:(\d+)").group(1))
+        child = int(job.wait_for(rb"\(pid (\d+)\)").group(1))
+        # the interpreter is a session of its own (its pty its terminal): the terminal's SIGINT cannot reach it
+        assert os.getsid(child) == child != os.getsid(job.proc.pid)
+        simctl.send(port, "press")
+        job.wait_for(rb"capture \d+ opened \(button\)")         # logwords.CAPTURE_OPENED_BUTTON
+        time.sleep(1.0)                               # streaming: the audio path runs with the heap locked
+        rc = job.ctrl_c()
+    finally:
+        job.close()
+    text = job.text()
+    assert rc == 0, text
+    assert "stopping the virtual board" in text, text
+    assert "FATAL" not in text and "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)                             # the driver stopped it
+
+
+def _tone_wav(tmp_path):
+    import math
+    import struct
+    import wave
+    path = tmp_path / "tone.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(i * 0.2))) for i in range(16000 * 5)))
+    return str(path)
+
+
+@pytest.mark.parametrize("argv, status, says", [
+    (("board", "press"), 2, "which virtual board? pass --ctl-port N"),
+    (("board", "mic", "{t}/nope.wav", "--ctl-port", "{p}"), 2, "no WAV file at {t}/nope.wav"),
+    (("board", "mic", "{t}/bad.wav", "--ctl-port", "{p}"), 2, "{t}/bad.wav: not a PCM WAV file"),
+    (("board", "press", "--ctl-port", "{p}"), 1, "no virtual board answers on 127.0.0.1:{p}"),
+])
+def test_board_controls_say_usage_mistakes_with_2_and_no_board_with_1(tmp_path, capsys, monkeypatch, argv, status,
+                                                                      says):
+    """Sweep 8: `board press` without --ctl-port and `board mic` of a missing or damaged WAV exited 1, the status of
+    no board answering; they are the command line's mistakes (as `board sim --mic` says them): 2."""
+    from alabama.board.sim import free_port
+    from alabama.board.simctl import ENV_PORT
+    monkeypatch.delenv(ENV_PORT, raising=False)
+    (tmp_path / "bad.wav").write_bytes(b"RIFFxxxx")
+    port = free_port()                                   # nothing listens there
+    argv = [a.format(t=tmp_path, p=port) for a in argv]
+    assert _status_of(argv) == status
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("alabama: error: " + says.format(t=tmp_path, p=port)), err
+
+
+@pytest.mark.needs_micropython
+def test_ctrl_c_in_the_demo_while_the_board_streams_stops_everything_in_one_line(tmp_path):
+    """Sweep 8, `make demo`'s Ctrl-C: SIGINT to the terminal's process group while the button is held. The demo says
+    `alabama: interrupted` (status 130), no FATAL line, no traceback, and no interpreter is left running in its
+    work directory."""
+    import time
+    work = tmp_path / "demo"
+    job = _Job("demo", "--dir", str(work), "--out", str(tmp_path / "reply.wav"))
+    try:
+        job.wait_for(rb"button    : press")
+        time.sleep(0.3)                               # the capture streams
+        rc = job.ctrl_c()                             # Ctrl-C in the terminal make runs in
+    finally:
+        job.close()
+    text = job.text()
+    assert rc == 130 and text.rstrip().endswith("alabama: interrupted"), text[-2000:]
+    assert "FATAL" not in text and "Traceback" not in text, text[-3000:]
+    left = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and os.readlink("/proc/%s/cwd" % d).startswith(str(work)):
+                left.append(d)
+        except OSError:
+            pass
+    assert not left, left

@@ -173,6 +173,22 @@ def test_a_typod_command_is_one_line_with_the_nearest_name(capsys, argv, says):
     assert status == 2 and says in line, line
 
 
+@pytest.mark.parametrize("argv, says", [
+    (("board", "repl"), "alabama board has no command 'repl': it is a command of its own, `alabama repl`"),
+    (("board", "flash"), "alabama board has no command 'flash': it is a command of its own, `alabama flash`"),
+    (("core", "deploy"), "alabama core has no command 'deploy': it is a command of its own, `alabama deploy`"),
+    (("fleet",), "alabama has no command 'fleet': several boards at once are a fleet of `alabama hil`: "
+                 "`alabama hil --board PORT --board PORT`"),
+    (("provision", "wifi"), "alabama provision has no command 'wifi': the Wi-Fi network goes in the record each "
+                            "carrier sends: `alabama provision qr --wifi-ssid NAME`"),
+])
+def test_a_command_looked_for_in_the_wrong_place_says_where_it_is(capsys, argv, says):
+    """Sweep 8: `alabama board repl`, `alabama fleet`, `alabama provision wifi` (the first hour's guesses) said only
+    that there is no such command; each now says where it is."""
+    status, line = parse_error(capsys, *argv)
+    assert status == 2 and line.startswith("alabama: error: " + says), line
+
+
 @pytest.mark.parametrize("argv, names", [
     ((), ("codegen", "conformance", "board", "core", "provision", "hil", "wake", "ota", "demo")),
     (("core",), ("serve", "key", "token", "devices", "approve", "invoke", "setting", "request-capture", "say", "show")),
@@ -658,11 +674,18 @@ def test_wake_freeze_into_a_py_file_is_one_line_or_the_modules_own_path(tmp_path
     assert (tmp_path / "alabama_wake.py").is_file()
 
 
-def test_image_without_a_micropython_source_names_the_command_an_installed_alabama_has():
+@pytest.mark.parametrize("checkout, then", [(True, "`make image BOARD=... MICROPY_DIR=DIR`"),
+                                             (False, "`alabama image --board ... --micropy-dir DIR`")])
+def test_image_without_a_micropython_source_names_the_command_an_installed_alabama_has(monkeypatch, checkout, then):
+    """Sweep 8: from a wheel (no Makefile) it named `make image` first: each way names only what it can run."""
+    import alabama
     from alabama.board import image
+    monkeypatch.setattr(alabama, "CHECKOUT", checkout)
     with pytest.raises(image.ImageError) as e:
         image.check_source(None, "ESP32_GENERIC_S3", None)
-    assert "`alabama image --board ... --micropy-dir DIR`" in str(e.value)
+    assert str(e.value).endswith("DIR`, then " + then), str(e.value)
+    assert e.value.exit_code == 2                     # a missing option: the command line's mistake
+    assert ("make " in str(e.value)) == checkout
 
 
 def test_a_board_given_by_a_path_is_read_as_a_board_file_whatever_its_name(tmp_path, capsys):
@@ -826,7 +849,8 @@ def test_flash_to_a_port_that_is_a_directory_or_a_file_is_one_line_before_any_do
                                      ("deploy", "--board", "{b}", "--port", "/dev/null", "--dry-run")])
 def test_a_typod_board_id_names_the_nearest_board(capsys, command, typed, near):
     _, line = main_line(capsys, *[a.replace("{b}", typed) for a in command])
-    assert line.startswith("alabama: error: no board %r (did you mean '%s'?): pick one of " % (typed, near)), line
+    how = "give --board" if "--board" in command else "pick"         # the option it came with, make's BOARD= then
+    assert line.startswith("alabama: error: no board %r (did you mean '%s'?): %s one of " % (typed, near, how)), line
 
 
 def test_a_board_id_nothing_is_near_names_none(capsys):
@@ -1013,10 +1037,10 @@ def test_board_sim_micropython_that_does_not_run_says_what_this_install_can_do(t
         tmp_path / "nonexistent")) and says in line, line
 
 
-def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_make(capsys, monkeypatch):
+def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_make(capsys, monkeypatch, serial_port):
     """An installed alabama has no Makefile: the first-hour refusal of the no-PSRAM devkit names what it can run."""
     monkeypatch.setattr(alabama, "CHECKOUT", False)
-    _, line = main_line(capsys, "flash", "--board", "devkitc1-inmp441", "--port", "/dev/null")
+    _, line = main_line(capsys, "flash", "--board", "devkitc1-inmp441", "--port", serial_port)
     assert "make " not in line, line
     assert "(`alabama image --board devkitc1-inmp441 --micropy-dir DIR`, then `alabama flash --board devkitc1-inmp441 " \
            "--firmware %s`)" % (alabama.BUILD / "image" / "devkitc1-inmp441" / "firmware.bin") in line, line
@@ -1115,6 +1139,19 @@ def run_make(target, *assignments, cwd):
 
 
 NOPE = ("{t}/ttyNOPE", "serial port {t}/ttyNOPE does not exist: plug the board in, or pass the right PORT=")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@pytest.mark.parametrize("target", ["flash", "deploy", "demo", "demo-wake"])
+def test_make_with_a_typod_board_names_the_board_variable(tmp_path, target):
+    """Sweep 8: `make flash BOARD=xiao` said "no board 'xiao' ...: pick one of", naming nothing the maker typed, and
+    `make demo BOARD=nope` ignored BOARD and ran; both now say BOARD= (and demo simulates the BOARD given)."""
+    r = run_make(target, "BOARD=xiao", "PORT=" + str(tmp_path / "ttyNOPE"), cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 2, r.stdout + r.stderr
+    assert lines[0].startswith("alabama: error: no board 'xiao' (did you mean 'xiao-esp32s3-sense-inmp441'?): give "
+                               "BOARD= one of "), lines[0]
+    assert "--board" not in lines[0], lines[0]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
@@ -1322,6 +1359,10 @@ def test_hil_board_type_of_a_virtual_board_is_checked_before_the_suite(tmp_path,
     ("http://10.0.0.2:7355", "--host 'http://10.0.0.2:7355' is a URL: give the core's address alone"),
     ("10.0.0.2:7355", "--host '10.0.0.2:7355' carries a port: give the address alone (--host 10.0.0.2) and the port "
                       "with --port 7355"),
+    # sweep 8: taken as a host name, minted, and the board could never connect
+    ("999.0.0.1", "--host '999.0.0.1' is not an IPv4 address: it is four numbers 0..255 separated by dots"),
+    ("10.0.0.256", "--host '10.0.0.256' is not an IPv4 address"),
+    ("192.168.1", "--host '192.168.1' is not an IPv4 address"),
 ])
 @pytest.mark.parametrize("command", [("core", "token"), ("provision", "qr", "--no-terminal")])
 def test_a_core_host_no_board_can_reach_is_one_line_and_mints_nothing(tmp_path, capsys, command, host, says):
@@ -1338,7 +1379,8 @@ def test_a_core_host_no_board_can_reach_is_one_line_and_mints_nothing(tmp_path, 
             assert db.execute("SELECT count(*) FROM tokens").fetchone()[0] == 0
 
 
-@pytest.mark.parametrize("host", ["10.0.0.2", "core.local", "my-core", "fd00::2", "core.example.org."])
+@pytest.mark.parametrize("host", ["10.0.0.2", "core.local", "my-core", "fd00::2", "core.example.org.", "pi4.lan",
+                                  "1e100.net", "core-2"])
 def test_a_core_host_a_board_can_reach_is_taken(host):
     from alabama.provision import record
     assert record.host_problem(host) is None
@@ -1403,3 +1445,36 @@ def test_board_probe_of_a_port_another_program_holds_says_busy_not_no_micropytho
     """It wrote Ctrl-C Ctrl-A into the holder's session and then called the board no MicroPython."""
     _, line = main_line(capsys, "board", "probe", "--port", held_port)
     assert line.startswith("alabama: error: serial port %s is busy: close the program holding it" % held_port), line
+
+
+# ------------------------------------------------------------------------------ sweep 8: a value's mistake exits 2
+@pytest.mark.parametrize("argv, says", [
+    (("core", "serve", "--listen", "127.0.0.1:0", "--data", "{d}", "--wake-word", "hey_jarvisx"),
+     "unknown wake word 'hey_jarvisx' (did you mean 'hey_jarvis'?): a microWakeWord model: "),
+    (("demo", "--out", "{t}/r.wav", "--wake", "okay_nabo"), "--wake okay_nabo: give a model pymicro-wakeword ships"),
+    (("demo", "--out", "{t}/r.wav", "--ambient", "--wake-phrase", " "), "--wake-phrase is empty: "),
+    (("demo", "--out", "{t}/r.wav", "--wake-phrase", "hey alabama"), "--wake-phrase is for the hands-free demo"),
+    (("provision", "qr", "--data", "{d}", "--host", "10.0.0.2", "--no-terminal", "--png", "{t}/afile/q.png"),
+     "cannot write {t}/afile/q.png: "),
+    (("provision", "qr", "--data", "{d}", "--host", "10.0.0.2", "--no-terminal", "--release-key", "{t}/afile"),
+     "{t}/afile is not an Ed25519 public key"),
+])
+def test_a_value_of_the_wrong_kind_is_a_usage_mistake_status_2(tmp_path, capsys, argv, says):
+    """Sweep 8: a typo'd wake word, an unwritable --png, a file that is no key and the demo's wake options exited 1
+    (a failure of the world's status) for what is the command line's mistake; --wav's refusal was 2 already."""
+    from alabama.core import registry as reg
+    (tmp_path / "afile").write_text("not a key\n")
+    reg.load_or_create_key(tmp_path / "core")
+    argv = [a.format(t=tmp_path, d=tmp_path / "core") for a in argv]
+    status, line = main_line(capsys, *argv)
+    assert status == 2 and line.startswith("alabama: error: " + says.format(t=tmp_path)), (status, line)
+
+
+def test_deploy_to_a_port_that_is_no_board_prints_only_its_one_line(capsys):
+    """Sweep 8: `deploy --port /dev/null` printed "deploy sim to /dev/null" and then the refusal; the header now
+    comes once the board answered."""
+    capsys.readouterr()
+    assert alabama_cli.main(["deploy", "--board", "sim", "--port", "/dev/null"]) == 1
+    r = capsys.readouterr()
+    assert r.out == "" and r.err.count("\n") == 1 and r.err.startswith(
+        "alabama: error: /dev/null is a character device that is no terminal, not a serial port"), r

@@ -44,19 +44,19 @@ def test_pinned_images_are_official_urls_at_offset_zero():
 
 @pytest.mark.parametrize("board,variant", [("devkitc1-inmp441", "ESP32_GENERIC_S3"),
                                            ("esp32-s3-box-3", "ESP32_GENERIC_S3-SPIRAM_OCT")])
-def test_esptool_argv_per_variant_from_the_cache(cache, monkeypatch, board, variant):
+def test_esptool_argv_per_variant_from_the_cache(cache, monkeypatch, board, variant, serial_port):
     body = b"\xe9" + variant.encode() * 10
     img = _pin(monkeypatch, variant, body)
     _fake_image(cache / img.file, body)
     calls, lines = [], []
-    steps = flash.flash(boards.load(board), port="/dev/null", deploy=False,
+    steps = flash.flash(boards.load(board), port=serial_port, deploy=False,
                         runner=lambda a: (calls.append(a) or (0, "")), out=lines.append)
     path = str(cache / img.file)
     assert calls == steps == [
-        ["--chip", "esp32s3", "--port", "/dev/null", "erase-flash"],
-        ["--chip", "esp32s3", "--port", "/dev/null", "--baud", "460800", "write-flash", "-z", "0x0", path],
+        ["--chip", "esp32s3", "--port", serial_port, "erase-flash"],
+        ["--chip", "esp32s3", "--port", serial_port, "--baud", "460800", "write-flash", "-z", "0x0", path],
     ]
-    assert lines[-1] == "MicroPython 1.27.0 (%s) written to /dev/null" % img.file
+    assert lines[-1] == "MicroPython 1.27.0 (%s) written to %s" % (img.file, serial_port)
 
 
 def test_dry_run_prints_the_commands_and_runs_nothing(cache, monkeypatch):
@@ -80,11 +80,11 @@ def test_firmware_path_is_used_as_given(tmp_path):
     assert lines[0].startswith("note: custom.bin is not a pinned image")
 
 
-def test_corrupted_cached_image_is_refused_by_sha256(cache, monkeypatch):
+def test_corrupted_cached_image_is_refused_by_sha256(cache, monkeypatch, serial_port):
     img = _pin(monkeypatch, "ESP32_GENERIC_S3", b"\xe9good image")
     _fake_image(cache / img.file, b"\xe9tampered image")
     with pytest.raises(flash.FlashError) as e:
-        flash.flash(boards.load("devkitc1-inmp441"), port="/dev/null", runner=lambda a: pytest.fail("flashed"),
+        flash.flash(boards.load("devkitc1-inmp441"), port=serial_port, runner=lambda a: pytest.fail("flashed"),
                     allow_mpy=True)
     msg = str(e.value)
     assert "\n" not in msg
@@ -92,12 +92,12 @@ def test_corrupted_cached_image_is_refused_by_sha256(cache, monkeypatch):
     assert "does not match the pinned %s..." % img.sha256[:16] in msg
 
 
-def test_a_cached_download_that_is_no_image_says_to_delete_it_not_to_pass_another_file(cache):
+def test_a_cached_download_that_is_no_image_says_to_delete_it_not_to_pass_another_file(cache, serial_port):
     """First use (no pin, no lock entry): the cached file the user never named is damaged (sweep 6)."""
     path = cache / images.image_for("ESP32_GENERIC_S3-SPIRAM_OCT").file
     path.write_text("junk")
     with pytest.raises(flash.FlashError) as e:
-        flash.flash(boards.load("xiao-esp32s3-sense-inmp441"), port="/dev/null",
+        flash.flash(boards.load("xiao-esp32s3-sense-inmp441"), port=serial_port,
                     runner=lambda a: pytest.fail("flashed"))
     assert str(e.value) == ("%s is not an ESP32 firmware image (first byte is not 0xE9): it is the cached download: "
                             "delete it and run again (the image is downloaded anew)" % path)
@@ -161,6 +161,43 @@ def test_missing_port_is_one_line(cache, monkeypatch, tmp_path):
                             % (tmp_path / "ttyGONE"))
 
 
+def _no_download(*a, **kw):
+    pytest.fail("downloaded an image before the port was checked")
+
+
+@pytest.mark.parametrize("board", ["devkitc1-inmp441", "xiao-esp32s3-sense-inmp441"])
+def test_a_port_that_is_no_terminal_is_refused_before_any_download(cache, board):
+    """Sweep 8: `alabama flash --port /dev/null` downloaded the image (nothing cached here) and only then failed."""
+    with pytest.raises(mpremote.MpremoteError) as e:
+        flash.flash(boards.load(board), port="/dev/null", opener=_no_download, out=lambda s: None,
+                    runner=lambda a: pytest.fail("ran esptool"))
+    assert str(e.value).startswith("/dev/null is a character device that is no terminal, not a serial port: pass "
+                                   "the board's port with --port")
+    assert not list(cache.iterdir())
+
+
+def test_a_port_another_program_holds_is_refused_before_any_download(cache, serial_port):
+    import serial
+    held = serial.Serial(serial_port, 115200, exclusive=True)      # a REPL or serial monitor on it
+    try:
+        with pytest.raises(mpremote.MpremoteError) as e:
+            flash.flash(boards.load("xiao-esp32s3-sense-inmp441"), port=serial_port, opener=_no_download,
+                        out=lambda s: None, runner=lambda a: pytest.fail("ran esptool"))
+    finally:
+        held.close()
+    assert str(e.value) == ("serial port %s is busy: close the program holding it (a REPL, `alabama logs`, a serial "
+                            "monitor, another mpremote) and run again" % serial_port)
+    assert not list(cache.iterdir())
+
+
+def test_the_detected_port_is_checked_too(cache):
+    """Without --port the one Espressif device found is opened before the download, as a given one is."""
+    found = [_port("/dev/null", vid=mpremote.ESPRESSIF_VID)]
+    with pytest.raises(mpremote.MpremoteError, match="^/dev/null is a character device that is no terminal"):
+        flash.flash(boards.load("xiao-esp32s3-sense-inmp441"), list_ports=lambda: found, opener=_no_download,
+                    out=lambda s: None, runner=lambda a: pytest.fail("ran esptool"))
+
+
 # Real esptool 5.x failure texts (esptool/loader.py), fed to the classifier.
 _BUSY = ("A fatal error occurred: Could not open /dev/ttyACM0, the port is busy or doesn't exist.\n"
          "([Errno 16] could not open port /dev/ttyACM0: [Errno 16] Device or resource busy: '/dev/ttyACM0')\n")
@@ -185,6 +222,7 @@ def test_esptool_failures_become_one_line(cache, monkeypatch, output, expect):
     img = _pin(monkeypatch, "ESP32_GENERIC_S3", body)
     _fake_image(cache / img.file, body)
     monkeypatch.setattr(flash.os.path, "exists", lambda p: True)
+    monkeypatch.setattr(flash, "check_free", lambda port: None)     # esptool's texts, not the port check
     calls = []
     with pytest.raises(flash.FlashError) as e:
         flash.flash(boards.load("devkitc1-inmp441"), port="/dev/ttyACM0", out=lambda s: None,
@@ -201,22 +239,22 @@ def test_real_esptool_reports_a_missing_port(tmp_path):
         "serial port %s does not exist" % (tmp_path / "ttyNONE"))
 
 
-def test_deploy_step_runs_when_the_module_exists(cache, monkeypatch):
+def test_deploy_step_runs_when_the_module_exists(cache, monkeypatch, serial_port):
     body = b"\xe9x"
     img = _pin(monkeypatch, "ESP32_GENERIC_S3", body)
     _fake_image(cache / img.file, body)
     seen = []
     monkeypatch.setattr(flash, "_deploy_module", lambda: types.SimpleNamespace(
         deploy=lambda b, p, wait=0, allow_mpy=False: seen.append((b.id, p, wait, allow_mpy)), mpy_set_fits=lambda b: True))
-    flash.flash(boards.load("devkitc1-inmp441"), port="/dev/null", runner=lambda a: (0, ""), out=lambda s: None)
-    assert seen == [("devkitc1-inmp441", "/dev/null", 15, False)]
+    flash.flash(boards.load("devkitc1-inmp441"), port=serial_port, runner=lambda a: (0, ""), out=lambda s: None)
+    assert seen == [("devkitc1-inmp441", serial_port, 15, False)]
     lines = []
     monkeypatch.setattr(flash, "_deploy_module", lambda: None)
-    flash.flash(boards.load("devkitc1-inmp441"), port="/dev/null", runner=lambda a: (0, ""), out=lines.append)
-    assert lines[-1].startswith("next: alabama deploy --board devkitc1-inmp441 --port /dev/null")
+    flash.flash(boards.load("devkitc1-inmp441"), port=serial_port, runner=lambda a: (0, ""), out=lines.append)
+    assert lines[-1].startswith("next: alabama deploy --board devkitc1-inmp441 --port " + serial_port)
 
 
-def test_official_image_is_refused_up_front_where_the_mpy_set_cannot_fit(cache, monkeypatch):
+def test_official_image_is_refused_up_front_where_the_mpy_set_cannot_fit(cache, monkeypatch, serial_port):
     """The no-PSRAM devkit's heap (130k) cannot hold the .mpy set: `alabama flash` with the official image and a
     deploy after it stops before esptool erases anything, with one line naming `make image` and FIRMWARE=;
     the frozen image (--firmware), --no-deploy or --allow-mpy go on."""
@@ -225,7 +263,7 @@ def test_official_image_is_refused_up_front_where_the_mpy_set_cannot_fit(cache, 
     _fake_image(cache / img.file, body)
     board = boards.load("devkitc1-inmp441")
     with pytest.raises(flash.FlashError) as e:
-        flash.flash(board, port="/dev/null", runner=lambda a: pytest.fail("ran esptool"), out=lambda s: None)
+        flash.flash(board, port=serial_port, runner=lambda a: pytest.fail("ran esptool"), out=lambda s: None)
     assert str(e.value) == (
         "board devkitc1-inmp441's heap (130k) cannot hold the firmware as .mpy files (~181 KB at rest, "
         "docs/memory.md): build and flash the image with it frozen in (`make image BOARD=devkitc1-inmp441`, then "
@@ -233,16 +271,16 @@ def test_official_image_is_refused_up_front_where_the_mpy_set_cannot_fit(cache, 
         "release's (`make flash BOARD=devkitc1-inmp441 RELEASE=TAG`), or pass --allow-mpy to deploy the .mpy files "
         "anyway")
     with pytest.raises(flash.FlashError, match="cannot hold the firmware as .mpy files"):
-        flash.flash(board, port="/dev/null", dry_run=True, out=lambda s: None)
+        flash.flash(board, port=serial_port, dry_run=True, out=lambda s: None)
     ran = []
     for kw in ({"deploy": False}, {"allow_mpy": True, "deploy": False}):
-        flash.flash(board, port="/dev/null", runner=lambda a: (ran.append(a[-1]) or (0, "")), out=lambda s: None, **kw)
+        flash.flash(board, port=serial_port, runner=lambda a: (ran.append(a[-1]) or (0, "")), out=lambda s: None, **kw)
     assert len(ran) == 4
     seen = []
     monkeypatch.setattr(flash, "_deploy_module", lambda: types.SimpleNamespace(
         deploy=lambda b, p, wait=0, allow_mpy=False: seen.append(allow_mpy), mpy_set_fits=deploy_fits))
     frozen = _fake_image(cache / "firmware.bin", b"\xe9frozen image")
-    flash.flash(board, port="/dev/null", firmware=str(frozen), runner=lambda a: (0, ""), out=lambda s: None)
+    flash.flash(board, port=serial_port, firmware=str(frozen), runner=lambda a: (0, ""), out=lambda s: None)
     assert seen == [False]                       # the deploy after it checks what the image froze
     # a PSRAM board's heap holds the .mpy set
     assert deploy_fits(boards.load("esp32-s3-box-3")) and deploy_fits(boards.load("sim"))

@@ -175,7 +175,7 @@ def test_cli_unwritable_png_is_one_line(tmp_path, capsys):
     rc = cli.main(["provision", "qr", "--record", record.encode(_rec()).hex(), "--no-terminal",
                    "--png", str(tmp_path / "nodir" / "q.png")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 1 and len(err) == 1 and err[0].startswith("alabama: error: cannot write ")
+    assert rc == 2 and len(err) == 1 and err[0].startswith("alabama: error: cannot write ")   # a usage mistake
 
 
 # --- the record options (shared by qr, sound and serial) -------------------------------------------------

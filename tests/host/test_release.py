@@ -4,6 +4,7 @@ cache directory; every failure one line. And the staging step of the release wor
 import hashlib
 import http.server
 import json
+import os
 import socket
 import threading
 
@@ -99,8 +100,13 @@ def github(monkeypatch):
 def _flash(tmp_path, board=BOARD, tag=TAG, **kw):
     calls, lines = [], []
     kw.setdefault("runner", lambda a: (calls.append(a) or (0, "")))
-    steps = flash.flash(boards.load(board), port="/dev/null", release=tag, release_cache=tmp_path / "rel",
-                        deploy=False, out=lines.append, **kw)
+    master, slave = os.openpty()             # the board's port, opened by flash's port check (/dev/null is no terminal)
+    try:
+        steps = flash.flash(boards.load(board), port=os.ttyname(slave), release=tag, release_cache=tmp_path / "rel",
+                            deploy=False, out=lines.append, **kw)
+    finally:
+        os.close(slave)
+        os.close(master)
     return steps, calls, lines
 
 
@@ -120,9 +126,10 @@ def test_release_image_is_downloaded_checked_cached_and_flashed_like_firmware(gi
     assert (cached.parent / (cached.name + ".sha256")).read_text().split()[0] == hashlib.sha256(_image()).hexdigest()
     assert sorted(p.name for p in cached.parent.iterdir()) == sorted([cached.name, cached.name + ".sha256"])
     # exactly the argv `alabama flash --firmware` writes
-    assert calls == steps == flash.esptool_steps("/dev/null", cached)
+    port = steps[0][steps[0].index("--port") + 1]
+    assert calls == steps == flash.esptool_steps(port, cached)
     assert steps[1][-4:] == ["write-flash", "-z", "0x0", str(cached)]
-    assert lines[-1] == "MicroPython 1.27.0 (%s) written to /dev/null" % cached.name
+    assert lines[-1] == "MicroPython 1.27.0 (%s) written to %s" % (cached.name, port)
     assert github.requests[0] == "/repos/o/r/releases/tags/" + TAG
     # the second time the checked cache is used: no request at all
     github.requests.clear()
@@ -237,7 +244,7 @@ def test_dry_run_downloads_nothing(github, tmp_path):
     assert steps[1][-1].endswith("alabama-%s-%s-firmware.bin" % (BOARD, TAG))
 
 
-def test_the_command_line(github, tmp_path, capsys, monkeypatch):
+def test_the_command_line(github, tmp_path, capsys, monkeypatch, serial_port):
     github.publish(TAG, [BOARD])
     assert cli.main(["flash", "--board", BOARD, "--release", "v0.2/../x", "--port", "/dev/null"]) == 2
     assert capsys.readouterr().err.startswith("alabama: error: --release 'v0.2/../x' is not a tag name: give one "
@@ -245,13 +252,13 @@ def test_the_command_line(github, tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main(["flash", "--board", BOARD, "--release", TAG, "--firmware", "x.bin"])
     assert "not allowed with argument" in capsys.readouterr().err
-    assert cli.main(["flash", "--board", BOARD, "--release", "v7.0.0", "--port", "/dev/null", "--no-deploy"]) == 1
+    assert cli.main(["flash", "--board", BOARD, "--release", "v7.0.0", "--port", serial_port, "--no-deploy"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("alabama: error: no release v7.0.0 at ") and err.count("\n") == 1
     seen = []
     monkeypatch.setattr(flash, "run_esptool", lambda a: (seen.append(a) or (0, "")))
     monkeypatch.setattr(release, "CACHE", tmp_path / "cache")
-    assert cli.main(["flash", "--board", BOARD, "--release", TAG, "--port", "/dev/null", "--no-deploy"]) == 0
+    assert cli.main(["flash", "--board", BOARD, "--release", TAG, "--port", serial_port, "--no-deploy"]) == 0
     assert seen[1][-1] == str(tmp_path / "cache" / TAG / BOARD / ("alabama-%s-%s-firmware.bin" % (BOARD, TAG)))
 
 

@@ -293,6 +293,32 @@ def test_every_command_from_the_wheel_answers_a_usage_mistake_in_one_line(instal
            or "Traceback" in err or "host/alabama" in err]       # `alabama board` alone too, as every group
     assert not bad, "\n".join(map(repr, bad))
     assert sorted(work.rglob("*")) == before                   # a usage mistake writes nothing where it ran
+def test_sweep8_the_first_hours_mistakes_from_the_wheel(installed):
+    """Sweep 8, as a maker meets them from an installed wheel in a directory of their own: each one line, usage
+    mistakes status 2, the world's 1, and nothing downloaded or written for a refused command."""
+    env_dir, work, env = installed
+    cache = pathlib.Path(env["XDG_CACHE_HOME"]) / "alabama" / "images"
+    had = cache.exists() and sorted(cache.iterdir())
+    r = _alabama(installed, "flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", "/dev/null")
+    assert r.returncode == 1 and not r.stdout and r.stderr.startswith(
+        "alabama: error: /dev/null is a character device that is no terminal, not a serial port"), r.stdout + r.stderr
+    assert (cache.exists() and sorted(cache.iterdir())) == had              # the port before any download
+    r = subprocess.run([str(env_dir / "bin" / "alabama"), "board", "sim", "--help"], cwd=str(work), text=True,
+                       env=dict(env, COLUMNS="1000"), capture_output=True, timeout=60)    # a path unwrapped
+    image = " ".join(r.stdout.split()).rsplit("--image [PATH]", 1)[1].split("--slot-size", 1)[0]
+    assert "repository" not in image and "the firmware/ installed with alabama (%s" % env_dir in image, image
+    for argv, status, says in [
+            (("board", "sim", "--dir", str(work / "s8vb")), 2, "holds no provisioning record: pass --core HOST:PORT"),
+            (("board", "sim", "--dir", str(work / "s8vb"), "--core", "127.0.0.1:9", "--heap", "lots"), 2, "not a size"),
+            (("board", "repl"), 2, "it is a command of its own, `alabama repl`"),
+            (("core", "token", "--data", str(work / "core"), "--host", "999.0.0.1"), 2, "is not an IPv4 address")]:
+        r = _alabama(installed, *argv)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == status and len(lines) == 1 and says in lines[0] and "Traceback" not in r.stderr, \
+            (argv, r.returncode, r.stderr)
+    assert not (work / "s8vb").exists()
+
+
 def _serve_until_listening(installed, *args):
     """``alabama core serve`` from the installed venv until it listens, then Ctrl-C: -> (exit status, output)."""
     env_dir, work, env = installed

@@ -551,8 +551,9 @@ def _nearest(name, known):
     return " (did you mean '%s'?)" % near[0] if len(near) == 1 else ""
 
 
-def load(name, directory=None):
-    """The board called `name` (its id, i.e. boards/<name>.json) or a path to a board file."""
+def load(name, directory=None, option=None):
+    """The board called `name` (its id, i.e. boards/<name>.json) or a path to a board file. ``option``: the flag it
+    was given with ("--board"), named in the refusal (a Makefile's BOARD= then, usage.as_typed)."""
     p = pathlib.Path(name)
     if (p.suffix == ".json" or len(p.parts) > 1) and p.is_file():     # a path: read as a board file, whatever it holds
         return load_path(p, name)
@@ -565,8 +566,8 @@ def load(name, directory=None):
                              % (name, known))
         if p.suffix == ".json" or len(p.parts) > 1:
             raise BoardError("no board file %s: check the path, or give a board id: %s" % (name, known))
-        raise BoardError("no board %r%s: pick one of %s (or pass a path to a board .json)"
-                         % (name, _nearest(name, ids), known))
+        raise BoardError("no board %r%s: %s one of %s (or a path to a board .json)"
+                         % (name, _nearest(name, ids), "give %s" % option if option else "pick", known))
     return load_path(path, name)
 
 

@@ -77,7 +77,7 @@ def register(sub):
 
 def cmd_flash(args):
     from . import flash
-    board = boards.load(args.board)
+    board = boards.load(args.board, option="--board")
     flash.flash(board, port=args.port, firmware=args.firmware, deploy=not args.no_deploy, dry_run=args.dry_run,
                 allow_mpy=args.allow_mpy, release=args.release, image_sha256=args.image_sha256, mirror=args.image_url)
     return 0

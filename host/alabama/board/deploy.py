@@ -278,8 +278,8 @@ def deploy(board, port=None, root=FIRMWARE, build_dir=None, reset=True, dry_run=
         _wait_for(port, wait)
     port = resolve_port(port, list_ports)
     tool = fwset.mpy_cross_version()
+    info = probe(port, runner)           # first: a port that is no board is its one line, without a header before it
     out("deploy %s to %s" % (board.id, port))
-    info = probe(port, runner)
     march = choose_march(board, info, port, tool)
     if choose_mode(board, info, port, root, allow_mpy, stale_image) == "frozen":
         digest = info.get("frozen_digest") or ""
@@ -371,7 +371,7 @@ def cmd_deploy(args):
     if not args.board:
         raise UsageError("deploy needs --board NAME (see `alabama board list`)")
     from . import boards
-    board = boards.load(args.board)
+    board = boards.load(args.board, option="--board")
     deploy(board, port=args.port, build_dir=args.build_dir, reset=not args.no_reset, dry_run=args.dry_run,
            allow_mpy=args.allow_mpy, stale_image=args.stale_image)
     return 0

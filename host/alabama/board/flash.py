@@ -21,7 +21,7 @@ import urllib.request
 
 from ..errors import AlabamaError, UsageError
 from . import imagelock, images
-from .mpremote import detect_port, not_a_port
+from .mpremote import check_free, detect_port, not_a_port
 
 ESP_IMAGE_MAGIC = 0xE9      # first byte of every ESP application/bootloader image
 BAUD = 460800               # the rate MicroPython's esp32 deploy instructions use
@@ -325,14 +325,21 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
                          "is checked against the release's own sha256")
     if image_sha256:
         image_sha256 = check_sha256(image_sha256)
+    if release:
+        from .release import check_tag
+        check_tag(release)               # a mistyped tag is a usage mistake: said before the port is opened
+    given = port is not None
     if port is None:
         port = detect_port(list_ports)
-    elif not dry_run and not str(port).upper().startswith("COM"):
-        if not os.path.exists(port):
+    if not dry_run and not str(port).upper().startswith("COM"):
+        if given and not os.path.exists(port):
             raise FlashError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
         why = not_a_port(port)           # a directory or a file: said before a download, as deploy says it
         if why:
             raise FlashError(why)
+        # opened once, exclusively, and closed: /dev/null (no terminal) and a port another program holds (a REPL,
+        # `alabama logs`) are said here, in one line, before an image is downloaded or esptool erases anything
+        check_free(port)
     mod = _deploy_module() if deploy else None
     if mod is not None and not firmware and not release and not allow_mpy and not mod.mpy_set_fits(board):
         raise FlashError(mod.refuse_mpy(board))          # before any download, before esptool erases anything

@@ -53,6 +53,10 @@ class ImageError(AlabamaError):
     """The image cannot be built; the message is one line saying what to do."""
 
 
+class ImageUsageError(ImageError, UsageError):
+    """No MicroPython source given (--micropy-dir / MICROPY_DIR): the command line's mistake, exit status 2."""
+
+
 # --- the digest module frozen beside the firmware (fwset.firmware_digest) ----------------------------
 
 def write_stamp(out_dir, root=FIRMWARE):
@@ -102,9 +106,10 @@ def source_version(src):
 
 def check_source(src, mp_board, variant):
     """One line (ImageError) unless `src` is a MicroPython v1.27.0 tree with this board (and variant)."""
-    if not src:
-        raise ImageError("no MicroPython source given: `%s DIR`, then `make image BOARD=... MICROPY_DIR=DIR` "
-                         "(from an installed alabama: `alabama image --board ... --micropy-dir DIR`)" % CLONE)
+    if not src:                          # a checkout has the Makefile; an installed alabama only itself
+        from .. import CHECKOUT
+        then = "`make image BOARD=... MICROPY_DIR=DIR`" if CHECKOUT else "`alabama image --board ... --micropy-dir DIR`"
+        raise ImageUsageError("no MicroPython source given: `%s DIR`, then %s" % (CLONE, then))
     src = pathlib.Path(src).expanduser()
     got = source_version(src)
     if got is None:
@@ -340,7 +345,7 @@ def register(sub):
 
 def cmd_image(args):
     from . import boards
-    build(boards.load(args.board), src=args.micropy_dir, out=args.out, dry_run=args.dry_run)
+    build(boards.load(args.board, option="--board"), src=args.micropy_dir, out=args.out, dry_run=args.dry_run)
     return 0
 
 

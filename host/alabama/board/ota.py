@@ -21,7 +21,7 @@ import time
 
 from .. import BUILD as _BUILD
 from ..errors import AlabamaError, UsageError, listen_error
-from .. import usage
+from .. import carried, usage
 from . import fwset
 from .fwset import ARCHS, FIRMWARE
 
@@ -402,7 +402,8 @@ def register(sub):
     p.add_argument("--device", required=True, metavar="ID", help="device fingerprint (or a unique prefix)")
     from ..core import datadir
     p.add_argument("--data", metavar="DIR", help=datadir.data_help("the running core's state directory"))
-    p.add_argument("--firmware", metavar="DIR", default=str(FIRMWARE), help="firmware tree (default: the repository's)")
+    p.add_argument("--firmware", metavar="DIR", default=str(FIRMWARE),
+                   help="firmware tree (default: %s)" % carried("firmware"))
     p.add_argument("--march", metavar="ARCH", help="mpy-cross -march (default: what the device reports)")
     p.add_argument("--host", metavar="ADDR", help="address the device fetches from (default: this machine's LAN address)")
     p.add_argument("--bind", metavar="ADDR", default="0.0.0.0", help="address the HTTP server listens on "

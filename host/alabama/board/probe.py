@@ -855,7 +855,7 @@ def cmd_probe(args):
     # what can be checked without the board, before it is opened and probed for a dozen seconds
     if args.board:
         from . import boards
-        boards.load(args.board)                     # a typo'd board id names the nearest
+        boards.load(args.board, option="--board")                     # a typo'd board id names the nearest
     if args.patch_out:
         from ..outfile import problem
         why = problem(args.patch_out)               # never a folder made where a typo pointed

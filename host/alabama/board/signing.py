@@ -12,7 +12,7 @@ import pathlib
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ..errors import AlabamaError, UsageError
+from ..errors import UsageError
 
 #: What a release key signs: CONTEXT + sha256(manifest). The firmware's satellite.release.CONTEXT is the owner;
 #: tests/host/test_release_sign.py compares the two.
@@ -21,8 +21,9 @@ CONTEXT = b"alabama ota v1\n"
 SIG_SUFFIX = ".sig"
 
 
-class SigningError(AlabamaError):
-    """A key file that cannot be used; the message says which file and what to do."""
+class SigningError(UsageError):
+    """A key file the user named that cannot be used (not a key, the wrong half, unreadable): the command line's
+    mistake, exit status 2; the message says which file and what to do."""
 
 
 def signed_message(manifest):

@@ -47,9 +47,9 @@ import termios
 import threading
 import time
 
-from .. import BUILD, CORE_PORT, REPO, local
+from .. import BUILD, CORE_PORT, REPO, carried, local
 from . import rawrepl
-from ..errors import AlabamaError, listen_error
+from ..errors import AlabamaError, UsageError, listen_error
 from .. import outfile, usage
 from ..provision import record as rc
 from ..provision.record import DATA_DIR
@@ -62,6 +62,11 @@ SIMCHIP = pathlib.Path(__file__).resolve().parent / "simchip"
 
 class SimError(AlabamaError):
     pass
+
+
+class SimUsageError(SimError, UsageError):
+    """A mistake in `board sim`'s options or in a file one names (a size that is none, a missing --core, a damaged
+    image): exit status 2, as argparse's own refusals; a failure of the world (a board that stops) stays SimError."""
 
 
 def default_firmware():
@@ -127,11 +132,11 @@ def heap_bytes(text, what="--heap"):
     """The bytes of a heap size written as micropython -X heapsize takes it (256k, 8m, 300000), or SimError."""
     m = re.fullmatch(r"(\d+)([kKmM]?)", str(text).strip())
     if not m:
-        raise SimError("%s %r is not a size: give bytes with an optional k or m, e.g. 256k or 8m" % (what, text))
+        raise SimUsageError("%s %r is not a size: give bytes with an optional k or m, e.g. 256k or 8m" % (what, text))
     n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
     if not MIN_HEAP <= n <= MAX_HEAP:
-        raise SimError("%s %s is outside %dk..%dm: give a heap the interpreter can start in, e.g. 256k or 8m"
-                       % (what, text, MIN_HEAP // 1024, MAX_HEAP // (1024 * 1024)))
+        raise SimUsageError("%s %s is outside %dk..%dm: give a heap the interpreter can start in, e.g. 256k or 8m"
+                            % (what, text, MIN_HEAP // 1024, MAX_HEAP // (1024 * 1024)))
     return n
 
 
@@ -761,8 +766,8 @@ def register(sub):
     p.add_argument("--image", nargs="?", const="", default=None, metavar="PATH",
                    help="run a sim app image from simulated OTA slots (DIR.chip/: ota_0, ota_1, otadata; the "
                         "supervisor is the ESP-IDF bootloader), so image OTA (alabama ota) works on it: PATH is its "
-                        "firmware.bin or the directory holding it; no PATH: built from the repository's firmware "
-                        "(docs/virtual-board.md)")
+                        "firmware.bin or the directory holding it; no PATH: one built from %s "
+                        "(docs/virtual-board.md)" % carried("firmware"))
     p.add_argument("--slot-size", metavar="SIZE", help="with --image: the size of each simulated app slot, e.g. 1m "
                    "or 0x100000 (default: the real table's 0x270000)")
     p.add_argument("--web", nargs="?", type=usage.tcp_port(zero_ok=True), const=0, default=None, metavar="PORT",
@@ -791,7 +796,8 @@ def parse_size(text):
     m = re.fullmatch(r"\s*(0x[0-9a-fA-F]+|\d+)([kKmM]?)\s*", str(text))
     n = int(m.group(1), 0) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()] if m else 0
     if n <= 0 or n % 4096:
-        raise SimError("--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors" % text)
+        raise SimUsageError("--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors"
+                            % text)
     return n
 
 
@@ -800,7 +806,7 @@ def sim_image_args(args):
     from .simchip import esp32 as chip
     if args.image is None:
         if args.slot_size:
-            raise SimError("--slot-size goes with --image (a board whose firmware is an app image in OTA slots)")
+            raise SimUsageError("--slot-size goes with --image (a board whose firmware is an app image in OTA slots)")
         return None, None
     slot = parse_size(args.slot_size) if args.slot_size else None
     if args.image == "":
@@ -813,22 +819,22 @@ def sim_image_args(args):
         if path.is_dir():
             path = path / "firmware.bin"
         if not path.is_file():
-            raise SimError("--image %s: no such file: give a sim app image's firmware.bin (or its directory), or "
-                           "--image alone to build one from the repository's firmware" % path)
+            raise SimUsageError("--image %s: no such file: give a sim app image's firmware.bin (or its directory), or "
+                                "--image alone to build one from %s" % (path, carried("firmware")))
     with open(path, "rb") as f:
         head = f.read(len(chip.MAGIC))
     if head != chip.MAGIC:
-        raise SimError("%s is not a sim app image (it does not start with %r): the virtual board runs the images "
-                       "alabama.board.appimage.sim_image builds (--image alone builds one), not a chip's firmware.bin"
-                       % (path, chip.MAGIC.decode()))
+        raise SimUsageError("%s is not a sim app image (it does not start with %r): the virtual board runs the "
+                            "images alabama.board.appimage.sim_image builds (--image alone builds one), not a chip's "
+                            "firmware.bin" % (path, chip.MAGIC.decode()))
     flash = pathlib.Path(args.dir).resolve()
     have = flash.parent / (flash.name + ".chip") / "ota_0.bin"
     if slot and have.is_file() and have.stat().st_size != slot:
-        raise SimError("%s holds slots of %d bytes, not --slot-size %s: leave --slot-size out, or remove %s to "
-                       "start with blank slots" % (have.parent, have.stat().st_size, args.slot_size, have.parent))
+        raise SimUsageError("%s holds slots of %d bytes, not --slot-size %s: leave --slot-size out, or remove %s to "
+                            "start with blank slots" % (have.parent, have.stat().st_size, args.slot_size, have.parent))
     size = path.stat().st_size
     if size > (slot or chip.TABLE["ota_0"][3]):
-        raise SimError("%s is %d bytes, larger than a %d-byte slot: give a larger --slot-size" % (
+        raise SimUsageError("%s is %d bytes, larger than a %d-byte slot: give a larger --slot-size" % (
             path, size, slot or chip.TABLE["ota_0"][3]))
     return path, slot
 
@@ -836,35 +842,41 @@ def sim_image_args(args):
 def cmd_sim(args):
     if args.heap:
         heap_bytes(args.heap)                 # before anything is written or run
+    if args.micropython:                      # the path given: one that does not run is the command line's mistake
+        try:
+            interpreter(args.micropython)
+        except SimError as e:
+            raise SimUsageError(str(e)) from None
     if args.ctl_port:
         _check_ctl_port(args.ctl_port)
     if args.web:
         _check_ctl_port(args.web, "--web", "PORT")
     flash = pathlib.Path(args.dir)
     if flash.exists() and not flash.is_dir():
-        raise SimError("--dir %s is a file: give the board's flash directory (created if missing)" % args.dir)
+        raise SimUsageError("--dir %s is a file: give the board's flash directory (created if missing)" % args.dir)
     if args.speaker:                      # the firmware opens it at the first reply: a bad path is said now
         why = outfile.problem(pathlib.Path(args.speaker).resolve())
         if why:
-            raise SimError("--speaker %s: %s: give a WAV file path in a directory you can write" % (args.speaker, why))
+            raise SimUsageError("--speaker %s: %s: give a WAV file path in a directory you can write"
+                                % (args.speaker, why))
     if args.core:
         host, _, port = args.core.rpartition(":")
         if host and port.isdigit() and not 0 < int(port) < 65536:
-            raise SimError("--core %s: %s is not a TCP port: give 1..65535, e.g. 127.0.0.1:%d"
-                           % (args.core, port, CORE_PORT))
+            raise SimUsageError("--core %s: %s is not a TCP port: give 1..65535, e.g. 127.0.0.1:%d"
+                                % (args.core, port, CORE_PORT))
         if not host or not port.isdigit():
-            raise SimError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
+            raise SimUsageError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
         try:
             key = bytes.fromhex(args.core_key) if args.core_key else None
         except ValueError:
             key = b""
         if key is not None and len(key) != 32:
-            raise SimError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), not %r"
-                           % args.core_key)
+            raise SimUsageError("--core-key is 64 hex digits (the core's 32-byte static key: `alabama core key`), "
+                                "not %r" % args.core_key)
     elif args.core_key or args.token:
-        raise SimError("--core-key and --token provision a core: give its address too, --core HOST:PORT")
+        raise SimUsageError("--core-key and --token provision a core: give its address too, --core HOST:PORT")
     elif not (pathlib.Path(args.dir) / DATA_DIR / rc.RECORD).exists():
-        raise SimError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
+        raise SimUsageError("%s holds no provisioning record: pass --core HOST:PORT" % args.dir)
     image, slot_size = sim_image_args(args)          # before anything is written into DIR
     mic = mic_dir = None
     if args.mic:                          # any rate/channels, as the web page takes it; a missing file said now
@@ -873,14 +885,15 @@ def cmd_sim(args):
         mic_dir = tempfile.mkdtemp(prefix="alabama-sim-mic-")
         try:
             mic, _ = simctl.mic_file(args.mic, pathlib.Path(mic_dir) / "mic.wav")
-        except simctl.SimCtlError:
+        except simctl.SimCtlError as e:   # a WAV that is missing or no WAV: the command line's mistake
             shutil.rmtree(mic_dir, ignore_errors=True)
-            raise
+            raise SimUsageError(str(e)) from None
     if args.core:                         # every option checked: now the record is written
         try:
             flash.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise SimError("cannot make the flash directory %s (%s): give another --dir" % (args.dir, e.strerror or e))
+            raise SimUsageError("cannot make the flash directory %s (%s): give another --dir"
+                                % (args.dir, e.strerror or e))
         provision(args.dir, host, int(port), key, args.token or "", int(time.time()) + 600 if args.token else 0)
     vb = VirtualBoard(args.dir, board=args.board, mic=mic, speaker=args.speaker, ctl_port=args.ctl_port,
                       duplex=args.duplex, echo=lambda line: print(line, flush=True), heap=args.heap,

@@ -10,7 +10,7 @@ import pathlib
 import socket
 import tempfile
 
-from ..errors import AlabamaError
+from ..errors import AlabamaError, UsageError
 from .. import usage
 
 HOST = "127.0.0.1"
@@ -24,6 +24,11 @@ ENV_PORT = "ALABAMA_SIM_CTL_PORT"
 
 class SimCtlError(AlabamaError):
     pass
+
+
+class SimCtlUsageError(SimCtlError, UsageError):
+    """Which board (no --ctl-port) or a WAV that is missing or no WAV: the command line's mistake, exit status 2;
+    no board answering on the port stays SimCtlError (1)."""
 
 
 def send(port, line, timeout=TIMEOUT_S):
@@ -73,17 +78,17 @@ def mic_file(src, dest):
     from .. import audio
     path = pathlib.Path(src)
     if not path.is_file():
-        raise SimCtlError("no WAV file at %s: record one (any rate, mono or stereo), e.g. "
-                          "`arecord -f S16_LE -r 16000 -c 1 -d 5 in.wav` or `espeak-ng -w in.wav \"what time is it\"`"
-                          % src)
+        raise SimCtlUsageError("no WAV file at %s: record one (any rate, mono or stereo), e.g. "
+                               "`arecord -f S16_LE -r 16000 -c 1 -d 5 in.wav` or `espeak-ng -w in.wav \"what time is "
+                               "it\"`" % src)
     dest = pathlib.Path(dest)
     tmp = dest.with_suffix(".part")
     try:
         seconds = audio.to_mic_wav(path, tmp)
     except audio.WavError as e:
-        raise SimCtlError("%s: %s (any 8- or 16-bit PCM WAV, mono or stereo, 4-192 kHz)" % (src, e)) from None
+        raise SimCtlUsageError("%s: %s (any 8- or 16-bit PCM WAV, mono or stereo, 4-192 kHz)" % (src, e)) from None
     except OSError as e:
-        raise SimCtlError("cannot read %s: %s" % (src, e.strerror or e)) from None
+        raise SimCtlUsageError("cannot read %s: %s" % (src, e.strerror or e)) from None
     os.replace(tmp, dest)
     return str(dest), seconds
 
@@ -109,11 +114,11 @@ def cmd_ctl(args):
     if port is None:
         env = os.environ.get(ENV_PORT, "")
         if not env.isdigit():
-            raise SimCtlError("which virtual board? pass --ctl-port N (`alabama board sim` prints \"control on "
-                              "127.0.0.1:N\") or set %s" % ENV_PORT)
+            raise SimCtlUsageError("which virtual board? pass --ctl-port N (`alabama board sim` prints \"control on "
+                                   "127.0.0.1:N\") or set %s" % ENV_PORT)
         port = int(env)
     if not 0 < port < 65536:
-        raise SimCtlError("--ctl-port %d is not a TCP port (1-65535)" % port)
+        raise SimCtlUsageError("--ctl-port %d is not a TCP port (1-65535)" % port)
     if args.ctl_command == "mic":
         if args.wav == "silence":
             send(port, "mic silence")

@@ -170,8 +170,8 @@ def _run_core(args):
     gate = next((r for r in result if r.rid == "R5.1.1-a"), None)
     if gate is not None and gate.verdict == rows.FAIL and NOTHING_LISTENS in gate.detail \
             and not (args.json or args.junit):      # a typo'd port: nothing to judge, not 40 rows saying so
-        raise UsageError("nothing listens on %s: start the core there (`alabama core serve --listen %s`), or give "
-                         "the address its `listening on` line says" % (target, target))
+        raise ConformanceError("nothing listens on %s: start the core there (`alabama core serve --listen %s`), or "
+                               "give the address its `listening on` line says" % (target, target))   # server down: 1
     if gate is not None and gate.verdict == rows.FAIL and not rows.counts(result)[rows.PASS] \
             and not (args.json or args.junit):      # another program there (a web server): no session, no row judged
         raise ConformanceError("no session with %s, so no row could be judged (%s): is it an Alabama core? Give the "

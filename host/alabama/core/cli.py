@@ -220,6 +220,45 @@ def _stt_at_start(brain, stt):
     return stt
 
 
+#: The start-up probe of a wyoming:// engine: connect, then Describe, each bounded (seconds).
+PROBE_CONNECT_S, PROBE_ANSWER_S = 2.0, 3.0
+
+
+def _remote_at_start(brain, option, flag):
+    """With the speech brain, a ``wyoming://`` engine (OPTION is --stt or --tts) asked once at start (connect +
+    Describe, short timeouts): one that cannot be reached is said in one line, and the core serves anyway and tries
+    the server again at every turn (one started after the core is used from its first answer; until then each turn
+    ends with an Error to the board), as Home Assistant retries a Wyoming server that is down. -> True if it
+    answered, False if not, None where no Wyoming engine is used."""
+    from ..speech import engines
+    if brain != "speech" and flag != engines.EMBEDDED:     # given, and nothing would use it: said, not ignored
+        logging.getLogger("alabama.core").warning("%s %s is not used: only the speech brain hears and speaks through "
+                                                  "--stt/--tts, and the %s brain answers (add --brain speech)",
+                                                  option, flag, brain)
+        return None
+    if brain != "speech" or flag == engines.EMBEDDED or engines.is_whisper(flag):
+        return None
+    from ..speech import wyoming_io
+    kind = wyoming_io.WyomingSTT if option == "--stt" else wyoming_io.WyomingTTS
+    client = kind(flag, connect_timeout=PROBE_CONNECT_S, read_timeout=PROBE_ANSWER_S)
+    log = logging.getLogger("alabama.core")
+    try:
+        info = client.describe()
+    except engines.EngineError as e:
+        why = str(e)
+        why = why[:-len(client.hint) - 2] if why.endswith(": " + client.hint) else why
+        log.warning("%s: the core serves anyway and asks it again at every turn (each turn ends with an error until "
+                    "it answers): start it, or use %s embedded", why, option)
+        return False
+    offers, what = (info.asr, "speech-to-text") if option == "--stt" else (info.tts, "text-to-speech")
+    if not offers:                       # e.g. --stt pointed at a piper (TTS) server: every turn would fail on it
+        log.warning("%s %s answers but offers no %s (its Describe lists none): give %s the port of a Wyoming %s "
+                    "server, or %s embedded", option, flag, what, option, what, option)
+        return False
+    log.info("%s %s answers", option, flag)
+    return True
+
+
 def _speech_kw(args):
     word, phrase = _wake_choice(args)
     return {"stt": args.stt, "tts": args.tts, "wake_phrase": phrase, "wake_threshold": args.wake_threshold,
@@ -244,6 +283,8 @@ def cmd_serve(args):
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
     args.wake_word, args.wake_phrase = _wake_at_start(*_wake_choice(args))
     args.stt = _stt_at_start(args.brain, args.stt)
+    _remote_at_start(args.brain, "--stt", args.stt)
+    _remote_at_start(args.brain, "--tts", args.tts)
     if args.workers > 1:
         from . import workers
 

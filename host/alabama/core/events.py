@@ -5,6 +5,15 @@ the pipeline and the tests read. Kept apart from session.py so that readers of e
 """
 
 
+def shown(value):
+    """VALUE as one line of a log: a protobuf message in text format on one line (its own repr is text_format's
+    multi-line form: a wall at INFO), anything else as repr."""
+    from google.protobuf import message, text_format
+    if isinstance(value, message.Message):
+        return "%s{%s}" % (type(value).__name__, text_format.MessageToString(value, as_one_line=True))
+    return repr(value)
+
+
 class Event:
     """Something the pipeline/registry should know about. Attributes depend on the class."""
 
@@ -12,8 +21,8 @@ class Event:
         self.__dict__.update(kw)
 
     def __repr__(self):
-        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in sorted(self.__dict__.items())
-                                                         if kv[0] != "data"))
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%s" % (k, shown(v)) for k, v in
+                                                         sorted(self.__dict__.items()) if k != "data"))
 
 
 class HelloAccepted(Event): pass          # surface, admission

@@ -658,7 +658,10 @@ class VoicePipeline:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 — a failing brain ends the exchange with an Error, loudly
-            log.exception("turn %d failed", cid)
+            if isinstance(e, AlabamaError):      # a speech server down, espeak-ng missing: its one line says it all
+                log.warning("turn %d failed: %s", cid, e)
+            else:                                # a bug: its traceback
+                log.exception("turn %d failed", cid)
             if self.s.phase == cs.PHASE_OPEN and self.s.pending_terminal(cid):
                 self.s.fail(cid, ops.INTERNAL_ERROR, "the core failed: %s" % e)
                 self.s.pipeline_state(PS.ERROR, ops.INTERNAL_ERROR)

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from alabama import REPO, usage
+from alabama import REPO, carried, usage
 
 from . import report as report_mod
 from .report import board_label
@@ -48,7 +48,7 @@ def pytest_addoption(parser):
                      "real board, or once per real board in --board order")
     g.addoption("--report", default=None, metavar="DIR", help="write the run report (HTML, JUnit, history) here")
     g.addoption("--hil-firmware", default=None, metavar="DIR",
-                help="firmware tree the virtual board runs (default: the repository's firmware/)")
+                help="firmware tree the virtual board runs (default: %s)" % carried("firmware"))
     g.addoption("--hil-bind", default=None, metavar="ADDR",
                 help="address the core listens on for a real board (a LAN address; default 127.0.0.1)")
     g.addoption("--hil-port", default=0, type=usage.tcp_port(zero_ok=True), metavar="N", help="TCP port the board connects to (0: any)")

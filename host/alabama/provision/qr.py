@@ -8,7 +8,7 @@ an image.
 import io
 import os
 
-from ..errors import AlabamaError
+from ..errors import AlabamaError, UsageError
 
 ERROR_LEVEL = "m"        # 15 % of the symbol may be damaged (a phone photographing a screen); segno
                          # raises it to Q/H when that costs no larger symbol (boost_error)
@@ -20,6 +20,10 @@ class QrError(AlabamaError):
     def __init__(self, code, msg):
         super().__init__(msg)
         self.code = code
+
+
+class QrUsageError(QrError, UsageError):
+    """A --png path that cannot be written: the command line's mistake (exit status 2, as --wav's)."""
 
 
 #: The caption's last line: who reads the code (docs/provisioning.md, "Which satellite reads which carrier").
@@ -81,7 +85,7 @@ def check_writable(path):
     from ..outfile import problem
     why = problem(path)
     if why:
-        raise QrError("WRITE", "cannot write %s: %s: give --png a file in a folder you can write" % (
+        raise QrUsageError("WRITE", "cannot write %s: %s: give --png a file in a folder you can write" % (
             os.fspath(path), why))
 
 

@@ -111,6 +111,9 @@ def host_problem(host):
     except ValueError:
         pass
     labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    if labels[-1].isdigit():              # no host name ends in a number (RFC 3696 2): an IPv4 address mistyped
+        return ("--host %r is not an IPv4 address: it is four numbers 0..255 separated by dots, e.g. 192.168.1.20"
+                % host)
     if host and len(host) <= 253 and all(_LABEL.match(lb) for lb in labels):
         return None
     return ("--host %r is neither an IP address nor a host name (letters, digits, '-' and '.'): give the core's "

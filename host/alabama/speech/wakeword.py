@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 from . import BYTES_PER_SECOND, FRAME_BYTES
-from ..errors import AlabamaError
+from ..errors import AlabamaError, UsageError
 
 MICRO = "micro"          # microWakeWord (pymicro-wakeword)
 OPEN = "open"            # openWakeWord (pyopen-wakeword)
@@ -48,6 +48,11 @@ class WakeError(AlabamaError):
     """The wake word cannot be used (an unknown name, a missing or damaged model file): one line."""
 
 
+class WakeNameError(WakeError, UsageError):
+    """--wake-word names no model (a typo, an empty value, the wrong kind of file): the command line's mistake, exit
+    status 2."""
+
+
 class WakeUnavailable(WakeError):
     """The engine's package is not installed: one line saying how to install it."""
 
@@ -61,19 +66,22 @@ def parse_word(word):
         if w.lower().startswith(e + ":"):
             engine, w = e, w[len(e) + 1:].strip()
     if not w:
-        raise WakeError("--wake-word is empty: give %s" % WORD_HELP)
+        raise WakeNameError("--wake-word is empty: give %s" % WORD_HELP)
     if w.lower().endswith(".json"):
         if engine == OPEN:
-            raise WakeError("an openWakeWord model is a .tflite file, not %s" % w)
+            raise WakeNameError("an openWakeWord model is a .tflite file, not %s" % w)
         return MICRO, w
     if w.lower().endswith(".tflite"):
         if engine == MICRO:
-            raise WakeError("a microWakeWord model is given by its .json file (beside its .tflite), not %s" % w)
+            raise WakeNameError("a microWakeWord model is given by its .json file (beside its .tflite), not %s" % w)
         return OPEN, w
     name = w.lower()
     engine = engine or MICRO
     if name not in (MICRO_MODELS if engine == MICRO else OPEN_MODELS):
-        raise WakeError("unknown wake word %r: %s" % (word, WORD_HELP))
+        import difflib
+        near = difflib.get_close_matches(name, MICRO_MODELS if engine == MICRO else OPEN_MODELS, n=1)
+        raise WakeNameError("unknown wake word %r%s: %s" % (word, " (did you mean '%s'?)" % near[0] if near else "",
+                                                            WORD_HELP))
     return engine, name
 
 

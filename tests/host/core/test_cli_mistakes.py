@@ -1,6 +1,7 @@
 """`alabama core ...` given the mistakes a person makes (issue 36): each is ONE line on stderr saying what to do,
 a non-zero exit status, no traceback; and the core's state lives in the user data dir, never the cwd."""
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -127,6 +128,7 @@ def test_core_serve_on_a_port_in_use_is_one_line(cli, tmp_path, workers):
     finally:
         s.close()
     one_line(r, "127.0.0.1:%d" % port, "in use", "--listen")
+    assert r.returncode == 1              # sweep 8: the world's state (another program listens), not a usage mistake
 
 
 def test_core_serve_on_an_address_not_on_this_machine_is_one_line(cli, tmp_path):
@@ -247,3 +249,99 @@ def test_core_serve_wake_phrase_with_a_word_pocketsphinx_lacks_is_one_line(cli, 
     pytest.importorskip("pocketsphinx", reason="pip install pocketsphinx")
     one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--workers", workers,
                  "--wake-phrase", "hey zzqxw"), "zzqxw", "dictionary", "--wake-word")
+
+
+# ------------------------------------------------------------------------------ sweep 8: a speech server that is down
+@contextlib.contextmanager
+def _core_serving(tmp_path, *args):
+    """`alabama core serve ARGS` on a free port until the block ends (then SIGTERM): yields a dict with its key and
+    port; after the block it holds the exit status (rc) and stderr (err)."""
+    proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"),
+                                       "--ping-interval", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env(tmp_path / "xdg"))
+    got = {}
+    try:
+        got["key"] = re.search(r"key ([0-9a-f]{64})$", proc.stdout.readline().strip()).group(1)
+        got["port"] = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", proc.stdout.readline()).group(1))
+        yield got
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        got["rc"] = proc.wait(20)
+        got["err"] = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("option", ["--stt", "--tts"])
+def test_core_serve_says_at_start_that_a_wyoming_server_cannot_be_reached_then_each_turn_in_one_line(
+        tmp_path, run, option):
+    """`core serve --brain speech --stt wyoming://...` with nothing listening started without a word, and each turn
+    then logged a traceback. Now: one line at start naming the server, what the core does (serves, asks it again at
+    every turn) and what to do; a turn that cannot reach it is one line too, and the board gets an Error."""
+    pytest.importorskip("wyoming", reason="pip install wyoming")
+    from alabama.board.sim import free_port
+    from alabama.core.testsat import capture_open, mic_cap, speaker_cap, tone
+    from alabama.v1 import operations_pb2 as ops
+    uri = "wyoming://127.0.0.1:%d" % free_port()            # nothing listens there
+    with _core_serving(tmp_path, "--brain", "speech", option, uri) as core:
+        async def body():
+            sat = TestSatellite("127.0.0.1", core["port"], server_key=bytes.fromhex(core["key"]))
+            await sat.connect()
+            await sat.hello(caps=[mic_cap(), speaker_cap()])
+            cid = sat.mint()
+            await sat.send(capture_open(cid, trigger=ops.BUTTON))
+            await sat.stream_audio(cid, tone(400))
+            await sat.send(env(cid, "stream_end", reason=ops.PTT_RELEASE))
+            await sat.expect("error", cid, timeout=60)
+            await sat.close()
+        run(body())
+    err = core["err"]
+    assert core["rc"] == 0, err
+    kind = "STT" if option == "--stt" else "TTS"
+    said = [ln for ln in err.splitlines() if uri in ln]
+    assert len(said) == 2, err                                # at start, and at the turn
+    assert said[0].endswith("WARNING Wyoming %s server %s refused the connection (Connect call failed ('127.0.0.1', "
+                            "%s)): the core serves anyway and asks it again at every turn (each turn ends with an "
+                            "error until it answers): start it, or use %s embedded"
+                            % (kind, uri, uri.rsplit(":", 1)[1], option)), said[0]
+    assert re.search(r"WARNING turn \d+ failed: Wyoming %s server %s refused the connection" % (kind, uri), said[1]), \
+        said[1]
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("brain", [(), ("--brain", "espeak")])
+def test_core_serve_says_a_stt_or_tts_no_brain_uses_is_not_used(tmp_path, brain):
+    """Sweep 8: `core serve --stt wyoming://...` without --brain speech (the default brain is echo) took the flag
+    and never used it, without a word."""
+    with _core_serving(tmp_path, "--stt", "wyoming://127.0.0.1:9", *brain) as core:
+        pass
+    said = [ln for ln in core["err"].splitlines() if "wyoming://127.0.0.1:9" in ln]
+    assert core["rc"] == 0 and len(said) == 1, core["err"]
+    assert said[0].endswith("WARNING --stt wyoming://127.0.0.1:9 is not used: only the speech brain hears and speaks "
+                            "through --stt/--tts, and the %s brain answers (add --brain speech)"
+                            % (brain[1] if brain else "echo")), said[0]
+
+
+def test_core_serve_says_a_wyoming_server_that_offers_no_speech_to_text_is_the_wrong_one(tmp_path):
+    """Sweep 8: --stt pointed at a Wyoming TTS-only server (piper's port for whisper's) answered Describe and every
+    turn then failed; the start-up probe reads what the server offers and says so in one line."""
+    pytest.importorskip("wyoming", reason="pip install wyoming")
+    from alabama.board.sim import free_port
+    port = free_port()
+    uri = "wyoming://127.0.0.1:%d" % port
+    server = subprocess.Popen([sys.executable, "-m", "alabama.speech.wyoming_server", "--uri",
+                               "tcp://127.0.0.1:%d" % port, "--tts"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=_env(tmp_path / "xdg"))
+    try:
+        assert "listening" in server.stdout.readline(), server.stderr.read()
+        with _core_serving(tmp_path, "--brain", "speech", "--stt", uri) as core:
+            pass
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(20)
+        server.stdout.close()
+        server.stderr.close()
+    said = [ln for ln in core["err"].splitlines() if uri in ln]
+    assert core["rc"] == 0 and len(said) == 1, core["err"]
+    assert said[0].endswith("WARNING --stt %s answers but offers no speech-to-text (its Describe lists none): give "
+                            "--stt the port of a Wyoming speech-to-text server, or --stt embedded" % uri), said[0]

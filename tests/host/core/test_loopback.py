@@ -436,3 +436,27 @@ def test_r8_2_a_speaker_with_zero_rate_gets_no_render_and_the_log_says_why(tmp_p
         run(body())
     said = [r.getMessage() for r in caplog.records if "not spoken" in r.getMessage()]
     assert len(said) == 1 and "SPEAKER has sample_rate 0" in said[0], said
+
+
+def test_the_core_logs_each_event_a_board_reports_on_one_line(tmp_path, run, caplog):
+    """Sweep 8: an Event's message was logged at INFO in text_format's default form, one line per field (a wall
+    for a device.health); each report is one log line, its message in text format on that line."""
+    import logging
+    from alabama.core.testsat import event_desc, setting_int
+    caplog.set_level(logging.INFO, logger="alabama.core")
+
+    async def body():
+        async with make_server(tmp_path) as srv:
+            sat = await connect(srv)
+            await sat.hello(events=[event_desc("knob.turn", '{"type": "object"}')],
+                            settings=[setting_int("volume", 0, 100, 50)])
+            await sat.send(env(0, "event", id="knob.turn", metadata='{"steps": 2, "dir": "up"}'))
+            await sat.send(env(0, "setting_state", key="volume", value={"int_value": 80}))
+            await asyncio.sleep(0.5)
+            await sat.close()
+    run(body())
+    said = [r.getMessage() for r in caplog.records if "knob.turn" in r.getMessage() or "volume" in r.getMessage()]
+    assert len(said) >= 2, caplog.text
+    for line in said:
+        assert "\n" not in line, line
+    assert any('msg=Event{id: "knob.turn" metadata: "{\\"steps\\": 2, \\"dir\\": \\"up\\"}"}' in ln for ln in said), said
