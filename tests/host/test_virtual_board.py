@@ -48,7 +48,9 @@ def test_r7_2_a_r10_4_1_b_voice_exchange_ptt(core, tmp_path):
         assert any("with Noise XX" in ln for ln in vb.lines())        # R7.2-a: no key known -> XX
         rid, frames, cid = _exchange(vb, mic, 0.8)
         assert rid % 2 == 0 and cid % 2 == 1
-        assert frames > 8000                                          # ~0.8 s echoed back at 16 kHz
+        # ~0.8 s echoed back at 16 kHz; at least 0.4 s of it: a loaded machine's sim can fall 200 ms behind its
+        # real-time mic and resynchronise, dropping those frames (hal/sim.py _mic_next)
+        assert frames >= 6400
         assert wav_frames(tmp_path / "speaker.wav") == frames          # the speaker played what it reported
         lines = vb.lines()
         i_end = next(i for i, ln in enumerate(lines) if "tx stream_end id %d" % cid in ln)

@@ -54,13 +54,13 @@ def test_demo_ambient_wakes_on_the_default_wake_word_without_a_button(tmp_path):
 
 def test_demo_wake_phrase_is_a_custom_phrase_for_the_ambient_demo_only(tmp_path):
     """`--wake-phrase TEXT` picks the keyphrase spotter for the hands-free demo; without --ambient, or empty, it
-    is one line and exit 1 (nothing starts)."""
+    is one line and exit 2, a usage mistake (nothing starts)."""
     exe = os.path.join(os.path.dirname(sys.executable), "alabama")
     for args, says in ((["--wake-phrase", "hey alabama"], "add --ambient"),
                        (["--ambient", "--wake-phrase", " "], "--wake-phrase is empty")):
         p = subprocess.run([exe, "demo", "--dir", str(tmp_path / "w")] + args, capture_output=True, text=True,
                            timeout=60)
-        assert p.returncode == 1 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert "Traceback" not in p.stderr and not (tmp_path / "w").exists()
 
 
