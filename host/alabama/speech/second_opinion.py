@@ -4,9 +4,9 @@ Responsible for two questions over one utterance (16 kHz s16le mono), answered b
 decode (``recognizer.Recognizer`` without its free-form fallback: WebRTC noise suppression when noisy, the input
 floor, batch CMN from the utterance, the wide-beam JSGF search, its grammar confidence): which command of the
 board's grammar was said, with pocketsphinx's confidence (``command``), and which of a few timer numbers
-(``timer_number``: a grammar of only "set a timer for <those numbers> minutes", so the answer is always one of
-them). Not responsible for deciding when to ask or what to do with the answer (speech/whisper.py: it only ever
-chooses among what whisper itself finds plausible), nor for free-form text. The pocketsphinx acoustic model hears
+(``timer_scores``: the path score of each one's own grammar "set a timer for N minutes"). Not responsible for
+deciding when to ask or what to do with the answer (speech/whisper.py: it only ever chooses among what whisper
+itself finds plausible), nor for free-form text. The pocketsphinx acoustic model hears
 differently from whisper's: on the tuning split it names "sixty" where whisper's near numbers are six and sixty,
 and "what is the time" where whisper wrote "What in the time?" (docs/speech.md).
 """
@@ -34,7 +34,7 @@ def agrees(ps_confidence, forced_logprob, free_logprob):
 
 class SecondOpinion:
     """Decoders built on first use: the recogniser's (a grammar decoder and a phone loop) for ``command``, a grammar
-    decoder of its own for ``timer_number`` (a search per set of numbers asked). One utterance at a time."""
+    decoder of its own for ``timer_scores`` (a search per number asked). One utterance at a time."""
 
     def __init__(self, tool_names=()):
         self.tool_names = tuple(tool_names)
@@ -67,22 +67,30 @@ class SecondOpinion:
             return intents.timer_sentence(spoken(got.slots["minutes"])), t.confidence
         return intents.normalise(t.text), t.confidence
 
-    def timer_number(self, pcm, numbers):
-        """The one of ``numbers`` (spoken, e.g. ("four", "forty")) pocketsphinx finds likeliest in "set a timer for
-        N minutes" over this audio, or None when no path of that grammar reaches its end."""
-        from .recognizer import _decode, floor
+    def timer_scores(self, pcm, numbers):
+        """{number: pocketsphinx's path score of "set a timer for N (minute | minutes)" over this audio, per frame
+        (its log units), or None when no path of that one-number grammar reaches its end} for each of ``numbers``
+        (spoken, e.g. ("four", "forty")). One search per number, not one search over all of them: the joint
+        grammar's pruning loses numbers its own per-number paths score higher (seed 48: "six" decoded "three" while
+        "six"'s own path scored 1.7 per frame more; docs/speech.md)."""
+        from .recognizer import _decode, _score, floor
         from .frontend import clean
         if self._timer is None:
             self._timer = self._models().grammar_decoder()
-        name = "timer_" + "_".join(sorted(numbers))
-        if name not in self._searches:
-            rule = "%s (%s) (minute | minutes)" % (intents.TIMER_LEAD, " | ".join(sorted(numbers)))
-            self._timer.add_jsgf_string(name, "#JSGF V1.0;\ngrammar timer;\npublic <timer> = %s;\n" % rule)
-            self._searches.add(name)
-        self._timer.activate_search(name)
-        words = _decode(self._timer, floor(clean(pcm)))
-        said = [w.word for w in words if w.word in numbers]
-        return said[0] if said else None
+        pcm = floor(clean(pcm))
+        out = {}
+        for n in numbers:
+            name = "timer_" + n
+            if name not in self._searches:
+                rule = "%s %s (minute | minutes)" % (intents.TIMER_LEAD, n)
+                self._timer.add_jsgf_string(name, "#JSGF V1.0;\ngrammar timer;\npublic <timer> = %s;\n" % rule)
+                self._searches.add(name)
+            self._timer.activate_search(name)
+            words = _decode(self._timer, pcm)
+            score, _ = _score(self._timer)
+            said = any(w.word == n for w in words)
+            out[n] = score / max(1, self._timer.n_frames()) if said and score is not None else None
+        return out
 
 
 def spoken(minutes):

@@ -40,7 +40,8 @@ kept (``_capturing``) and shared by every forced reading: the audio is encoded o
 A second opinion where whisper is unsure (speech/second_opinion.py, pocketsphinx's grammar decode of the whole
 utterance): free text or a command under the cut is replaced by the command pocketsphinx names when pocketsphinx is
 confident and whisper's forced reading of it agrees (``second_opinion.agrees``); among two or more near numbers,
-pocketsphinx's decode of "set a timer for <only those numbers> minutes" chooses. Without pocketsphinx: whisper alone.
+whisper's whole-sentence score and pocketsphinx's path score of each number's own "set a timer for N minutes" are
+added (``choose_number``). Without pocketsphinx: whisper alone.
 """
 import copy
 import math
@@ -70,6 +71,10 @@ FIRST_FLOOR = 2.0               # a sentence is a candidate when its first token
 NUMBERLESS = "N"                 # the timer example's number in the prompt the number is chosen under: none of ours
 RENUMBER_FLOOR = 1.0             # numbers whose first token's log-prob >= the likeliest's - this: whole sentence scored
                                  # (tuning split, timers the pipeline heard as timers: 60/65 right; 57 first token only)
+#: weight of pocketsphinx's per-frame path score of a timer number's sentence against whisper's mean log-prob of it
+#: (``choose_number``; seeds 40 tuning + 42-49, docs/speech.md)
+PS_WEIGHT = 0.2
+SECOND_FLOOR = 2.0               # RENUMBER_FLOOR when pocketsphinx weighs in too (its path scores are the tie-break)
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
 #: max_length past the forced text: without a previous-text prompt CTranslate2 returns fewer steps for the same
 #: slack (2 was enough with one, an IndexError with initial_prompt=""); the forced steps' logits do not depend on it
@@ -202,6 +207,18 @@ def confidence(avg_logprob, no_speech_prob, compression_ratio, command):
     if no_speech_prob > NO_SPEECH0 or compression_ratio > MAX_COMPRESSION:
         return 0.0
     return _logistic(avg_logprob, COMMAND_LOGPROB0 if command else FREE_LOGPROB0, LOGPROB_SCALE)
+
+
+def choose_number(whole, ps):
+    """The timer number of whisper's near candidates to take: ``whole`` {number: whisper's mean log-prob of its whole
+    timer sentence}, ``ps`` {number: pocketsphinx's per-frame path score of it, or None: no path}. The likeliest by
+    whisper's score plus PS_WEIGHT x pocketsphinx's (relative to its best) among the numbers pocketsphinx has a path
+    for; whisper's alone when it has none (or was not asked)."""
+    heard = [n for n in whole if ps.get(n) is not None]
+    if not heard:
+        return max(whole, key=whole.get)
+    top = max(ps[n] for n in heard)
+    return max(heard, key=lambda n: whole[n] + PS_WEIGHT * (ps[n] - top))
 
 
 class WhisperSTT:
@@ -342,9 +359,11 @@ class WhisperSTT:
     def _renumber(self, encoded, text, raw=None):
         """The timer sentence with the number whisper finds likeliest under the NUMBERLESS prompt, whatever number the
         free reading wrote (the prompt's example number pulls the free reading towards itself; this choice favours
-        none): the numbers whose first token after "Set a timer for" is within RENUMBER_FLOOR of the likeliest's
+        none): the numbers whose first token after "Set a timer for" is within RENUMBER_FLOOR (SECOND_FLOOR with
+        the second opinion) of the likeliest's
         (word and digits token, their probabilities added), then among two or more of them the likeliest whole
-        sentence (``_forced``, the number as a word: tuning split, docs/speech.md). ``text`` unchanged when the
+        sentence (``_forced``, the number as a word) with pocketsphinx's score of it added when the second opinion
+        is there (``choose_number``; docs/speech.md). ``text`` unchanged when the
         tokenizer does not give every number a first token of its own."""
         import ctranslate2
         slots = self._slot_tokens()
@@ -358,14 +377,13 @@ class WhisperSTT:
         v = _log_softmax(r.logits[0][len(lead)])
         first = {n: float(np.logaddexp.reduce([v[i] for i in ids])) for n, ids in slots.items()}
         best = max(first.values())
-        cands = [n for n in slots if first[n] >= best - RENUMBER_FLOOR]
+        paired = self.second is not None and bool(raw)
+        cands = [n for n in slots if first[n] >= best - (SECOND_FLOOR if paired else RENUMBER_FLOOR)]
         number = cands[0]
-        heard = self.second.timer_number(raw, cands) if len(cands) > 1 and self.second and raw else None
-        if heard is not None:        # pocketsphinx's decode of "set a timer for <only these numbers> minutes"
-            number = heard
-        elif len(cands) > 1:
+        if len(cands) > 1:
             lps = self._forced(encoded, [styled(intents.timer_sentence(n)) for n in cands], prompt=self.number_prompt)
-            number = cands[int(np.argmax(lps))]
+            ps = self.second.timer_scores(raw, cands) if paired else {}
+            number = choose_number(dict(zip(cands, lps)), ps)
         new = styled(intents.timer_sentence(number))
         self.renumbered = (text, new)
         return new
