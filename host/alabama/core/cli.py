@@ -231,17 +231,18 @@ def _remote_at_start(brain, option, flag):
     ends with an Error to the board), as Home Assistant retries a Wyoming server that is down. -> True if it
     answered, False if not, None where no Wyoming engine is used."""
     from ..speech import engines
-    if brain != "speech" and flag != engines.EMBEDDED:     # given, and nothing would use it: said, not ignored
-        logging.getLogger("alabama.core").warning("%s %s is not used: only the speech brain hears and speaks through "
-                                                  "--stt/--tts, and the %s brain answers (add --brain speech)",
-                                                  option, flag, brain)
+    log = logging.getLogger("alabama.core")
+    if flag == engines.EMBEDDED:
         return None
-    if brain != "speech" or flag == engines.EMBEDDED or engines.is_whisper(flag):
+    if brain != "speech":                # given, and nothing would use it: said, not ignored
+        log.warning("%s %s is not used: only the speech brain hears and speaks through --stt/--tts, and the %s "
+                    "brain answers (add --brain speech)", option, flag, brain)
+        return None
+    if engines.is_whisper(flag):
         return None
     from ..speech import wyoming_io
     kind = wyoming_io.WyomingSTT if option == "--stt" else wyoming_io.WyomingTTS
     client = kind(flag, connect_timeout=PROBE_CONNECT_S, read_timeout=PROBE_ANSWER_S)
-    log = logging.getLogger("alabama.core")
     try:
         info = client.describe()
     except engines.EngineError as e:
@@ -329,12 +330,11 @@ def cmd_token(args):
     from ..provision import record
     if args.wifi_passphrase and not args.wifi_ssid:
         raise UsageError("--wifi-passphrase needs --wifi-ssid NAME (the network it opens)")
-    problem = (record.ssid_problem(args.wifi_ssid) if args.wifi_ssid else None) or record.wpa_problem(
-        args.wifi_passphrase)
+    problem = ((record.ssid_problem(args.wifi_ssid) if args.wifi_ssid else None)
+               or record.wpa_problem(args.wifi_passphrase)
+               or (record.host_problem(args.host) if args.host is not None else None))
     if problem:
         raise UsageError(problem)
-    if args.host is not None and record.host_problem(args.host):
-        raise UsageError(record.host_problem(args.host))
     from .reach import record_port
     host = args.host or lan_address()
     # the port before the directory is made: a refused record leaves nothing behind
