@@ -360,10 +360,9 @@ class WhisperSTT:
         """The timer sentence with the number whisper finds likeliest under the NUMBERLESS prompt, whatever number the
         free reading wrote (the prompt's example number pulls the free reading towards itself; this choice favours
         none): the numbers whose first token after "Set a timer for" is within RENUMBER_FLOOR (SECOND_FLOOR with
-        the second opinion) of the likeliest's
-        (word and digits token, their probabilities added), then among two or more of them the likeliest whole
-        sentence (``_forced``, the number as a word) with pocketsphinx's score of it added when the second opinion
-        is there (``choose_number``; docs/speech.md). ``text`` unchanged when the
+        the second opinion) of the likeliest's (word and digits token, their probabilities added), then among two or
+        more of them the likeliest whole sentence (``_forced``, the number as a word) with pocketsphinx's score of
+        it added when the second opinion is there (``choose_number``; docs/speech.md). ``text`` unchanged when the
         tokenizer does not give every number a first token of its own."""
         import ctranslate2
         slots = self._slot_tokens()
