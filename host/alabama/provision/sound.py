@@ -141,14 +141,8 @@ def _player(which):
 
 def silence_wav(seconds=SILENCE_S, rate=SAMPLE_RATE):
     """A WAV of SECONDS of silence: what check_ready plays to learn whether the player has an audio device."""
-    import wave
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(bytes(2 * int(seconds * rate)))
-    return buf.getvalue()
+    from alabama import audio
+    return audio.write(io.BytesIO(), bytes(2 * int(seconds * rate)), rate).getvalue()
 
 
 def play(wav, which=shutil.which, run=subprocess.run):
