@@ -139,6 +139,29 @@ def test_no_port_and_missing_port_are_one_line(tmp_path):
         resolve_port(str(tmp_path / "nope"))
 
 
+def _sim_with_watchdog(ms):
+    data = boards.read(boards.BOARDS_DIR / "sim.json")
+    data["watchdog_ms"] = ms
+    return boards.Board(data, boards.BOARDS_DIR / "sim.json")
+
+
+def test_two_boards_with_one_id_stage_their_own_board_json(tmp_path, build_dir, fw):
+    """Two board files with one id (sim.json, and a test's copy of it with a 4 s watchdog) staged into one build dir
+    keep their own board.json and manifest: the CI run where the virtual board with the short watchdog booted with
+    the plain sim's 30 s one (another worker staged sim.json into the same _boards/sim between its write and copy)."""
+    plain, short = _sim_with_watchdog(30000), _sim_with_watchdog(4000)
+    march = "xtensawin"
+    a, ha = deploy.stage(short, march, root=fw, build_dir=build_dir, out=lambda s: None)
+    b, hb = deploy.stage(plain, march, root=fw, build_dir=build_dir, out=lambda s: None)
+    assert json.loads(pathlib.Path(a[deploy.BOARD_FILE]).read_bytes())["watchdog_ms"] == 4000
+    assert json.loads(pathlib.Path(b[deploy.BOARD_FILE]).read_bytes())["watchdog_ms"] == 30000
+    assert _sha(pathlib.Path(a[deploy.MANIFEST]).read_bytes()) == ha[deploy.MANIFEST] != hb[deploy.MANIFEST]
+    fa, _ = deploy.stage_frozen(short, "xtensawin", "0" * 64, root=fw, build_dir=tmp_path)
+    fb, _ = deploy.stage_frozen(plain, "xtensawin", "0" * 64, root=fw, build_dir=tmp_path)
+    assert json.loads(pathlib.Path(fa[deploy.BOARD_FILE]).read_bytes())["watchdog_ms"] == 4000
+    assert json.loads(pathlib.Path(fb[deploy.BOARD_FILE]).read_bytes())["watchdog_ms"] == 30000
+
+
 def test_cli_missing_port_prints_one_line(capsys, tmp_path):
     rc = cli.main(["deploy", "--board", "sim", "--port", str(tmp_path / "ttyNOPE")])
     err = capsys.readouterr().err.strip().splitlines()

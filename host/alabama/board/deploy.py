@@ -128,11 +128,20 @@ def wake_files(board, out_dir, at_rest=MPY_SET_AT_REST, out=print, frozen=()):
     return files
 
 
+def _board_dir(build_dir, march, kind, board):
+    """Where one board file's staged files (board.json, manifest, wake models) go: named by the board's id *and* its
+    content, so two boards with one id (a test's sim.json with a short watchdog beside the plain one, staged at once
+    by two processes) never write each other's board.json."""
+    digest = fwset.sha256_hex(board_json_bytes(board))[:12]
+    extra = pathlib.Path(build_dir or fwset.BUILD) / march / kind / ("%s-%s" % (board.id, digest))
+    extra.mkdir(parents=True, exist_ok=True)
+    return extra
+
+
 def stage(board, march, root=FIRMWARE, build_dir=None, out=print):
     """{remote path: local file} for the whole deploy, manifest included, and {remote path: sha256}."""
     files = build(march, root, build_dir, out)
-    extra = pathlib.Path(build_dir or fwset.BUILD) / march / "_boards" / board.id
-    extra.mkdir(parents=True, exist_ok=True)
+    extra = _board_dir(build_dir, march, "_boards", board)
     # The set's own manifest (lib/satellite/_manifest.json), as an over-the-air update installs it: device.info
     # reports its sha256 as the firmware digest whichever way the firmware arrived.
     fwset.write_atomic(extra / fwset.SET_MANIFEST, fwset.set_manifest(files, march, root))
@@ -152,8 +161,7 @@ def stage_frozen(board, march, digest, root=FIRMWARE, build_dir=None, frozen_wak
     """Like stage(), for an image with the firmware frozen in: only main.py, boot.py, /board.json, the wake models
     the image does not carry (frozen_wake: the probe's) and the manifest (which names the frozen firmware's digest)."""
     root = pathlib.Path(root)
-    extra = pathlib.Path(build_dir or fwset.BUILD) / march / "_frozen" / board.id
-    extra.mkdir(parents=True, exist_ok=True)
+    extra = _board_dir(build_dir, march, "_frozen", board)
     files = {name: root / name for name in SOURCE_KEPT if (root / name).is_file()}
     fwset.write_atomic(extra / BOARD_FILE, board_json_bytes(board))
     files[BOARD_FILE] = extra / BOARD_FILE

@@ -221,10 +221,13 @@ class FakeServer:
             except OSError:
                 return
             self.conns.append(c)
-            c.recv(4096)                        # the request's first bytes
-            c.sendall(self.reply)
-            if self.close:
-                c.shutdown(socket.SHUT_WR)
+            try:
+                c.recv(4096)                    # the request's first bytes
+                c.sendall(self.reply)
+                if self.close:
+                    c.shutdown(socket.SHUT_WR)
+            except OSError:                     # stop() closed it under us (the client gave up first): done
+                return
 
     def stop(self):
         self.sock.close()
