@@ -4,7 +4,8 @@ Responsible for two questions over one utterance (16 kHz s16le mono), answered b
 decode (``recognizer.Recognizer`` without its free-form fallback: WebRTC noise suppression when noisy, the input
 floor, batch CMN from the utterance, the wide-beam JSGF search, its grammar confidence): which command of the
 board's grammar was said, with pocketsphinx's confidence (``command``), and which of a few timer numbers
-(``timer_scores``: the path score of each one's own grammar "set a timer for N minutes"). Not responsible for
+(``timer_scores``: the path score of each one's own grammar "set a timer for N minutes", and from the best path's
+word times the syllables the number took, ``syllables.heard``). Not responsible for
 deciding when to ask or what to do with the answer (speech/whisper.py: it only ever chooses among what whisper
 itself finds plausible), nor for free-form text. The pocketsphinx acoustic model hears
 differently from whisper's: on the tuning split it names "sixty" where whisper's near numbers are six and sixty,
@@ -12,7 +13,7 @@ and "what is the time" where whisper wrote "What in the time?" (docs/speech.md).
 """
 import threading
 
-from . import SpeechUnavailable, intents
+from . import SpeechUnavailable, intents, syllables
 
 #: whisper takes a command pocketsphinx names when pocketsphinx's own grammar confidence is at least LOW_CONFIDENCE
 #: and whisper, forced to read it over the same audio, scores it within AGREE_MARGIN of its own reading and at least
@@ -41,6 +42,8 @@ class SecondOpinion:
         self._rec = None
         self._timer = None           # a grammar decoder of its own for the timer searches (one per set of numbers)
         self._searches = set()
+        #: {number: SYLLABLE_WEIGHT x |syllables heard - its syllables|} of the last ``timer_scores`` ({}: not measured)
+        self.syllable_penalties = {}
 
     def _models(self):
         from .recognizer import SpeechModels
@@ -78,7 +81,7 @@ class SecondOpinion:
         if self._timer is None:
             self._timer = self._models().grammar_decoder()
         pcm = floor(clean(pcm))
-        out = {}
+        out, measured = {}, {}
         for n in numbers:
             name = "timer_" + n
             if name not in self._searches:
@@ -90,7 +93,16 @@ class SecondOpinion:
             score, _ = _score(self._timer)
             said = any(w.word == n for w in words)
             out[n] = score / max(1, self._timer.n_frames()) if said and score is not None else None
+            if out[n] is not None:
+                measured[n] = syllables.heard([(s.word, s.start_frame, s.end_frame) for s in self._timer.seg() or ()],
+                                              intents.TIMER_LEAD, self._syllables)
+        best = max((n for n in out if out[n] is not None), key=out.get, default=None)
+        self.syllable_penalties = syllables.penalties(None if best is None else measured[best],
+                                                      {n: self._syllables(n) for n in numbers})
         return out
+
+    def _syllables(self, word):
+        return syllables.count(self._timer.lookup_word(word))
 
 
 def spoken(minutes):

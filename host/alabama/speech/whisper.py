@@ -41,7 +41,8 @@ A second opinion where whisper is unsure (speech/second_opinion.py, pocketsphinx
 utterance): free text or a command under the cut is replaced by the command pocketsphinx names when pocketsphinx is
 confident and whisper's forced reading of it agrees (``second_opinion.agrees``); among two or more near numbers,
 whisper's whole-sentence score and pocketsphinx's path score of each number's own "set a timer for N minutes" are
-added (``choose_number``). Without pocketsphinx: whisper alone.
+added, less a penalty for each number whose syllables disagree with the time its slot took (``choose_number``,
+speech/syllables.py: the "-ty" of "forty" masked by noise still takes its time). Without pocketsphinx: whisper alone.
 """
 import copy
 import math
@@ -209,16 +210,17 @@ def confidence(avg_logprob, no_speech_prob, compression_ratio, command):
     return _logistic(avg_logprob, COMMAND_LOGPROB0 if command else FREE_LOGPROB0, LOGPROB_SCALE)
 
 
-def choose_number(whole, ps):
+def choose_number(whole, ps, syllable_penalties=None):
     """The timer number of whisper's near candidates to take: ``whole`` {number: whisper's mean log-prob of its whole
     timer sentence}, ``ps`` {number: pocketsphinx's per-frame path score of it, or None: no path}. The likeliest by
-    whisper's score plus PS_WEIGHT x pocketsphinx's (relative to its best) among the numbers pocketsphinx has a path
+    whisper's score plus PS_WEIGHT x pocketsphinx's (relative to its best), less the number's penalty for the
+    syllables its slot took (``syllables.penalties``; none: no penalty), among the numbers pocketsphinx has a path
     for; whisper's alone when it has none (or was not asked)."""
     heard = [n for n in whole if ps.get(n) is not None]
     if not heard:
         return max(whole, key=whole.get)
-    top = max(ps[n] for n in heard)
-    return max(heard, key=lambda n: whole[n] + PS_WEIGHT * (ps[n] - top))
+    top, pen = max(ps[n] for n in heard), syllable_penalties or {}
+    return max(heard, key=lambda n: whole[n] + PS_WEIGHT * (ps[n] - top) - pen.get(n, 0.0))
 
 
 class WhisperSTT:
@@ -382,7 +384,7 @@ class WhisperSTT:
         if len(cands) > 1:
             lps = self._forced(encoded, [styled(intents.timer_sentence(n)) for n in cands], prompt=self.number_prompt)
             ps = self.second.timer_scores(raw, cands) if paired else {}
-            number = choose_number(dict(zip(cands, lps)), ps)
+            number = choose_number(dict(zip(cands, lps)), ps, self.second.syllable_penalties if paired else None)
         new = styled(intents.timer_sentence(number))
         self.renumbered = (text, new)
         return new
