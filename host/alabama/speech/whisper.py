@@ -75,7 +75,9 @@ RENUMBER_FLOOR = 1.0             # numbers whose first token's log-prob >= the l
 #: weight of pocketsphinx's per-frame path score of a timer number's sentence against whisper's mean log-prob of it
 #: (``choose_number``; seeds 40 tuning + 42-49, docs/speech.md)
 PS_WEIGHT = 0.2
-SECOND_FLOOR = 2.0               # RENUMBER_FLOOR when pocketsphinx weighs in too (its path scores are the tie-break)
+#: RENUMBER_FLOOR when pocketsphinx weighs in too, its path scores and the syllables its alignment hears being the
+#: tie-break (2.0 before the syllables; with them 2.0 / 2.5 / 3.0 -> 1063 / 1069 / 1075 of the 1,116-timer pool)
+SECOND_FLOOR = 3.0
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
 #: max_length past the forced text: without a previous-text prompt CTranslate2 returns fewer steps for the same
 #: slack (2 was enough with one, an IndexError with initial_prompt=""); the forced steps' logits do not depend on it
