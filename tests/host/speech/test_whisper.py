@@ -387,4 +387,5 @@ def test_issue40_whisper_timer_number_hears_the_ty():
     assert s.second is not None
     t = s.transcribe(c.render(c.Clip(*FORTY_5DB), 47), chunk=640)
     got = intents.understand(t.text, t.confidence, TOOLS)
-    assert got is not None and tuple(got) == ("timer", {"minutes": 40}), (t, s.renumbered, getattr(s.second, "syllable_penalties", None))
+    assert got is not None and tuple(got) == ("timer", {"minutes": 40}), (
+        t, s.renumbered, getattr(s.second, "syllable_penalties", None))
