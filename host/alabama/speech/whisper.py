@@ -76,7 +76,7 @@ RENUMBER_FLOOR = 1.0             # numbers whose first token's log-prob >= the l
 #: (``choose_number``; seeds 40 tuning + 42-49, docs/speech.md)
 PS_WEIGHT = 0.2
 #: RENUMBER_FLOOR when pocketsphinx weighs in too, its path scores and the syllables its alignment hears being the
-#: tie-break (2.0 before the syllables; with them 2.0 / 2.5 / 3.0 -> 1063 / 1069 / 1075 of the 1,116-timer pool)
+#: tie-break (2.0 before the syllables; with them, weight 0.5: 2.0 / 2.5 / 3.0 -> 1062 / 1068 / 1075 of 1,116 timers)
 SECOND_FLOOR = 3.0
 SNAP_MARGIN = 0.3               # forced mean log-prob (tokens + end) of the command >= the free reading's - this
 #: max_length past the forced text: without a previous-text prompt CTranslate2 returns fewer steps for the same
