@@ -88,11 +88,11 @@ def test_a_closed_pipe_is_a_quiet_exit_not_a_broken_pipe_traceback(argv):
     assert p.returncode in (0, 141)                      # 141: what a shell reports for a writer whose reader left
 
 
-def test_core_token_into_a_closed_pipe_is_quiet(tmp_path):
+def test_core_token_into_a_closed_pipe_is_quiet(core_dir):
     r_fd, w_fd = os.pipe()
     os.close(r_fd)
     try:
-        p = subprocess.run(ALABAMA + ["core", "token", "--data", str(tmp_path / "d"), "--host", "10.0.0.2"],
+        p = subprocess.run(ALABAMA + ["core", "token", "--data", str(core_dir), "--host", "10.0.0.2"],
                            stdout=w_fd, stderr=subprocess.PIPE, text=True, timeout=60,
                            env=dict(os.environ, PYTHONPATH=str(ROOT / "host")))
     finally:
@@ -351,9 +351,9 @@ def _secret_free(out):
                 assert SECRET not in uri.decode_uri(word).wifi_passphrase, ln
 
 
-def test_core_token_does_not_print_the_passphrase_unless_asked_and_says_so(tmp_path, capsys):
+def test_core_token_does_not_print_the_passphrase_unless_asked_and_says_so(core_dir, capsys):
     from alabama.provision import record
-    argv = ["core", "token", "--data", str(tmp_path / "d"), "--host", "10.0.0.2", "--wifi-ssid", "Home",
+    argv = ["core", "token", "--data", str(core_dir), "--host", "10.0.0.2", "--wifi-ssid", "Home",
             "--wifi-passphrase", SECRET]
     assert alabama_cli.main(argv) == 0
     out = capsys.readouterr().out
@@ -724,14 +724,15 @@ def listener():
     s.close()
 
 
-def test_core_token_refuses_a_port_another_program_holds_and_mints_nothing(tmp_path, capsys, listener):
-    status, line = main_line(capsys, "core", "token", "--data", str(tmp_path / "d"), "--host", "127.0.0.1",
+def test_core_token_refuses_a_port_another_program_holds_and_mints_nothing(core_dir, capsys, listener):
+    from alabama.core import registry as reg
+    status, line = main_line(capsys, "core", "token", "--data", str(core_dir), "--host", "127.0.0.1",
                              "--port", str(listener))
     assert status == 2 and "port %d on this machine is held by another program" % listener in line, line
-    assert "no core runs for %s" % (tmp_path / "d") in line and "--listen 0.0.0.0:%d" % listener in line, line
-    assert not (tmp_path / "d").exists()                     # nothing made, no token minted
+    assert "no core runs for %s" % core_dir in line and "--listen 0.0.0.0:%d" % listener in line, line
+    assert not (core_dir / reg.DB_NAME).exists()             # no token minted
     # a core elsewhere (another machine's address) is not this machine's business: minted as asked
-    assert alabama_cli.main(["core", "token", "--data", str(tmp_path / "d"), "--host", "192.0.2.7", "--port",
+    assert alabama_cli.main(["core", "token", "--data", str(core_dir), "--host", "192.0.2.7", "--port",
                              str(listener)]) == 0
 
 
@@ -1052,7 +1053,9 @@ def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_m
 def test_a_lost_core_key_is_not_silently_replaced_by_a_new_identity(tmp_path, capsys, command):
     """Records went out with the key; a new one made by a command that hands it out pins boards to a key no core
     has (and the running core's boards to none)."""
+    from alabama.core import registry as reg
     d = tmp_path / "core"
+    reg.load_or_create_key(d)                               # a core that ran there
     assert alabama_cli.main(["core", "token", "--data", str(d), "--host", "10.0.0.2"]) == 0
     (d / "core.key").unlink()
     _, line = main_line(capsys, *command, "--data", str(d))

@@ -8,7 +8,6 @@ import asyncio
 import json
 import logging
 import os
-import pathlib
 import signal
 import time
 import sys
@@ -337,10 +336,12 @@ def cmd_token(args):
         raise UsageError(problem)
     from .reach import record_port
     host = args.host or lan_address()
-    # the port before the directory is made: a refused record leaves nothing behind
-    where = pathlib.Path(args.data).expanduser() if args.data else datadir.default_data_dir()
+    # as `core key`: a --data with no core state in it is a typo, not a new identity (its token would be signed by a
+    # key no core has; `core serve --data DIR` makes one); the default directory is made on first use, after the port
+    # check (a refused record leaves nothing behind)
+    where = datadir.resolve(args.data) if args.data else datadir.default_data_dir()
     args.port = record_port(where, host, args.port)
-    args.data = datadir.resolve(args.data, create=True)
+    args.data = where if args.data else datadir.resolve(None, create=True)
     key = None if args.no_key else reg.handed_out_key(args.data)
     try:            # the record checked with a placeholder of the token's length first: a refused one costs no token
         record.encode(record.build(host, args.port, key, "x" * reg.TOKEN_CHARS, int(time.time()) + args.ttl,

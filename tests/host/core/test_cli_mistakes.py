@@ -77,6 +77,42 @@ def test_a_data_dir_that_does_not_exist_is_refused_by_read_only_commands(cli, tm
     assert not typo.exists()                              # no empty registry (nor a new identity) made there
 
 
+@pytest.mark.parametrize("exists", [False, True], ids=["no-such-dir", "empty-dir"])
+def test_core_token_with_a_data_dir_no_core_uses_is_one_line_and_makes_no_identity(cli, tmp_path, exists):
+    """Sweep 9: a typo'd --data made a new core identity there and minted a token signed by a key no core has."""
+    typo = tmp_path / "alabama-cor"
+    if exists:
+        typo.mkdir()
+    r = cli("core", "token", "--data", str(typo), "--host", "10.0.0.2")
+    one_line(r, str(typo), "`alabama core serve")
+    assert r.returncode == 2 and not r.stdout               # a usage mistake; no token printed
+    assert (os.listdir(typo) == []) if exists else not typo.exists()
+
+
+def test_core_token_first_run_as_documented_serve_makes_the_identity_token_carries_it(cli, tmp_path):
+    """The first run the README shows: `core serve --data DIR` makes the core's identity, `core token --data DIR` mints
+    a record with that key and the port the core listens on; with no --data at all the default directory is made."""
+    from alabama.provision import record
+    data = str(tmp_path / "d")
+    proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", data,
+                                       "--ping-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env(tmp_path / "xdg"))
+    try:
+        key = re.search(r"key ([0-9a-f]{64})$", proc.stdout.readline().strip()).group(1)
+        port = int(re.search(r"127\.0\.0\.1:(\d+)", proc.stdout.readline()).group(1))
+        r = cli("core", "token", "--data", data, "--host", "127.0.0.1")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert r.returncode == 0, r.stderr
+    rec = record.decode(bytes.fromhex(re.search(r"^record ([0-9a-f]+)$", r.stdout, re.M).group(1)))
+    assert (rec.core_key.hex(), rec.core_port) == (key, port)
+    r = cli("core", "token", "--host", "10.0.0.2")
+    assert r.returncode == 0 and (cli.default / "core.key").is_file(), r.stderr
+
+
 def test_core_devices_before_any_core_ran_says_start_one(cli):
     one_line(cli("core", "devices"), "alabama core serve")
     assert not cli.default.exists()
