@@ -1475,9 +1475,9 @@ def test_a_value_of_the_wrong_kind_is_a_usage_mistake_status_2(tmp_path, capsys,
 
 def test_deploy_to_a_port_that_is_no_board_prints_only_its_one_line(capsys):
     """Sweep 8: `deploy --port /dev/null` printed "deploy sim to /dev/null" and then the refusal; the header now
-    comes once the board answered."""
+    comes once the board answered. Sweep 9: status 2, a usage mistake (it was 1)."""
     capsys.readouterr()
-    assert alabama_cli.main(["deploy", "--board", "sim", "--port", "/dev/null"]) == 1
+    assert alabama_cli.main(["deploy", "--board", "sim", "--port", "/dev/null"]) == 2
     r = capsys.readouterr()
     assert r.out == "" and r.err.count("\n") == 1 and r.err.startswith(
         "alabama: error: /dev/null is a character device that is no terminal, not a serial port"), r

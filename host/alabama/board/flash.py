@@ -21,7 +21,7 @@ import urllib.request
 
 from ..errors import AlabamaError, UsageError
 from . import imagelock, images
-from .mpremote import check_free, detect_port, not_a_port
+from .mpremote import check_free, check_port, detect_port
 
 ESP_IMAGE_MAGIC = 0xE9      # first byte of every ESP application/bootloader image
 BAUD = 460800               # the rate MicroPython's esp32 deploy instructions use
@@ -334,9 +334,7 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
     if not dry_run and not str(port).upper().startswith("COM"):
         if given and not os.path.exists(port):
             raise FlashError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
-        why = not_a_port(port)           # a directory or a file: said before a download, as deploy says it
-        if why:
-            raise FlashError(why)
+        check_port(port)                 # a directory, a file, /dev/ptmx: said before a download, as deploy says it
         # opened once, exclusively, and closed: /dev/null (no terminal) and a port another program holds (a REPL,
         # `alabama logs`) are said here, in one line, before an image is downloaded or esptool erases anything
         check_free(port)
