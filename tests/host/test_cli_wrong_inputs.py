@@ -1027,15 +1027,37 @@ def test_ota_sign_key_given_the_public_half_or_an_encrypted_key_says_which(tmp_p
                            "plain.pem`" % (enc, enc)), line
 
 
-@pytest.mark.parametrize("checkout, says", [(True, "is it built? `make mp32`"),
-                                            (False, "give --micropython the path of one that runs, or leave it out")])
-def test_board_sim_micropython_that_does_not_run_says_what_this_install_can_do(tmp_path, capsys, monkeypatch,
-                                                                                checkout, says):
-    monkeypatch.setattr(alabama, "CHECKOUT", checkout)             # an installed wheel has no Makefile to run
-    _, line = main_line(capsys, "board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355",
-                        "--micropython", str(tmp_path / "nonexistent"))
-    assert line.startswith("alabama: error: %s does not run as a micropython unix port: " % (
-        tmp_path / "nonexistent")) and says in line, line
+@pytest.mark.parametrize("checkout", [True, False])
+@pytest.mark.parametrize("given, says", [
+    ("mp32", "{p} does not exist: the 32-bit micropython is not built yet: `make mp32` builds it"),
+    ("nonexistent", "{p} does not exist: give --micropython the path of a micropython unix port, or leave it out"),
+    ("/bin/true", "{p} is not a MicroPython interpreter (a program that does not answer as one): give --micropython "
+                  "the path of a micropython unix port"),
+    ("notes.txt", "{p} is not a MicroPython interpreter (not executable): "),
+    ("script.sh", "{p} is not a MicroPython interpreter (a program that does not answer as one): "),
+    ("adir", "{p} is not a MicroPython interpreter (a directory): "),
+])
+def test_board_sim_micropython_that_does_not_run_says_what_the_file_is(tmp_path, capsys, monkeypatch, checkout,
+                                                                       given, says):
+    """Sweep 9: any --micropython that did not run said "is it built? `make mp32`" in a checkout (/bin/true, a text
+    file); that hint is for the 32-bit build's own path, missing, in a checkout only (a wheel has no Makefile)."""
+    from alabama.board import sim
+    monkeypatch.setattr(alabama, "CHECKOUT", checkout)
+    monkeypatch.setenv("ALABAMA_MICROPYTHON32", str(tmp_path / "build" / "mp32" / "micropython"))
+    (tmp_path / "notes.txt").write_text("not an interpreter\n")
+    (tmp_path / "script.sh").write_text("#!/bin/sh\necho hello\n")
+    (tmp_path / "script.sh").chmod(0o755)
+    (tmp_path / "adir").mkdir()
+    path = given if given.startswith("/") else str(tmp_path / "build" / "mp32" / "micropython") if given == "mp32" \
+        else str(tmp_path / given)
+    sim._PROBED.clear()
+    status, line = main_line(capsys, "board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355",
+                             "--micropython", path)
+    if given == "mp32" and not checkout:
+        says = "{p} does not exist: give --micropython the path of a micropython unix port"
+    assert status == 2 and line.startswith("alabama: error: " + says.format(p=path)), line
+    assert ("make mp32" in line) == (given == "mp32" and checkout), line
+    assert not (tmp_path / "vb").exists()
 
 
 def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_make(capsys, monkeypatch, serial_port):

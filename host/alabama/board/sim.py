@@ -121,11 +121,20 @@ def interpreter(micropython):
 
 
 def not_a_unix_port(micropython):
-    """The line for a --micropython that does not run: `make mp32` builds one in a checkout only."""
+    """The line for a micropython that does not run, said for what the path is: only the 32-bit build's own path,
+    missing, gets "`make mp32`" (in a checkout: a wheel has no Makefile); /bin/true or a text file is no MicroPython."""
     from .. import CHECKOUT
-    return "%s does not run as a micropython unix port: %s" % (micropython, "is it built? `make mp32`" if CHECKOUT
-                                                               else "give --micropython the path of one that runs, "
-                                                               "or leave it out (the venv's or PATH's micropython)")
+    p = pathlib.Path(micropython)
+    instead = ("give --micropython the path of a micropython unix port, or leave it out (the venv's or PATH's "
+               "micropython)")
+    if not p.exists():
+        if CHECKOUT and p.absolute() == local.micropython32_path().absolute():
+            return "%s does not exist: the 32-bit micropython is not built yet: `make mp32` builds it (or leave " \
+                   "--micropython out: the venv's 64-bit one)" % micropython
+        return "%s does not exist: %s" % (micropython, instead)
+    what = ("a directory" if p.is_dir() else "not executable" if not os.access(p, os.X_OK)
+            else "a program that does not answer as one")
+    return "%s is not a MicroPython interpreter (%s): %s" % (micropython, what, instead)
 
 
 def heap_bytes(text, what="--heap"):
