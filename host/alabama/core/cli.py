@@ -19,6 +19,7 @@ from ..local import lan_address, local_time
 from . import BRAINS
 from . import datadir
 from . import registry as reg
+from ..speech import wakeword
 from ..speech.wakeword import DEFAULT_WORD as DEFAULT_WAKE_WORD
 
 
@@ -168,7 +169,10 @@ def _listen(spec):
 
 def _wake_choice(args):
     """(wake_word, wake_phrase) for the core: ``--wake-phrase`` (a custom phrase, or "" for none) or
-    ``--wake-word``, never both; neither: the default model (DEFAULT_WAKE_WORD)."""
+    ``--wake-word``, never both; neither: the default model (DEFAULT_WAKE_WORD). An empty or blank --wake-word is
+    refused with the names it takes (it fell back to the default silently)."""
+    if args.wake_word is not None and not args.wake_word.strip():
+        wakeword.parse_word(args.wake_word)          # WakeNameError: "--wake-word is empty: give ..." (status 2)
     if args.wake_phrase is not None and args.wake_word:
         raise UsageError("give --wake-word MODEL or --wake-phrase TEXT, not both (a phrase is spotted by the "
                          "keyphrase spotter, a word by its model)")
@@ -185,7 +189,7 @@ def _wake_at_start(word, phrase):
     or damaged model, a phrase word not in the dictionary: WakeError (one line, exit 1). The model's engine
     package absent: said here once, in one line with its install command, and the servers get the keyphrase
     spotter's phrase instead; without pocketsphinx for that, one line and no spotting ("")."""
-    from ..speech import SpeechUnavailable, wakeword
+    from ..speech import SpeechUnavailable
     from .server import wake_fallback, wake_off
     try:
         if word:
@@ -279,9 +283,10 @@ def cmd_serve(args):
         raise UsageError("--workers %d: give at most %d on this machine (4 per CPU core, %d cores): more worker "
                          "processes serve no more boards, and each is a whole core process (docs/core.md)"
                          % (args.workers, max_workers(), os.cpu_count() or 1))
+    wake = _wake_choice(args)                # the options' own mistakes before the directory is made
     args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
-    args.wake_word, args.wake_phrase = _wake_at_start(*_wake_choice(args))
+    args.wake_word, args.wake_phrase = _wake_at_start(*wake)
     args.stt = _stt_at_start(args.brain, args.stt)
     _remote_at_start(args.brain, "--stt", args.stt)
     _remote_at_start(args.brain, "--tts", args.tts)

@@ -268,6 +268,15 @@ def test_an_existing_directory_without_core_state_is_refused_by_read_only_comman
 
 
 # ------------------------------------------------------------------------------ the wake word (issue 40)
+@pytest.mark.parametrize("word", ["", " "])
+def test_core_serve_empty_wake_word_is_one_line_naming_the_models(cli, tmp_path, word):
+    """Sweep 9: `--wake-word ""` (a variable left empty in a script) silently took the default model."""
+    r = cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--wake-word", word)
+    one_line(r, "--wake-word is empty: give a microWakeWord model: okay_nabu, hey_jarvis, hey_mycroft, alexa or "
+                "FILE.json")
+    assert r.returncode == 2 and not (tmp_path / "d").exists()
+
+
 def test_core_serve_wake_word_and_wake_phrase_together_is_one_line(cli, tmp_path):
     one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--wake-word",
                  "okay_nabu", "--wake-phrase", "hey alabama"), "--wake-word", "--wake-phrase", "not both")
