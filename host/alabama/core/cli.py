@@ -248,11 +248,9 @@ def _remote_at_start(brain, option, flag):
     client = kind(flag, connect_timeout=PROBE_CONNECT_S, read_timeout=PROBE_ANSWER_S)
     try:
         info = client.describe()
-    except engines.EngineError as e:
-        why = str(e)
-        why = why[:-len(client.hint) - 2] if why.endswith(": " + client.hint) else why
+    except engines.EngineError as e:       # what failed, without the client's hint: the advice here is the core's
         log.warning("%s: the core serves anyway and asks it again at every turn (each turn ends with an error until "
-                    "it answers): start it, or use %s embedded", why, option)
+                    "it answers): start it, or use %s embedded", e.what, option)
         return False
     offers, what = (info.asr, "speech-to-text") if option == "--stt" else (info.tts, "text-to-speech")
     if not offers:                       # e.g. --stt pointed at a piper (TTS) server: every turn would fail on it

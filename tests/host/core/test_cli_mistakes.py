@@ -354,6 +354,27 @@ def test_core_serve_says_at_start_that_a_wyoming_server_cannot_be_reached_then_e
     assert "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("option", ["--stt", "--tts"])
+def test_core_serve_says_what_failed_with_its_own_advice_not_the_clients_hint(monkeypatch, caplog, option):
+    """Sweep 9: _remote_at_start cut the client's hint off the error's text by suffix (an error whose hint differs
+    from the class's kept it, two pieces of advice in one line); the error now carries what failed apart."""
+    pytest.importorskip("wyoming", reason="pip install wyoming")
+    from alabama.core import cli as core_cli
+    from alabama.speech import engines, wyoming_io
+
+    def down(self):
+        raise engines.EngineError("Wyoming server %s refused the connection (Connection refused)" % self.name,
+                                  "a hint of this error's own")
+    kind = wyoming_io.WyomingSTT if option == "--stt" else wyoming_io.WyomingTTS
+    monkeypatch.setattr(kind, "describe", down)
+    with caplog.at_level("WARNING", logger="alabama.core"):
+        assert core_cli._remote_at_start("speech", option, "wyoming://127.0.0.1:9") is False
+    assert [r.getMessage() for r in caplog.records] == [
+        "Wyoming server wyoming://127.0.0.1:9 refused the connection (Connection refused): the core serves anyway and "
+        "asks it again at every turn (each turn ends with an error until it answers): start it, or use %s embedded"
+        % option]
+
+
 @pytest.mark.parametrize("brain", [(), ("--brain", "espeak")])
 def test_core_serve_says_a_stt_or_tts_no_brain_uses_is_not_used(tmp_path, brain):
     """Sweep 8: `core serve --stt wyoming://...` without --brain speech (the default brain is echo) took the flag
