@@ -93,22 +93,11 @@ def test_core_token_first_run_as_documented_serve_makes_the_identity_token_carri
     """The first run the README shows: `core serve --data DIR` makes the core's identity, `core token --data DIR` mints
     a record with that key and the port the core listens on; with no --data at all the default directory is made."""
     from alabama.provision import record
-    data = str(tmp_path / "d")
-    proc = subprocess.Popen(ALABAMA + ["core", "serve", "--listen", "127.0.0.1:0", "--data", data,
-                                       "--ping-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_env(tmp_path / "xdg"))
-    try:
-        key = re.search(r"key ([0-9a-f]{64})$", proc.stdout.readline().strip()).group(1)
-        port = int(re.search(r"127\.0\.0\.1:(\d+)", proc.stdout.readline()).group(1))
-        r = cli("core", "token", "--data", data, "--host", "127.0.0.1")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
-        proc.stdout.close()
-        proc.stderr.close()
+    with _core_serving(tmp_path) as core:                     # its data in tmp_path/d
+        r = cli("core", "token", "--data", str(tmp_path / "d"), "--host", "127.0.0.1")
     assert r.returncode == 0, r.stderr
     rec = record.decode(bytes.fromhex(re.search(r"^record ([0-9a-f]+)$", r.stdout, re.M).group(1)))
-    assert (rec.core_key.hex(), rec.core_port) == (key, port)
+    assert (rec.core_key.hex(), rec.core_port) == (core["key"], core["port"])
     r = cli("core", "token", "--host", "10.0.0.2")
     assert r.returncode == 0 and (cli.default / "core.key").is_file(), r.stderr
 
