@@ -1503,3 +1503,45 @@ def test_deploy_to_a_port_that_is_no_board_prints_only_its_one_line(capsys):
     r = capsys.readouterr()
     assert r.out == "" and r.err.count("\n") == 1 and r.err.startswith(
         "alabama: error: /dev/null is a character device that is no terminal, not a serial port"), r
+
+
+# ------------------------------------------------------------------------------ sweep 9: an empty value
+@pytest.mark.parametrize("argv, option", [
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--firmware", "", "--dry-run"), "--firmware"),  # wrote the
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--release", " ", "--dry-run"), "--release"),  # official image
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--image-url=", "--dry-run"), "--image-url"),
+    (("flash", "--board", "", "--dry-run"), "--board"),                  # "'' is a directory, not a board file"
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", ""), "--port"),   # "serial port  does not exist"
+    (("deploy", "--board", "sim", "--port", ""), "--port"),
+    (("core", "token", "--data", "", "--host", "10.0.0.2"), "--data"),   # minted in the default directory
+    (("core", "serve", "--data", " ", "--listen", "127.0.0.1:0"), "--data"),
+    (("provision", "qr", "--data", "{d}", "--host", "10.0.0.2", "--no-terminal", "--png", ""), "--png"),  # no PNG
+    (("board", "sim", "--dir", ""), "--dir"),
+])
+def test_an_option_given_an_empty_value_is_one_line_not_taken_as_not_given(tmp_path, capsys, monkeypatch, argv,
+                                                                           option):
+    """Sweep 9: a variable left empty in a script (`--firmware "$FW"`) was read as the option not given: flash wrote
+    the official image, core token minted a token in the default core directory, provision qr wrote no PNG."""
+    from alabama.core import registry as reg
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    reg.load_or_create_key(tmp_path / "core")
+    argv = [a.format(d=tmp_path / "core") for a in argv]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        alabama_cli.main(argv)
+    r = capsys.readouterr()
+    assert e.value.code == 2 and not r.out, (e.value.code, r.out)
+    err = r.err.strip().splitlines()
+    prog = " ".join(["alabama"] + argv[:2 if argv[0] in ("core", "provision", "board") else 1])
+    assert len(err) == 1 and err[0].startswith("alabama: error: %s: argument %s" % (prog, option)), err
+    assert "the value is empty: give " in err[0], err
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "core" / reg.DB_NAME).exists()
+
+
+def test_an_empty_value_an_option_gives_a_meaning_is_still_taken(tmp_path, capsys):
+    """--wake-phrase "" is documented (no wake word at all); the Wi-Fi options and --wake-word say their own line."""
+    from alabama import usage
+    assert {"--wake-phrase", "--wake-word", "--wifi-ssid", "--wifi-passphrase"} <= set(usage.SAYS_EMPTY)
+    _, line = main_line(capsys, "core", "token", "--data", str(tmp_path), "--wifi-ssid", "", "--wifi-passphrase",
+                        "long enough")
+    assert "--wifi-passphrase needs --wifi-ssid NAME" in line, line
