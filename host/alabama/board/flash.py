@@ -75,8 +75,11 @@ def check_image(path, pinned=None, sha256=None, source="the pinned", fix=NOT_AN_
             head = f.read(1)
     except FileNotFoundError:
         raise FlashError("firmware %s does not exist: check the path given to --firmware" % path) from None
+    except IsADirectoryError:
+        raise FlashError("firmware %s is a directory, not an image: give --firmware the .bin file" % path) from None
     except OSError as e:
-        raise FlashError("cannot read firmware %s (%s)" % (path, e.strerror or e)) from None
+        raise FlashError("cannot read firmware %s (%s): give --firmware a .bin file you can read"
+                         % (path, e.strerror or e)) from None
     if not head or head[0] != ESP_IMAGE_MAGIC:
         raise FlashError("%s is not an ESP32 firmware image (first byte is not 0xE9): %s" % (path, fix))
     want = sha256 or (pinned.sha256 if pinned is not None else None)
@@ -328,6 +331,14 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
     if release:
         from .release import check_tag
         check_tag(release)               # a mistyped tag is a usage mistake: said before the port is opened
+    if firmware:                         # a file the user gave, and a mirror they typed: the command line's, said
+        try:                             # before the port is opened or anything downloaded
+            check_image(pathlib.Path(firmware).expanduser())
+        except FlashError as e:
+            raise UsageError(str(e)) from None
+    if mirror and urllib.parse.urlsplit(mirror).scheme not in ("http", "https"):
+        raise UsageError("--image-url %s is not an http(s) URL: give the mirror's address, e.g. "
+                         "https://mirror.example/micropython/ (or the .bin's own URL)" % mirror)
     given = port is not None
     if port is None:
         port = detect_port(list_ports)
