@@ -337,7 +337,7 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
         except FlashError as e:
             raise UsageError(str(e)) from None
     if mirror and urllib.parse.urlsplit(mirror).scheme not in ("http", "https"):
-        raise UsageError("--image-url %s is not an http(s) URL: give the mirror's address, e.g. "
+        raise UsageError("%s is not an http(s) URL: give --image-url the mirror's address, e.g. "
                          "https://mirror.example/micropython/ (or the .bin's own URL)" % mirror)
     given = port is not None
     if port is None:
