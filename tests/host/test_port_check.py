@@ -87,3 +87,20 @@ def test_a_port_another_program_holds_is_still_the_worlds_state_status_1(capsys,
     finally:
         held.close()
     assert status == 1 and "is busy" in line, (status, line)
+
+
+def test_deploy_to_a_port_where_nothing_answers_says_so_within_its_first_contact_bound(capsys, monkeypatch,
+                                                                                       serial_port):
+    """Sweep 9: deploy (and deploy --dry-run) to a port where nothing answers printed nothing for mpremote's 300 s;
+    its first contact is bounded (FIRST_CONTACT_S) and its line says what to check."""
+    import time
+    from alabama.board import deploy
+    monkeypatch.setattr(deploy, "FIRST_CONTACT_S", 3)
+    t0 = time.monotonic()
+    status, line, out = _line(capsys, "deploy", "--board", "xiao-esp32s3-sense-inmp441", "--port", serial_port,
+                              "--dry-run")
+    assert time.monotonic() - t0 < 60
+    assert status == 1 and not out, (status, out)
+    assert line == ("alabama: error: the board on %s did not answer within 3 s (no MicroPython REPL): press RESET and "
+                    "run again; check that %s is the board's port (a board held in its bootloader, or another device, "
+                    "never answers), or reflash it with `alabama flash`" % (serial_port, serial_port)), line

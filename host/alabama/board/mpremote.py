@@ -37,6 +37,10 @@ class MpremoteError(AlabamaError):
         self.board_raised = board_raised
 
 
+class MpremoteTimeout(MpremoteError):
+    """mpremote did not finish within its time (a board that never answers, or a long run cut off)."""
+
+
 class NotAPortError(MpremoteError, UsageError):
     """The path given for a port cannot be one (a file, a directory, /dev/null, /dev/ptmx): the command line's
     mistake, status 2. A port that is busy or gone is the world's state: MpremoteError, status 1."""
@@ -254,8 +258,8 @@ def run_mpremote(port, args, on_line=None, timeout=MPREMOTE_TIMEOUT):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise MpremoteError("mpremote did not finish within %d s on %s (%s): press RESET on the board and run "
-                            "again" % (timeout, port, last_line("\n".join(lines))[:80] or "no output")) from None
+        raise MpremoteTimeout("mpremote did not finish within %d s on %s (%s): press RESET on the board and run "
+                              "again" % (timeout, port, last_line("\n".join(lines))[:80] or "no output")) from None
     finally:
         watchdog.cancel()
         proc.stdout.close()
