@@ -46,6 +46,13 @@ def as_typed(line, env=None):
     return "".join(out)
 
 
+#: Options whose command says its own line for an empty value ("" for --wake-phrase is no wake word; the Wi-Fi
+#: options and --wake-word name what they take). Any other option given "" or blanks (a variable left empty in a
+#: script, `--port "$PORT"`) is refused by the parser: read as "not given", it flashed the official image for
+#: `--firmware ""` and minted a token in the default core directory for `core token --data ""`.
+SAYS_EMPTY = ("--wake-phrase", "--wake-word", "--wifi-ssid", "--wifi-passphrase", "--say")
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser (and, through add_subparsers, every sub-parser) whose error is one line and status 2.
 
@@ -54,6 +61,15 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, "%s%s\n" % (PREFIX, as_typed(one_line(self.prog, message))))
+
+    def _get_values(self, action, arg_strings):
+        """As argparse's, but an option's value that is empty or blank is the one line saying so (SAYS_EMPTY aside)."""
+        if action.option_strings and arg_strings and not any(a.strip() for a in arg_strings) \
+                and not set(action.option_strings) & set(SAYS_EMPTY):
+            self.error("argument %s: the value is empty: give %s%s" % (
+                "/".join(action.option_strings), action.metavar or action.dest.upper(),
+                "" if action.required else ", or leave %s out" % action.option_strings[-1]))
+        return super()._get_values(action, arg_strings)
 
     def add_subparsers(self, **kwargs):
         """As argparse's; and this group run without a command says so in one line naming its commands, status 2

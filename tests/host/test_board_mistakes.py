@@ -257,7 +257,7 @@ def _sim_mistakes(t):
         (core + ["--image", str(t / "junk.bin")], "is not a sim app image"),
         (core + ["--mic", str(t / "nope.wav")], "no WAV file at"),
         (core + ["--mic", str(t / "bad.wav")], "not a PCM WAV file"),
-        (core + ["--micropython", str(t / "afile")], "does not run as a micropython unix port"),
+        (core + ["--micropython", str(t / "afile")], "is not a MicroPython interpreter"),
         (core + ["--duplex", "quarter"], "'quarter' is not one of full, half"),
         (core + ["--ctl-port", "70000"], "not a TCP port"),
     ]

@@ -34,9 +34,11 @@ def test_board_sim_image_wrong_inputs_are_one_line(tmp_path, capsys, argv, says)
 def test_slot_sizes():
     assert sim.parse_size("1m") == 0x100000 == sim.parse_size("0x100000") == sim.parse_size("1024k")
     assert sim.parse_size("1048576") == 0x100000
-    for bad in ("0", "4097", "1.5m", "-4k", ""):
-        with pytest.raises(sim.SimError):
+    for bad in ("0", "4097", "1.5m", "-4k", "", "0100", "0x"):
+        with pytest.raises(sim.SimUsageError):
             sim.parse_size(bad)
+    # sweep 9: a leading zero was int(..., 0)'s ValueError, a traceback (`board sim --image --slot-size 08k`)
+    assert sim.parse_size("08k") == 8192 and sim.parse_size(" 4k ") == 4096
 
 
 @pytest.mark.needs_micropython

@@ -88,11 +88,11 @@ def test_a_closed_pipe_is_a_quiet_exit_not_a_broken_pipe_traceback(argv):
     assert p.returncode in (0, 141)                      # 141: what a shell reports for a writer whose reader left
 
 
-def test_core_token_into_a_closed_pipe_is_quiet(tmp_path):
+def test_core_token_into_a_closed_pipe_is_quiet(core_dir):
     r_fd, w_fd = os.pipe()
     os.close(r_fd)
     try:
-        p = subprocess.run(ALABAMA + ["core", "token", "--data", str(tmp_path / "d"), "--host", "10.0.0.2"],
+        p = subprocess.run(ALABAMA + ["core", "token", "--data", str(core_dir), "--host", "10.0.0.2"],
                            stdout=w_fd, stderr=subprocess.PIPE, text=True, timeout=60,
                            env=dict(os.environ, PYTHONPATH=str(ROOT / "host")))
     finally:
@@ -351,9 +351,9 @@ def _secret_free(out):
                 assert SECRET not in uri.decode_uri(word).wifi_passphrase, ln
 
 
-def test_core_token_does_not_print_the_passphrase_unless_asked_and_says_so(tmp_path, capsys):
+def test_core_token_does_not_print_the_passphrase_unless_asked_and_says_so(core_dir, capsys):
     from alabama.provision import record
-    argv = ["core", "token", "--data", str(tmp_path / "d"), "--host", "10.0.0.2", "--wifi-ssid", "Home",
+    argv = ["core", "token", "--data", str(core_dir), "--host", "10.0.0.2", "--wifi-ssid", "Home",
             "--wifi-passphrase", SECRET]
     assert alabama_cli.main(argv) == 0
     out = capsys.readouterr().out
@@ -724,14 +724,15 @@ def listener():
     s.close()
 
 
-def test_core_token_refuses_a_port_another_program_holds_and_mints_nothing(tmp_path, capsys, listener):
-    status, line = main_line(capsys, "core", "token", "--data", str(tmp_path / "d"), "--host", "127.0.0.1",
+def test_core_token_refuses_a_port_another_program_holds_and_mints_nothing(core_dir, capsys, listener):
+    from alabama.core import registry as reg
+    status, line = main_line(capsys, "core", "token", "--data", str(core_dir), "--host", "127.0.0.1",
                              "--port", str(listener))
     assert status == 2 and "port %d on this machine is held by another program" % listener in line, line
-    assert "no core runs for %s" % (tmp_path / "d") in line and "--listen 0.0.0.0:%d" % listener in line, line
-    assert not (tmp_path / "d").exists()                     # nothing made, no token minted
+    assert "no core runs for %s" % core_dir in line and "--listen 0.0.0.0:%d" % listener in line, line
+    assert not (core_dir / reg.DB_NAME).exists()             # no token minted
     # a core elsewhere (another machine's address) is not this machine's business: minted as asked
-    assert alabama_cli.main(["core", "token", "--data", str(tmp_path / "d"), "--host", "192.0.2.7", "--port",
+    assert alabama_cli.main(["core", "token", "--data", str(core_dir), "--host", "192.0.2.7", "--port",
                              str(listener)]) == 0
 
 
@@ -1026,15 +1027,37 @@ def test_ota_sign_key_given_the_public_half_or_an_encrypted_key_says_which(tmp_p
                            "plain.pem`" % (enc, enc)), line
 
 
-@pytest.mark.parametrize("checkout, says", [(True, "is it built? `make mp32`"),
-                                            (False, "give --micropython the path of one that runs, or leave it out")])
-def test_board_sim_micropython_that_does_not_run_says_what_this_install_can_do(tmp_path, capsys, monkeypatch,
-                                                                                checkout, says):
-    monkeypatch.setattr(alabama, "CHECKOUT", checkout)             # an installed wheel has no Makefile to run
-    _, line = main_line(capsys, "board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355",
-                        "--micropython", str(tmp_path / "nonexistent"))
-    assert line.startswith("alabama: error: %s does not run as a micropython unix port: " % (
-        tmp_path / "nonexistent")) and says in line, line
+@pytest.mark.parametrize("checkout", [True, False])
+@pytest.mark.parametrize("given, says", [
+    ("mp32", "{p} does not exist: the 32-bit micropython is not built yet: `make mp32` builds it"),
+    ("nonexistent", "{p} does not exist: give --micropython the path of a micropython unix port, or leave it out"),
+    ("/bin/true", "{p} is not a MicroPython interpreter (a program that does not answer as one): give --micropython "
+                  "the path of a micropython unix port"),
+    ("notes.txt", "{p} is not a MicroPython interpreter (not executable): "),
+    ("script.sh", "{p} is not a MicroPython interpreter (a program that does not answer as one): "),
+    ("adir", "{p} is not a MicroPython interpreter (a directory): "),
+])
+def test_board_sim_micropython_that_does_not_run_says_what_the_file_is(tmp_path, capsys, monkeypatch, checkout,
+                                                                       given, says):
+    """Sweep 9: any --micropython that did not run said "is it built? `make mp32`" in a checkout (/bin/true, a text
+    file); that hint is for the 32-bit build's own path, missing, in a checkout only (a wheel has no Makefile)."""
+    from alabama.board import sim
+    monkeypatch.setattr(alabama, "CHECKOUT", checkout)
+    monkeypatch.setenv("ALABAMA_MICROPYTHON32", str(tmp_path / "build" / "mp32" / "micropython"))
+    (tmp_path / "notes.txt").write_text("not an interpreter\n")
+    (tmp_path / "script.sh").write_text("#!/bin/sh\necho hello\n")
+    (tmp_path / "script.sh").chmod(0o755)
+    (tmp_path / "adir").mkdir()
+    path = given if given.startswith("/") else str(tmp_path / "build" / "mp32" / "micropython") if given == "mp32" \
+        else str(tmp_path / given)
+    sim._PROBED.clear()
+    status, line = main_line(capsys, "board", "sim", "--dir", str(tmp_path / "vb"), "--core", "127.0.0.1:7355",
+                             "--micropython", path)
+    if given == "mp32" and not checkout:
+        says = "{p} does not exist: give --micropython the path of a micropython unix port"
+    assert status == 2 and line.startswith("alabama: error: " + says.format(p=path)), line
+    assert ("make mp32" in line) == (given == "mp32" and checkout), line
+    assert not (tmp_path / "vb").exists()
 
 
 def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_make(capsys, monkeypatch, serial_port):
@@ -1052,7 +1075,9 @@ def test_the_devkit_refusal_from_an_installed_wheel_names_alabama_commands_not_m
 def test_a_lost_core_key_is_not_silently_replaced_by_a_new_identity(tmp_path, capsys, command):
     """Records went out with the key; a new one made by a command that hands it out pins boards to a key no core
     has (and the running core's boards to none)."""
+    from alabama.core import registry as reg
     d = tmp_path / "core"
+    reg.load_or_create_key(d)                               # a core that ran there
     assert alabama_cli.main(["core", "token", "--data", str(d), "--host", "10.0.0.2"]) == 0
     (d / "core.key").unlink()
     _, line = main_line(capsys, *command, "--data", str(d))
@@ -1472,9 +1497,51 @@ def test_a_value_of_the_wrong_kind_is_a_usage_mistake_status_2(tmp_path, capsys,
 
 def test_deploy_to_a_port_that_is_no_board_prints_only_its_one_line(capsys):
     """Sweep 8: `deploy --port /dev/null` printed "deploy sim to /dev/null" and then the refusal; the header now
-    comes once the board answered."""
+    comes once the board answered. Sweep 9: status 2, a usage mistake (it was 1)."""
     capsys.readouterr()
-    assert alabama_cli.main(["deploy", "--board", "sim", "--port", "/dev/null"]) == 1
+    assert alabama_cli.main(["deploy", "--board", "sim", "--port", "/dev/null"]) == 2
     r = capsys.readouterr()
     assert r.out == "" and r.err.count("\n") == 1 and r.err.startswith(
         "alabama: error: /dev/null is a character device that is no terminal, not a serial port"), r
+
+
+# ------------------------------------------------------------------------------ sweep 9: an empty value
+@pytest.mark.parametrize("argv, option", [
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--firmware", "", "--dry-run"), "--firmware"),  # wrote the
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--release", " ", "--dry-run"), "--release"),  # official image
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--image-url=", "--dry-run"), "--image-url"),
+    (("flash", "--board", "", "--dry-run"), "--board"),                  # "'' is a directory, not a board file"
+    (("flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", ""), "--port"),   # "serial port  does not exist"
+    (("deploy", "--board", "sim", "--port", ""), "--port"),
+    (("core", "token", "--data", "", "--host", "10.0.0.2"), "--data"),   # minted in the default directory
+    (("core", "serve", "--data", " ", "--listen", "127.0.0.1:0"), "--data"),
+    (("provision", "qr", "--data", "{d}", "--host", "10.0.0.2", "--no-terminal", "--png", ""), "--png"),  # no PNG
+    (("board", "sim", "--dir", ""), "--dir"),
+])
+def test_an_option_given_an_empty_value_is_one_line_not_taken_as_not_given(tmp_path, capsys, monkeypatch, argv,
+                                                                           option):
+    """Sweep 9: a variable left empty in a script (`--firmware "$FW"`) was read as the option not given: flash wrote
+    the official image, core token minted a token in the default core directory, provision qr wrote no PNG."""
+    from alabama.core import registry as reg
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    reg.load_or_create_key(tmp_path / "core")
+    argv = [a.format(d=tmp_path / "core") for a in argv]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        alabama_cli.main(argv)
+    r = capsys.readouterr()
+    assert e.value.code == 2 and not r.out, (e.value.code, r.out)
+    err = r.err.strip().splitlines()
+    prog = " ".join(["alabama"] + argv[:2 if argv[0] in ("core", "provision", "board") else 1])
+    assert len(err) == 1 and err[0].startswith("alabama: error: %s: argument %s" % (prog, option)), err
+    assert "the value is empty: give " in err[0], err
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "core" / reg.DB_NAME).exists()
+
+
+def test_an_empty_value_an_option_gives_a_meaning_is_still_taken(tmp_path, capsys):
+    """--wake-phrase "" is documented (no wake word at all); the Wi-Fi options and --wake-word say their own line."""
+    from alabama import usage
+    assert {"--wake-phrase", "--wake-word", "--wifi-ssid", "--wifi-passphrase"} <= set(usage.SAYS_EMPTY)
+    _, line = main_line(capsys, "core", "token", "--data", str(tmp_path), "--wifi-ssid", "", "--wifi-passphrase",
+                        "long enough")
+    assert "--wifi-passphrase needs --wifi-ssid NAME" in line, line

@@ -5,6 +5,7 @@ import urllib.error
 
 import pytest
 
+from alabama import cli
 from alabama.board import boards, flash, images, mpremote
 
 
@@ -289,3 +290,25 @@ def test_official_image_is_refused_up_front_where_the_mpy_set_cannot_fit(cache, 
 def deploy_fits(board):
     from alabama.board import deploy
     return deploy.mpy_set_fits(board)
+
+
+@pytest.mark.parametrize("kind, says", [
+    ("missing", "firmware {p} does not exist: check the path given to --firmware"),
+    ("directory", "firmware {p} is a directory, not an image: give --firmware the .bin file"),
+    ("truncated", "{p} is not an ESP32 firmware image (first byte is not 0xE9): pass the .bin from "),
+    ("empty", "{p} is not an ESP32 firmware image"),
+])
+def test_a_firmware_file_that_is_no_image_is_a_usage_mistake_said_before_the_port(tmp_path, capsys, kind, says):
+    """Sweep 9: --firmware nope.bin, a directory or a truncated file exited 1 (a directory: "cannot read firmware adir
+    (Is a directory)", nothing to do), and only after the port was opened: each is the command line's, status 2."""
+    p = tmp_path / "fw.bin"
+    if kind == "directory":
+        p.mkdir()
+    elif kind == "truncated":
+        p.write_bytes(b"trunc")
+    elif kind == "empty":
+        p.write_bytes(b"")
+    status = cli.main(["flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", str(tmp_path / "ttyGONE"),
+                       "--firmware", str(p)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and err[0].startswith("alabama: error: " + says.format(p=p)), (status, err)

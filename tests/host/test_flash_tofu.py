@@ -13,6 +13,7 @@ import pytest
 
 from alabama import cli
 from alabama.board import boards, flash, imagelock, images
+from alabama.errors import UsageError
 
 OCT = "ESP32_GENERIC_S3-SPIRAM_OCT"
 BOARD = "esp32-s3-box-3"          # octal PSRAM: its image is not pinned in the repository
@@ -170,8 +171,10 @@ def test_plain_http_off_this_machine_needs_a_known_digest(cache, serial_port):
     with pytest.raises(flash.FlashError, match="^refusing http://192.0.2.1/m/.*: an image without a known sha256 is "
                        "downloaded over https only: serve the mirror over https, or pass --image-sha256 HEX$"):
         _flash(serial_port, mirror="http://192.0.2.1/m", opener=no_network)
-    with pytest.raises(flash.FlashError, match="must be an http\\(s\\) URL"):
-        _flash(serial_port, mirror="ftp://127.0.0.1/m", opener=no_network)
+    with pytest.raises(UsageError, match="^ftp://127.0.0.1/m is not an http\\(s\\) URL: give --image-url "):   # sweep 9:
+        _flash(serial_port, mirror="ftp://127.0.0.1/m", opener=no_network)         # a usage mistake, said first
+    with pytest.raises(flash.FlashError, match="must be an http\\(s\\) URL"):        # ALABAMA_IMAGE_URL's
+        _flash(serial_port, env={flash.IMAGE_URL_ENV: "ftp://127.0.0.1/m"}, opener=no_network)
 
 
 def test_port_and_heap_are_checked_before_any_download(server, cache, tmp_path):

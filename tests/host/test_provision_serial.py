@@ -40,7 +40,7 @@ def test_board_code_writes_atomically_and_the_pin_follows_the_record(tmp_path):
     assert sorted(os.listdir(tmp_path / "data")) == ["provision.bin"]
 
 
-def test_issue36_factory_reset_forgets_identity_and_settings_and_writes_the_record(tmp_path):
+def test_issue36_factory_reset_forgets_identity_and_settings_and_writes_the_record(tmp_path, serial_port):
     data = tmp_path / "data"
     data.mkdir()
     for name in ("device.key", "device.key.tmp", "settings.json", "core.pub", "provision.bin"):
@@ -53,10 +53,10 @@ def test_issue36_factory_reset_forgets_identity_and_settings_and_writes_the_reco
     assert sorted(os.listdir(data)) == ["deferred", "provision.bin"]
     assert record.decode((data / "provision.bin").read_bytes()).wifi_passphrase == "hunter2-hunter2"
     seen = []
-    serial.provision("/dev/null", wifi, runner=lambda port, args: seen.append(args[1]) or serial.MARK + wifi.hex(),
+    serial.provision(serial_port, wifi, runner=lambda port, args: seen.append(args[1]) or serial.MARK + wifi.hex(),
                      reset=False, out=seen.append, factory_reset=True)
     assert "'data/device.key', 'data/settings.json'" in seen[0]
-    assert seen[1].startswith("factory reset on /dev/null: removed data/device.key, data/settings.json")
+    assert seen[1].startswith("factory reset on %s: removed data/device.key, data/settings.json" % serial_port)
 
 
 def test_a_board_that_reads_back_something_else_is_an_error():

@@ -300,7 +300,7 @@ def test_sweep8_the_first_hours_mistakes_from_the_wheel(installed):
     cache = pathlib.Path(env["XDG_CACHE_HOME"]) / "alabama" / "images"
     had = cache.exists() and sorted(cache.iterdir())
     r = _alabama(installed, "flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", "/dev/null")
-    assert r.returncode == 1 and not r.stdout and r.stderr.startswith(
+    assert r.returncode == 2 and not r.stdout and r.stderr.startswith(
         "alabama: error: /dev/null is a character device that is no terminal, not a serial port"), r.stdout + r.stderr
     assert (cache.exists() and sorted(cache.iterdir())) == had              # the port before any download
     r = subprocess.run([str(env_dir / "bin" / "alabama"), "board", "sim", "--help"], cwd=str(work), text=True,

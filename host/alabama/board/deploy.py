@@ -27,7 +27,7 @@ import time
 from ..errors import AlabamaError, UsageError
 from . import fwset, mpremote
 from .fwset import ARCHS, BOARD_FILE, FIRMWARE, OWNED_DIR, SOURCE_KEPT, build, shown
-from .mpremote import probe, resolve_port, run_mpremote, soft_reset
+from .mpremote import MpremoteError, MpremoteTimeout, probe, resolve_port, run_mpremote, soft_reset
 from .appimage import build_command, flash_command
 
 MANIFEST = fwset.DEPLOY_MANIFEST
@@ -274,6 +274,26 @@ def _flash_version():
     return images.MICROPYTHON_VERSION
 
 
+#: Seconds a board may take to answer deploy's first contact (the raw REPL and the probe of its files; a board answers
+#: in one or two): a port where nothing answers (a board in its ROM bootloader, another device) is said then, not
+#: after mpremote's whole-run limit of 300 s with nothing printed meanwhile.
+FIRST_CONTACT_S = 60
+
+
+def _first_contact(port, runner):
+    """mpremote.probe within FIRST_CONTACT_S (the real runner; a test's runner as it is), a silence said as such."""
+    if runner is run_mpremote:
+        def runner(p, args, on_line=None):
+            return run_mpremote(p, args, on_line=on_line, timeout=FIRST_CONTACT_S)
+    try:
+        return probe(port, runner)
+    except MpremoteTimeout:
+        raise MpremoteError("the board on %s did not answer within %d s (no MicroPython REPL): press RESET and run "
+                            "again; check that %s is the board's port (a board held in its bootloader, or another "
+                            "device, never answers), or reflash it with `alabama flash`"
+                            % (port, FIRST_CONTACT_S, port)) from None
+
+
 def deploy(board, port=None, root=FIRMWARE, build_dir=None, reset=True, dry_run=False, wait=0,
            list_ports=None, runner=run_mpremote, out=print, allow_mpy=False, stale_image=False):
     """Deploy the firmware to `board` (a boards.Board) on `port`. Returns the list of copied remote paths.
@@ -286,7 +306,7 @@ def deploy(board, port=None, root=FIRMWARE, build_dir=None, reset=True, dry_run=
         _wait_for(port, wait)
     port = resolve_port(port, list_ports)
     tool = fwset.mpy_cross_version()
-    info = probe(port, runner)           # first: a port that is no board is its one line, without a header before it
+    info = _first_contact(port, runner)  # first: a port that is no board is its one line, without a header before it
     out("deploy %s to %s" % (board.id, port))
     march = choose_march(board, info, port, tool)
     if choose_mode(board, info, port, root, allow_mpy, stale_image) == "frozen":

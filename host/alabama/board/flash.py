@@ -21,7 +21,7 @@ import urllib.request
 
 from ..errors import AlabamaError, UsageError
 from . import imagelock, images
-from .mpremote import check_free, detect_port, not_a_port
+from .mpremote import check_free, check_port, detect_port
 
 ESP_IMAGE_MAGIC = 0xE9      # first byte of every ESP application/bootloader image
 BAUD = 460800               # the rate MicroPython's esp32 deploy instructions use
@@ -75,8 +75,11 @@ def check_image(path, pinned=None, sha256=None, source="the pinned", fix=NOT_AN_
             head = f.read(1)
     except FileNotFoundError:
         raise FlashError("firmware %s does not exist: check the path given to --firmware" % path) from None
+    except IsADirectoryError:
+        raise FlashError("firmware %s is a directory, not an image: give --firmware the .bin file" % path) from None
     except OSError as e:
-        raise FlashError("cannot read firmware %s (%s)" % (path, e.strerror or e)) from None
+        raise FlashError("cannot read firmware %s (%s): give --firmware a .bin file you can read"
+                         % (path, e.strerror or e)) from None
     if not head or head[0] != ESP_IMAGE_MAGIC:
         raise FlashError("%s is not an ESP32 firmware image (first byte is not 0xE9): %s" % (path, fix))
     want = sha256 or (pinned.sha256 if pinned is not None else None)
@@ -328,15 +331,21 @@ def flash(board, port=None, firmware=None, deploy=True, dry_run=False, runner=No
     if release:
         from .release import check_tag
         check_tag(release)               # a mistyped tag is a usage mistake: said before the port is opened
+    if firmware:                         # a file the user gave, and a mirror they typed: the command line's, said
+        try:                             # before the port is opened or anything downloaded
+            check_image(pathlib.Path(firmware).expanduser())
+        except FlashError as e:
+            raise UsageError(str(e)) from None
+    if mirror and urllib.parse.urlsplit(mirror).scheme not in ("http", "https"):
+        raise UsageError("%s is not an http(s) URL: give --image-url the mirror's address, e.g. "
+                         "https://mirror.example/micropython/ (or the .bin's own URL)" % mirror)
     given = port is not None
     if port is None:
         port = detect_port(list_ports)
     if not dry_run and not str(port).upper().startswith("COM"):
         if given and not os.path.exists(port):
             raise FlashError("serial port %s does not exist: plug the board in, or pass the right --port" % port)
-        why = not_a_port(port)           # a directory or a file: said before a download, as deploy says it
-        if why:
-            raise FlashError(why)
+        check_port(port)                 # a directory, a file, /dev/ptmx: said before a download, as deploy says it
         # opened once, exclusively, and closed: /dev/null (no terminal) and a port another program holds (a REPL,
         # `alabama logs`) are said here, in one line, before an image is downloaded or esptool erases anything
         check_free(port)

@@ -1,6 +1,7 @@
 """Talking to a board over its serial port: the real ``mpremote`` command line, and the code run on the board.
 
-Responsible for: finding the port (resolve_port: as given, or the one Espressif USB device), running
+Responsible for: finding the port (resolve_port: as given, or the one Espressif USB device) and what can be one
+(check_port: the one rule every command's port goes through), running
 ``mpremote connect PORT ...`` with its output line by line and a failure turned into one line saying what to
 do (run_mpremote, explain), the friendly-REPL soft reset that runs main.py (soft_reset), the probe of what a
 board holds (probe), and the MicroPython scripts sent to a board: real files in onboard/ (tested on the unix
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 
-from ..errors import AlabamaError
+from ..errors import AlabamaError, UsageError
 from . import fwset
 
 ESPRESSIF_VID = 0x303A      # USB vendor id of the ESP32-S3's native USB (USB-Serial/JTAG, TinyUSB CDC)
@@ -34,6 +35,15 @@ class MpremoteError(AlabamaError):
     def __init__(self, message, board_raised=False):
         super().__init__(message)
         self.board_raised = board_raised
+
+
+class MpremoteTimeout(MpremoteError):
+    """mpremote did not finish within its time (a board that never answers, or a long run cut off)."""
+
+
+class NotAPortError(MpremoteError, UsageError):
+    """The path given for a port cannot be one (a file, a directory, /dev/null, /dev/ptmx): the command line's
+    mistake, status 2. A port that is busy or gone is the world's state: MpremoteError, status 1."""
 
 
 #: mpremote's own (host-side) traceback: frames in mpremote's or pyserial's files. The port went away under it
@@ -85,29 +95,63 @@ def resolve_port(port=None, list_ports=None, option="--port", probe=False):
         return port
     if not os.path.exists(port):
         raise MpremoteError("serial port %s does not exist: plug the board in, or pass the right %s" % (port, option))
+    check_port(port, option, probe)
+    return port
+
+
+def check_port(port, option="--port", probe=False):
+    """NotAPortError (one line, status 2) when the path PORT cannot be a serial port (not_a_port); else nothing.
+    flash, deploy, provision serial, board probe, repl, logs and hil all ask this, so they agree on what a port is."""
+    if "://" in str(port) or str(port).upper().startswith("COM"):
+        return
     why = not_a_port(port, probe, option)
     if why:
-        raise MpremoteError(why)
-    return port
+        raise NotAPortError(why)
 
 
 #: What a path that is no serial port is, by its stat kind (checked without opening it).
 _KINDS = (("S_ISREG", "a regular file"), ("S_ISDIR", "a directory"), ("S_ISFIFO", "a named pipe"),
           ("S_ISSOCK", "a socket"), ("S_ISBLK", "a block device (a disk)"))
 
+#: Linux character devices that are never a board's port, by (major, minor) (the kernel's
+#: Documentation/admin-guide/devices.txt). Each but the first answers termios as a port does, so opening it proves
+#: nothing: /dev/ptmx makes a new pseudo-terminal with nothing on its other end.
+_LINUX_TERMINALS = {(5, 0): "this shell's own terminal", (5, 1): "the system console",
+                    (5, 2): "the pseudo-terminal multiplexer (opening it makes a new pseudo-terminal with nothing on "
+                            "its other end)"}
+NO_TERMINAL = "a character device that is no terminal"
+
+
+def _linux_char_kind(rdev):
+    """What the Linux character device RDEV is when it cannot be a serial port, or None. A serial port on Linux is a
+    terminal that is not one of this machine's own: a UART (ttyS*, ttyUSB*, ttyACM*) or a pseudo-terminal's slave end
+    (/dev/pts/N: the virtual board's REPL, socat)."""
+    major, minor = os.major(rdev), os.minor(rdev)
+    if major == 1:                       # /dev/null, /dev/zero, /dev/random, /dev/full, /dev/kmsg
+        return NO_TERMINAL
+    if major == 2:                       # a BSD pseudo-terminal's master side (/dev/ptyp0)
+        return "a pseudo-terminal's master side"
+    if major == 4 and minor < 64:        # /dev/tty0../dev/tty63 (major 4 from minor 64 on: ttyS*, real UARTs)
+        return "a virtual console of this machine"
+    return _LINUX_TERMINALS.get((major, minor))
+
 
 def not_a_port(port, probe=False, option="--port"):
     """Why the path PORT cannot be a serial port (one line saying what to pass instead), or None.
 
-    Without ``probe`` only its kind is looked at (nothing is opened: opening a board's port can reset it);
-    ``probe=True`` (after opening it failed) also opens a character device to ask whether it is a terminal,
-    which /dev/null, /dev/zero and the like are not."""
+    Without ``probe`` only its kind is looked at (nothing is opened: opening a board's port can reset it): a file,
+    a directory, a pipe, a socket, a disk, and on Linux the character devices that are never a port (/dev/null,
+    /dev/ptmx, /dev/tty, /dev/console, a virtual console; _linux_char_kind). ``probe=True`` also opens any other
+    character device to ask whether it is a terminal (termios works on it), which e.g. /dev/fuse is not."""
     import stat
     try:
-        mode = os.stat(port).st_mode
+        st = os.stat(port)
     except OSError:
         return None
+    mode = st.st_mode
     kind = next((name for test, name in _KINDS if getattr(stat, test)(mode)), None)
+    if kind is None and stat.S_ISCHR(mode) and sys.platform.startswith("linux"):
+        kind = _linux_char_kind(st.st_rdev)
     if kind is None and probe and stat.S_ISCHR(mode):
         try:
             fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
@@ -115,7 +159,7 @@ def not_a_port(port, probe=False, option="--port"):
             return None
         try:
             if not os.isatty(fd):
-                kind = "a character device that is no terminal"
+                kind = NO_TERMINAL
         finally:
             os.close(fd)
     if kind is None:
@@ -137,9 +181,11 @@ def check_free(port):
 def open_port(port):
     """PORT opened for this program alone (pyserial, 115200, exclusive), or MpremoteError (explain's one line)."""
     import serial
+    check_port(port)
     try:
         return serial.Serial(port, 115200, timeout=0.1, exclusive=True)
     except (serial.SerialException, OSError) as e:
+        check_port(port, probe=True)
         raise MpremoteError(explain(port, 1, str(e))) from None
 
 
@@ -212,13 +258,14 @@ def run_mpremote(port, args, on_line=None, timeout=MPREMOTE_TIMEOUT):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise MpremoteError("mpremote did not finish within %d s on %s (%s): press RESET on the board and run "
-                            "again" % (timeout, port, last_line("\n".join(lines))[:80] or "no output")) from None
+        raise MpremoteTimeout("mpremote did not finish within %d s on %s (%s): press RESET on the board and run "
+                              "again" % (timeout, port, last_line("\n".join(lines))[:80] or "no output")) from None
     finally:
         watchdog.cancel()
         proc.stdout.close()
     text = "\n".join(lines)
     if rc != 0:
+        check_port(port, probe=True)
         raise MpremoteError(explain(port, rc, text), board_raised=board_raised(text))
     return text
 

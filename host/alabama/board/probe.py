@@ -463,6 +463,8 @@ def _connect(port, runner, timeout, identify_s=None):
     if runner is mpremote.run_mpremote:
         try:            # held by another program: said as such, not as a peer that is no MicroPython
             mpremote.check_free(port)
+        except mpremote.NotAPortError:
+            raise
         except mpremote.MpremoteError as e:
             raise ProbeError(str(e)) from None
     said = _identify(port, identify_s) if runner is mpremote.run_mpremote else None
@@ -474,9 +476,7 @@ def _connect(port, runner, timeout, identify_s=None):
     try:
         return mpremote.probe(port, runner)
     except mpremote.MpremoteError as e:
-        why = mpremote.not_a_port(port, probe=True) if "://" not in str(port) else None
-        if why:                          # /dev/null, a pipe: no device at all, so no firmware to reflash
-            raise ProbeError(why) from None
+        mpremote.check_port(port, probe=True)   # /dev/null, a pipe: no device at all, so no firmware to reflash
         said = _peek(port) if runner is not None else ""
         found = ("no MicroPython raw REPL within %d s; it prints %r" % (timeout, said[:60]) if said
                  else str(e).rstrip("."))

@@ -14,7 +14,7 @@ import time
 
 from ..errors import AlabamaError
 from .. import usage
-from .mpremote import close_serial, explain, needs_terminal, not_a_port, resolve_port
+from .mpremote import check_port, close_serial, explain, needs_terminal, resolve_port
 
 IDLE_FLUSH = 0.3            # seconds: a partial line (a prompt) is written after this much silence
 REOPEN_EVERY = 0.5          # seconds between attempts to reopen a port that went away (USB re-enumeration)
@@ -61,6 +61,7 @@ def repl(port=None, capture=None, list_ports=None, call=None):
     finally:
         signal.signal(signal.SIGINT, old)
     if rc != 0:
+        check_port(port, probe=True)
         raise ReplError(explain(port, rc, err))
     if err.strip():
         sys.stderr.write(err)
@@ -133,9 +134,7 @@ def _open(port, baud):
         if "lock" in low or "busy" in low or "errno 11" in low or "errno 16" in low:
             raise ReplError("serial port %s is busy: close the program holding it (a REPL, mpremote, a serial "
                             "monitor) and run again" % port) from None
-        why = not_a_port(port, probe=True)
-        if why:
-            raise ReplError(why) from None
+        check_port(port, probe=True)
         if "errno 2" in low or "no such file" in low:
             raise ReplError("serial port %s does not exist: plug the board in, or pass the right --port" % port) from None
         if "errno 13" in low or "permission" in low:

@@ -69,6 +69,22 @@ class SimUsageError(SimError, UsageError):
     image): exit status 2, as argparse's own refusals; a failure of the world (a board that stops) stays SimError."""
 
 
+def _size(text, line, hex_ok=False):
+    """The bytes of a size as written (256k, 8m, 300000; HEX_OK: 0x270000 too), else SimUsageError(LINE)."""
+    m = re.fullmatch(r"\s*(%s\d+)([kKmM]?)\s*" % ("0x[0-9a-fA-F]+|" if hex_ok else ""), str(text))
+    if not m:
+        raise SimUsageError(line)
+    n = int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))
+    return n * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+
+
+def _within(n, low, high, line):
+    """A number N in LOW..HIGH (both included), else SimUsageError(LINE)."""
+    if not low <= n <= high:
+        raise SimUsageError(line)
+    return n
+
+
 def default_firmware():
     return REPO / "firmware"
 
@@ -108,63 +124,62 @@ FAST_EXIT_S = 3.0
 MAX_FAST_EXITS = 3
 
 
-def interpreter(micropython):
-    """(sys.implementation._mpy, word bits) of a micropython unix port."""
-    if micropython not in _PROBED:
+def _asked(key, micropython, code, parse):
+    """PARSE(the words MICROPYTHON prints running CODE), cached under KEY; SimError (not_a_unix_port) when it does not
+    run, or answers something PARSE cannot read."""
+    if key not in _PROBED:
         try:
-            out = subprocess.run([micropython, "-c", "import sys; print(sys.implementation._mpy, sys.maxsize)"],
-                                 capture_output=True, text=True, timeout=10).stdout.split()
-            _PROBED[micropython] = (int(out[0]), 64 if int(out[1]) > 2 ** 32 else 32)
+            out = subprocess.run([micropython, "-c", code], capture_output=True, text=True, timeout=10).stdout.split()
+            _PROBED[key] = parse(out)
         except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
             raise SimError(not_a_unix_port(micropython)) from None
-    return _PROBED[micropython]
+    return _PROBED[key]
+
+
+def interpreter(micropython):
+    """(sys.implementation._mpy, word bits) of a micropython unix port."""
+    return _asked(micropython, micropython, "import sys; print(sys.implementation._mpy, sys.maxsize)",
+                  lambda out: (int(out[0]), 64 if int(out[1]) > 2 ** 32 else 32))
 
 
 def not_a_unix_port(micropython):
-    """The line for a --micropython that does not run: `make mp32` builds one in a checkout only."""
+    """The line for a micropython that does not run, said for what the path is: only the 32-bit build's own path,
+    missing, gets "`make mp32`" (in a checkout: a wheel has no Makefile); /bin/true or a text file is no MicroPython."""
     from .. import CHECKOUT
-    return "%s does not run as a micropython unix port: %s" % (micropython, "is it built? `make mp32`" if CHECKOUT
-                                                               else "give --micropython the path of one that runs, "
-                                                               "or leave it out (the venv's or PATH's micropython)")
+    p = pathlib.Path(micropython)
+    instead = ("give --micropython the path of a micropython unix port, or leave it out (the venv's or PATH's "
+               "micropython)")
+    if not p.exists():
+        if CHECKOUT and p.absolute() == local.micropython32_path().absolute():
+            return "%s does not exist: the 32-bit micropython is not built yet: `make mp32` builds it (or leave " \
+                   "--micropython out: the venv's 64-bit one)" % micropython
+        return "%s does not exist: %s" % (micropython, instead)
+    what = ("a directory" if p.is_dir() else "not executable" if not os.access(p, os.X_OK)
+            else "a program that does not answer as one")
+    return "%s is not a MicroPython interpreter (%s): %s" % (micropython, what, instead)
 
 
 def heap_bytes(text, what="--heap"):
     """The bytes of a heap size written as micropython -X heapsize takes it (256k, 8m, 300000), or SimError."""
-    m = re.fullmatch(r"(\d+)([kKmM]?)", str(text).strip())
-    if not m:
-        raise SimUsageError("%s %r is not a size: give bytes with an optional k or m, e.g. 256k or 8m" % (what, text))
-    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-    if not MIN_HEAP <= n <= MAX_HEAP:
-        raise SimUsageError("%s %s is outside %dk..%dm: give a heap the interpreter can start in, e.g. 256k or 8m"
-                            % (what, text, MIN_HEAP // 1024, MAX_HEAP // (1024 * 1024)))
-    return n
+    n = _size(text, "%s %r is not a size: give bytes with an optional k or m, e.g. 256k or 8m" % (what, text))
+    return _within(n, MIN_HEAP, MAX_HEAP, "%s %s is outside %dk..%dm: give a heap the interpreter can start in, "
+                   "e.g. 256k or 8m" % (what, text, MIN_HEAP // 1024, MAX_HEAP // (1024 * 1024)))
 
 
 def heap_for(heap, micropython):
     """The -X heapsize for a board heap on this interpreter: as-is on a 32-bit one, x HEAP_ALLOWANCE_64
     on a 64-bit one ('192k' -> '288k')."""
-    m = re.fullmatch(r"(\d+)([kKmM]?)", str(heap).strip())
-    if not m:
-        raise SimError("board heap %r is not a size like 256k or 8m" % heap)
+    n = _size(heap, "board heap %r is not a size like 256k or 8m" % heap)
     if interpreter(micropython)[1] == 32:
-        return "%s%s" % (m.group(1), m.group(2).lower())
-    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+        return str(heap).strip().lower()
     return "%dk" % -(-int(n * HEAP_ALLOWANCE_64) // 1024)
 
 
 def has_raw_repl(micropython):
     """Whether this unix port's REPL answers Ctrl-A (the shared pyexec REPL, MicroPython 1.27 and later);
     1.26.1 (the 32-bit build, tools/mp32) does not."""
-    key = ("version", micropython)
-    if key not in _PROBED:
-        try:
-            out = subprocess.run([micropython, "-c", "import sys; print(sys.implementation.version[0], "
-                                  "sys.implementation.version[1])"], capture_output=True, text=True,
-                                 timeout=10).stdout.split()
-            _PROBED[key] = (int(out[0]), int(out[1])) >= (1, 27)
-        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-            raise SimError(not_a_unix_port(micropython)) from None
-    return _PROBED[key]
+    return _asked(("version", micropython), micropython, "import sys; print(sys.implementation.version[0], "
+                  "sys.implementation.version[1])", lambda out: (int(out[0]), int(out[1])) >= (1, 27))
 
 
 def native_march(micropython):
@@ -780,8 +795,8 @@ def _check_ctl_port(port, option="--ctl-port", value="N"):
     """--ctl-port (or --web): a port the board's control channel (its page) can listen on, checked before the board
     boots (the firmware binds the control port: one in use would only show as a traceback in the board's log and a
     board no command reaches)."""
-    if not 0 <= port < 65536:
-        raise SimError("%s %d is not a TCP port: give 1024..65535, or leave it out for a free one" % (option, port))
+    _within(port, 0, 65535, "%s %d is not a TCP port: give 1024..65535, or leave it out for a free one"
+            % (option, port))
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
@@ -793,12 +808,9 @@ def _check_ctl_port(port, option="--ctl-port", value="N"):
 
 def parse_size(text):
     """'1m', '2560k', '0x100000', '1048576' -> bytes; SimError unless a whole number of 4 KB flash sectors."""
-    m = re.fullmatch(r"\s*(0x[0-9a-fA-F]+|\d+)([kKmM]?)\s*", str(text))
-    n = int(m.group(1), 0) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()] if m else 0
-    if n <= 0 or n % 4096:
-        raise SimUsageError("--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors"
-                            % text)
-    return n
+    line = "--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors" % text
+    n = _size(text, line, hex_ok=True)
+    return _within(n, 4096, n if n % 4096 == 0 else 0, line)
 
 
 def sim_image_args(args):
@@ -832,10 +844,8 @@ def sim_image_args(args):
     if slot and have.is_file() and have.stat().st_size != slot:
         raise SimUsageError("%s holds slots of %d bytes, not --slot-size %s: leave --slot-size out, or remove %s to "
                             "start with blank slots" % (have.parent, have.stat().st_size, args.slot_size, have.parent))
-    size = path.stat().st_size
-    if size > (slot or chip.TABLE["ota_0"][3]):
-        raise SimUsageError("%s is %d bytes, larger than a %d-byte slot: give a larger --slot-size" % (
-            path, size, slot or chip.TABLE["ota_0"][3]))
+    size, room = path.stat().st_size, slot or chip.TABLE["ota_0"][3]
+    _within(size, 0, room, "%s is %d bytes, larger than a %d-byte slot: give a larger --slot-size" % (path, size, room))
     return path, slot
 
 
@@ -861,10 +871,10 @@ def cmd_sim(args):
                                 % (args.speaker, why))
     if args.core:
         host, _, port = args.core.rpartition(":")
-        if host and port.isdigit() and not 0 < int(port) < 65536:
-            raise SimUsageError("--core %s: %s is not a TCP port: give 1..65535, e.g. 127.0.0.1:%d"
-                                % (args.core, port, CORE_PORT))
-        if not host or not port.isdigit():
+        if host and port.isdigit():
+            _within(int(port), 1, 65535, "--core %s: %s is not a TCP port: give 1..65535, e.g. 127.0.0.1:%d"
+                    % (args.core, port, CORE_PORT))
+        else:
             raise SimUsageError("--core wants HOST:PORT, e.g. 127.0.0.1:%d" % CORE_PORT)
         try:
             key = bytes.fromhex(args.core_key) if args.core_key else None

@@ -8,7 +8,6 @@ import asyncio
 import json
 import logging
 import os
-import pathlib
 import signal
 import time
 import sys
@@ -20,6 +19,7 @@ from ..local import lan_address, local_time
 from . import BRAINS
 from . import datadir
 from . import registry as reg
+from ..speech import wakeword
 from ..speech.wakeword import DEFAULT_WORD as DEFAULT_WAKE_WORD
 
 
@@ -169,7 +169,10 @@ def _listen(spec):
 
 def _wake_choice(args):
     """(wake_word, wake_phrase) for the core: ``--wake-phrase`` (a custom phrase, or "" for none) or
-    ``--wake-word``, never both; neither: the default model (DEFAULT_WAKE_WORD)."""
+    ``--wake-word``, never both; neither: the default model (DEFAULT_WAKE_WORD). An empty or blank --wake-word is
+    refused with the names it takes (it fell back to the default silently)."""
+    if args.wake_word is not None and not args.wake_word.strip():
+        wakeword.parse_word(args.wake_word)          # WakeNameError: "--wake-word is empty: give ..." (status 2)
     if args.wake_phrase is not None and args.wake_word:
         raise UsageError("give --wake-word MODEL or --wake-phrase TEXT, not both (a phrase is spotted by the "
                          "keyphrase spotter, a word by its model)")
@@ -186,7 +189,7 @@ def _wake_at_start(word, phrase):
     or damaged model, a phrase word not in the dictionary: WakeError (one line, exit 1). The model's engine
     package absent: said here once, in one line with its install command, and the servers get the keyphrase
     spotter's phrase instead; without pocketsphinx for that, one line and no spotting ("")."""
-    from ..speech import SpeechUnavailable, wakeword
+    from ..speech import SpeechUnavailable
     from .server import wake_fallback, wake_off
     try:
         if word:
@@ -245,11 +248,9 @@ def _remote_at_start(brain, option, flag):
     client = kind(flag, connect_timeout=PROBE_CONNECT_S, read_timeout=PROBE_ANSWER_S)
     try:
         info = client.describe()
-    except engines.EngineError as e:
-        why = str(e)
-        why = why[:-len(client.hint) - 2] if why.endswith(": " + client.hint) else why
+    except engines.EngineError as e:       # what failed, without the client's hint: the advice here is the core's
         log.warning("%s: the core serves anyway and asks it again at every turn (each turn ends with an error until "
-                    "it answers): start it, or use %s embedded", why, option)
+                    "it answers): start it, or use %s embedded", e.what, option)
         return False
     offers, what = (info.asr, "speech-to-text") if option == "--stt" else (info.tts, "text-to-speech")
     if not offers:                       # e.g. --stt pointed at a piper (TTS) server: every turn would fail on it
@@ -280,9 +281,10 @@ def cmd_serve(args):
         raise UsageError("--workers %d: give at most %d on this machine (4 per CPU core, %d cores): more worker "
                          "processes serve no more boards, and each is a whole core process (docs/core.md)"
                          % (args.workers, max_workers(), os.cpu_count() or 1))
+    wake = _wake_choice(args)                # the options' own mistakes before the directory is made
     args.data = datadir.resolve(args.data, create=True)
     logging.getLogger("alabama.core").setLevel(min(logging.getLogger().getEffectiveLevel(), logging.INFO))
-    args.wake_word, args.wake_phrase = _wake_at_start(*_wake_choice(args))
+    args.wake_word, args.wake_phrase = _wake_at_start(*wake)
     args.stt = _stt_at_start(args.brain, args.stt)
     _remote_at_start(args.brain, "--stt", args.stt)
     _remote_at_start(args.brain, "--tts", args.tts)
@@ -337,10 +339,12 @@ def cmd_token(args):
         raise UsageError(problem)
     from .reach import record_port
     host = args.host or lan_address()
-    # the port before the directory is made: a refused record leaves nothing behind
-    where = pathlib.Path(args.data).expanduser() if args.data else datadir.default_data_dir()
+    # as `core key`: a --data with no core state in it is a typo, not a new identity (its token would be signed by a
+    # key no core has; `core serve --data DIR` makes one); the default directory is made on first use, after the port
+    # check (a refused record leaves nothing behind)
+    where = datadir.resolve(args.data) if args.data else datadir.default_data_dir()
     args.port = record_port(where, host, args.port)
-    args.data = datadir.resolve(args.data, create=True)
+    args.data = where if args.data else datadir.resolve(None, create=True)
     key = None if args.no_key else reg.handed_out_key(args.data)
     try:            # the record checked with a placeholder of the token's length first: a refused one costs no token
         record.encode(record.build(host, args.port, key, "x" * reg.TOKEN_CHARS, int(time.time()) + args.ttl,

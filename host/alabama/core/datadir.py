@@ -24,7 +24,7 @@ def data_help(action="state directory (key, registry, reports)"):
 
 def resolve(given, create=False):
     """The core's state directory from ``--data`` (None: the default). ``create``: a command that writes
-    state (serve, token, approve --pubkey) makes it, mode 0700 (it holds the core's private key); any other
+    state (serve, approve --pubkey; key and token the default directory only) makes it, mode 0700 (it holds the core's private key); any other
     command refuses a directory that does not exist, or one with neither core.key nor registry.sqlite3 in it
     (a typo such as `--data ~`), instead of starting an empty registry there."""
     path = pathlib.Path(given).expanduser() if given else default_data_dir()

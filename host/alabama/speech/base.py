@@ -15,7 +15,17 @@ MAX_TEXT = 2000          # characters one synthesize() speaks: a reply, not a bo
 class EngineError(AlabamaError):
     """A speech engine failed: a remote server is unreachable, went away mid-turn, timed out or answered
     something that is not Wyoming, or the embedded engine's program is missing. ``str()`` is one line
-    naming the engine (the server's URI) and what to do; the turn ends, the core keeps serving."""
+    naming the engine (the server's URI) and what to do; the turn ends, the core keeps serving.
+
+    ``what`` is what failed and ``hint`` (may be "") what to do, kept apart so that a caller with advice of its own
+    (the core at start) says ``what`` with it, instead of cutting the hint off the text."""
+
+    def __init__(self, what, hint=""):
+        super().__init__("%s: %s" % (what, hint) if hint else what)
+        self.what, self.hint = what, hint
+
+    def __reduce__(self):                   # pickled whole (a worker process's error), both parts kept
+        return self.__class__, (self.what, self.hint)
 
 
 class Utterance:

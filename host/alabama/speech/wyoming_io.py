@@ -114,7 +114,7 @@ class _Client:
         return self.connect_timeout + 2 * self.read_timeout + 1.0
 
     def error(self, what):
-        return EngineError("%s server %s %s: %s" % (self.kind, self.name, what, self.hint))
+        return EngineError("%s server %s %s" % (self.kind, self.name, what), self.hint)
 
     async def _connect(self):
         client = AsyncTcpClient(self.uri.host, self.uri.port, connect_timeout=self.connect_timeout)

@@ -77,6 +77,31 @@ def test_a_data_dir_that_does_not_exist_is_refused_by_read_only_commands(cli, tm
     assert not typo.exists()                              # no empty registry (nor a new identity) made there
 
 
+@pytest.mark.parametrize("exists", [False, True], ids=["no-such-dir", "empty-dir"])
+def test_core_token_with_a_data_dir_no_core_uses_is_one_line_and_makes_no_identity(cli, tmp_path, exists):
+    """Sweep 9: a typo'd --data made a new core identity there and minted a token signed by a key no core has."""
+    typo = tmp_path / "alabama-cor"
+    if exists:
+        typo.mkdir()
+    r = cli("core", "token", "--data", str(typo), "--host", "10.0.0.2")
+    one_line(r, str(typo), "`alabama core serve")
+    assert r.returncode == 2 and not r.stdout               # a usage mistake; no token printed
+    assert (os.listdir(typo) == []) if exists else not typo.exists()
+
+
+def test_core_token_first_run_as_documented_serve_makes_the_identity_token_carries_it(cli, tmp_path):
+    """The first run the README shows: `core serve --data DIR` makes the core's identity, `core token --data DIR` mints
+    a record with that key and the port the core listens on; with no --data at all the default directory is made."""
+    from alabama.provision import record
+    with _core_serving(tmp_path) as core:                     # its data in tmp_path/d
+        r = cli("core", "token", "--data", str(tmp_path / "d"), "--host", "127.0.0.1")
+    assert r.returncode == 0, r.stderr
+    rec = record.decode(bytes.fromhex(re.search(r"^record ([0-9a-f]+)$", r.stdout, re.M).group(1)))
+    assert (rec.core_key.hex(), rec.core_port) == (core["key"], core["port"])
+    r = cli("core", "token", "--host", "10.0.0.2")
+    assert r.returncode == 0 and (cli.default / "core.key").is_file(), r.stderr
+
+
 def test_core_devices_before_any_core_ran_says_start_one(cli):
     one_line(cli("core", "devices"), "alabama core serve")
     assert not cli.default.exists()
@@ -232,6 +257,15 @@ def test_an_existing_directory_without_core_state_is_refused_by_read_only_comman
 
 
 # ------------------------------------------------------------------------------ the wake word (issue 40)
+@pytest.mark.parametrize("word", ["", " "])
+def test_core_serve_empty_wake_word_is_one_line_naming_the_models(cli, tmp_path, word):
+    """Sweep 9: `--wake-word ""` (a variable left empty in a script) silently took the default model."""
+    r = cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--wake-word", word)
+    one_line(r, "--wake-word is empty: give a microWakeWord model: okay_nabu, hey_jarvis, hey_mycroft, alexa or "
+                "FILE.json")
+    assert r.returncode == 2 and not (tmp_path / "d").exists()
+
+
 def test_core_serve_wake_word_and_wake_phrase_together_is_one_line(cli, tmp_path):
     one_line(cli("core", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--wake-word",
                  "okay_nabu", "--wake-phrase", "hey alabama"), "--wake-word", "--wake-phrase", "not both")
@@ -307,6 +341,27 @@ def test_core_serve_says_at_start_that_a_wyoming_server_cannot_be_reached_then_e
     assert re.search(r"WARNING turn \d+ failed: Wyoming %s server %s refused the connection" % (kind, uri), said[1]), \
         said[1]
     assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("option", ["--stt", "--tts"])
+def test_core_serve_says_what_failed_with_its_own_advice_not_the_clients_hint(monkeypatch, caplog, option):
+    """Sweep 9: _remote_at_start cut the client's hint off the error's text by suffix (an error whose hint differs
+    from the class's kept it, two pieces of advice in one line); the error now carries what failed apart."""
+    pytest.importorskip("wyoming", reason="pip install wyoming")
+    from alabama.core import cli as core_cli
+    from alabama.speech import engines, wyoming_io
+
+    def down(self):
+        raise engines.EngineError("Wyoming server %s refused the connection (Connection refused)" % self.name,
+                                  "a hint of this error's own")
+    kind = wyoming_io.WyomingSTT if option == "--stt" else wyoming_io.WyomingTTS
+    monkeypatch.setattr(kind, "describe", down)
+    with caplog.at_level("WARNING", logger="alabama.core"):
+        assert core_cli._remote_at_start("speech", option, "wyoming://127.0.0.1:9") is False
+    assert [r.getMessage() for r in caplog.records] == [
+        "Wyoming server wyoming://127.0.0.1:9 refused the connection (Connection refused): the core serves anyway and "
+        "asks it again at every turn (each turn ends with an error until it answers): start it, or use %s embedded"
+        % option]
 
 
 @pytest.mark.parametrize("brain", [(), ("--brain", "espeak")])

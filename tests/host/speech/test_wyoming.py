@@ -204,6 +204,22 @@ def test_nothing_listening_fails_at_once():
     assert time.monotonic() - t0 < CONNECT_TIMEOUT          # refused: no timeout waited
 
 
+def test_a_clients_error_carries_its_hint_apart_from_what_failed():
+    """Sweep 9: the core cut the client's hint off the error's text by its suffix; the error carries both parts."""
+    import pickle
+    uri = "wyoming://127.0.0.1:%d" % free_port()
+    with pytest.raises(engines.EngineError) as e:
+        stt_client(uri).describe()
+    err = e.value
+    assert err.what.startswith("Wyoming STT server %s refused the connection (" % uri) and err.what.endswith(")")
+    assert err.hint == wyoming_io.WyomingSTT.hint
+    assert str(err) == "%s: %s" % (err.what, err.hint)            # a turn's log line says both, as before
+    back = pickle.loads(pickle.dumps(err))                         # a worker process's error keeps both parts
+    assert (type(back), str(back), back.what, back.hint) == (type(err), str(err), err.what, err.hint)
+    plain = engines.EngineError("embedded TTS: no espeak-ng")
+    assert (str(plain), plain.what, plain.hint) == ("embedded TTS: no espeak-ng", "embedded TTS: no espeak-ng", "")
+
+
 class FakeServer:
     """A TCP server on loopback that answers every connection with `reply` bytes (then waits or closes)."""
 
