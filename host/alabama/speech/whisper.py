@@ -41,7 +41,9 @@ A second opinion where whisper is unsure (speech/second_opinion.py, pocketsphinx
 utterance): free text or a command under the cut is replaced by the command pocketsphinx names when pocketsphinx is
 confident and whisper's forced reading of it agrees (``second_opinion.agrees``); among two or more near numbers,
 whisper's whole-sentence score and pocketsphinx's path score of each number's own "set a timer for N minutes" are
-added (``choose_number``). Without pocketsphinx: whisper alone.
+added (``choose_number``). Text with the grammar's light word ("Turn on the light.", "Join the light door.") is
+decided among the board's light sentences by both recognisers' scores (speech/light_choice.py, ``_relight``): the
+prompt's "Turn on the light." pulls a "turn the light off" to itself. Without pocketsphinx: whisper alone.
 """
 import copy
 import math
@@ -51,7 +53,7 @@ import threading
 
 import numpy as np
 
-from . import BYTES_PER_SECOND, SpeechUnavailable, intents, second_opinion
+from . import BYTES_PER_SECOND, SpeechUnavailable, intents, light_choice, second_opinion
 from .base import EngineError, Utterance
 from .recognizer import Transcript
 
@@ -239,6 +241,10 @@ class WhisperSTT:
         #: pocketsphinx's grammar decode, asked when whisper is unsure (speech/second_opinion.py); None: whisper alone
         self.second = second_opinion.make(self.tool_names)
         self.seconded = None             # (whisper's text, the command pocketsphinx named, its confidence): last taken
+        #: a light command decided from both recognisers' scores (speech/light_choice.py); None: no light tool
+        self.lights = light_choice.sentences(self.tool_names)
+        self._light_ps = light_choice.PathScores(self.second, self.tool_names) if self.second and self.lights else None
+        self.lit = None                  # (text, its forced log-prob, {light sentence: whisper's, pocketsphinx's}): last
         self._tokenizer = None
         self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
         self._open = False
@@ -263,7 +269,7 @@ class WhisperSTT:
         if not self._open:
             raise RuntimeError("WhisperSTT.finish before start()")
         self._open = False
-        self.snapped = self.rescored = self.renumbered = self.seconded = None
+        self.snapped = self.rescored = self.renumbered = self.seconded = self.lit = None
         none = Transcript("", 0.0, (), "none", self.truncated)
         if len(self._utt.pcm) < MIN_SECONDS * BYTES_PER_SECOND:
             return none
@@ -294,6 +300,8 @@ class WhisperSTT:
         got = intents.understand(text, conf, self.tool_names)
         if self.second is not None and (got is None or got.name == intents.FREE):       # whisper unsure
             text, conf = self._second_command(encoded, raw, text, conf)
+        if self.lights and light_choice.near(text):
+            text, conf = self._relight(encoded, raw, text, conf)
         if intents.parse(text, self.tool_names).name == intents.TIMER:
             text = self._renumber(encoded, text, raw)
         return Transcript(text, conf, (), WHISPER, self.truncated)
@@ -355,6 +363,21 @@ class WhisperSTT:
             return text, conf
         self.seconded = (text, said, ps_conf)
         return styled(said), ps_conf
+
+    def _relight(self, encoded, raw, text, conf):
+        """(the light sentence ``light_choice.choose`` takes from whisper's forced scores of every light sentence and
+        pocketsphinx's path scores of them — whisper's own text when it is that command already —, a confidence of at
+        least LOW_CONFIDENCE: whisper's forced score mapped with light_choice.CUT at LOW_CONFIDENCE), else (text,
+        conf) unchanged."""
+        free, *lps = self._forced(encoded, [text] + [styled(s) for s in self.lights])
+        ps = self._light_ps(raw) if self._light_ps is not None else {}
+        self.lit = (text, free, {s: (lp, ps.get(s)) for s, lp in zip(self.lights, lps)})
+        got = light_choice.choose(free, dict(zip(self.lights, lps)), ps)
+        if got is None:
+            return text, conf
+        conf = max(conf, _logistic(lps[self.lights.index(got)], light_choice.CUT, LOGPROB_SCALE))
+        same = intents.parse(text, self.tool_names) == intents.parse(got, self.tool_names)
+        return (text if same else styled(got)), conf
 
     def _renumber(self, encoded, text, raw=None):
         """The timer sentence with the number whisper finds likeliest under the NUMBERLESS prompt, whatever number the
