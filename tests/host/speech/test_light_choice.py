@@ -114,3 +114,18 @@ def test_issue40_light_told_off_is_not_turned_on():
     got = intents.understand(t.text, t.confidence, TOOLS)
     assert s.lit is not None and s.lit[0] == "Turn on the light.", ("whisper heard it right: proves nothing", s.lit)
     assert got is not None and tuple(got) == ("light", {"tool": "light.set", "on": False}), (t, s.lit)
+
+
+@pytest.mark.skipif(not WHISPER, reason="pip install 'alabama-satellite[whisper]'")
+def test_issue40_light_without_pocketsphinx_is_whisper_alone(monkeypatch):
+    """No pocketsphinx: the light sentences are still decided, by whisper's scores alone (no path scores asked);
+    no light tool: no light sentence, the hook never runs."""
+    from alabama import speech
+    from alabama.speech import SpeechUnavailable, whisper
+
+    def missing():
+        raise SpeechUnavailable(speech.INSTALL_HINT)
+    monkeypatch.setattr(speech, "load", missing)
+    s = whisper.WhisperSTT(tool_names=TOOLS)
+    assert s.second is None and s._light_ps is None and len(s.lights) == 6
+    assert whisper.WhisperSTT(tool_names=("device.info",)).lights == []
