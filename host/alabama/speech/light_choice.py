@@ -19,7 +19,8 @@ LIGHT_WORD = "light"
 #: plausible set: whisper's forced score of the sentence within MARGIN of its own reading's and >= CUT. Chosen on a
 #: pool of every light command clip of seeds 40 (tuning split) and 41-55 (held-out, all seen), 477 clips, and the
 #: out-of-grammar and junk clips the gate fires on (docs/speech.md): weight 0.05-0.2 x cut -1.0..-1.2 x margin >= 0.8
-#: gives 467-470 right (main 449), no sentence or junk taken; a cut of -1.5 takes junk
+#: gives 467-470 right (main 449), no sentence or junk taken that main's rule does not take; a cut of -1.5 takes
+#: junk, -1.2 with a margin of 1.0 a sentence ("Turn left after the next light.")
 PS_WEIGHT = 0.1
 MARGIN = 0.8
 CUT = -1.0
