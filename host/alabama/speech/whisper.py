@@ -45,7 +45,10 @@ utterance): free text or a command under the cut is replaced by the command pock
 confident and whisper's forced reading of it agrees (``second_opinion.agrees``); among two or more near numbers,
 whisper's whole-sentence score and pocketsphinx's path score of each number's own "set a timer for N minutes" are
 added, less a penalty for each number whose syllables disagree with the time its slot took (``choose_number``,
-speech/syllables.py: the "-ty" of "forty" masked by noise still takes its time). Without pocketsphinx: whisper alone.
+speech/syllables.py: the "-ty" of "forty" masked by noise still takes its time). Text with the grammar's light word
+("Turn on the light.", "Join the light door.") is decided among the board's light sentences by both recognisers'
+scores (speech/light_choice.py, ``_relight``): the prompt's "Turn on the light." pulls a "turn the light off" to
+itself. Without pocketsphinx: whisper alone.
 """
 import copy
 import math
@@ -55,7 +58,7 @@ import threading
 
 import numpy as np
 
-from . import BYTES_PER_SECOND, SpeechUnavailable, intents, second_opinion
+from . import BYTES_PER_SECOND, SpeechUnavailable, intents, light_choice, second_opinion
 from .base import EngineError, Utterance
 from .recognizer import FREE_FORM_MIN_WORDS, Transcript
 
@@ -253,6 +256,10 @@ class WhisperSTT:
         #: pocketsphinx's grammar decode, asked when whisper is unsure (speech/second_opinion.py); None: whisper alone
         self.second = second_opinion.make(self.tool_names)
         self.seconded = None             # (whisper's text, the command pocketsphinx named, its confidence): last taken
+        #: a light command decided from both recognisers' scores (speech/light_choice.py); None: no light tool
+        self.lights = light_choice.sentences(self.tool_names)
+        self._light_ps = light_choice.PathScores(self.second, self.tool_names) if self.second and self.lights else None
+        self.lit = None                  # (text, its forced log-prob, {light sentence: whisper's, pocketsphinx's}): last
         self._tokenizer = None
         self._utt = Utterance(max_seconds * BYTES_PER_SECOND)
         self._open = False
@@ -277,7 +284,7 @@ class WhisperSTT:
         if not self._open:
             raise RuntimeError("WhisperSTT.finish before start()")
         self._open = False
-        self.snapped = self.rescored = self.renumbered = self.seconded = None
+        self.snapped = self.rescored = self.renumbered = self.seconded = self.lit = None
         none = Transcript("", 0.0, (), "none", self.truncated)
         if len(self._utt.pcm) < MIN_SECONDS * BYTES_PER_SECOND:
             return none
@@ -308,6 +315,8 @@ class WhisperSTT:
         got = intents.understand(text, conf, self.tool_names)
         if self.second is not None and (got is None or got.name == intents.FREE):       # whisper unsure
             text, conf = self._second_command(encoded, raw, text, conf)
+        if self.lights and light_choice.near(text):
+            text, conf = self._relight(encoded, raw, text, conf)
         if intents.parse(text, self.tool_names).name == intents.TIMER:
             text = self._renumber(encoded, text, raw)
         return Transcript(text, free_confidence(text, conf, self.tool_names), (), WHISPER, self.truncated)
@@ -369,6 +378,21 @@ class WhisperSTT:
             return text, conf
         self.seconded = (text, said, ps_conf)
         return styled(said), ps_conf
+
+    def _relight(self, encoded, raw, text, conf):
+        """(the light sentence ``light_choice.choose`` takes from whisper's forced scores of every light sentence and
+        pocketsphinx's path scores of them — whisper's own text when it is that command already —, a confidence of at
+        least LOW_CONFIDENCE: whisper's forced score mapped with light_choice.CUT at LOW_CONFIDENCE), else (text,
+        conf) unchanged."""
+        free, *lps = self._forced(encoded, [text] + [styled(s) for s in self.lights])
+        ps = self._light_ps(raw) if self._light_ps is not None else {}
+        self.lit = (text, free, {s: (lp, ps.get(s)) for s, lp in zip(self.lights, lps)})
+        got = light_choice.choose(free, dict(zip(self.lights, lps)), ps)
+        if got is None:
+            return text, conf
+        conf = max(conf, _logistic(lps[self.lights.index(got)], light_choice.CUT, LOGPROB_SCALE))
+        same = intents.parse(text, self.tool_names) == intents.parse(got, self.tool_names)
+        return (text if same else styled(got)), conf
 
     def _renumber(self, encoded, text, raw=None):
         """The timer sentence with the number whisper finds likeliest under the NUMBERLESS prompt, whatever number the
