@@ -72,16 +72,16 @@ class PathScores:
     def __call__(self, pcm):
         """{sentence: path score per frame (pocketsphinx's log units), or None when no path reaches its end}."""
         from .frontend import clean
-        from .recognizer import _decode, _score, floor
+        from .recognizer import decode, path_score, floor
         if self._decoder is None:
-            d = self.second._models().grammar_decoder()
+            d = self.second.models().grammar_decoder()
             for i, s in enumerate(self.sentences):
                 d.add_jsgf_string("light%d" % i, "#JSGF V1.0;\ngrammar light;\npublic <light> = %s;\n" % s)
             self._decoder = d
         d, pcm, out = self._decoder, floor(clean(pcm)), {}
         for i, s in enumerate(self.sentences):
             d.activate_search("light%d" % i)
-            words = _decode(d, pcm)
-            score, _ = _score(d)
+            words = decode(d, pcm)
+            score, _ = path_score(d)
             out[s] = score / max(1, d.n_frames()) if words and score is not None else None
         return out

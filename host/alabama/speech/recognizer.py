@@ -155,7 +155,7 @@ class SpeechModels:
         with self._lm_lock:
             if self._lm is None:
                 self._lm = self.decoder()
-            words = _decode(self._lm, pcm)
+            words = decode(self._lm, pcm)
         text = " ".join(w.word for w in words)
         return Transcript(text, free_form_confidence(words), words, "free_form" if words else "none")
 
@@ -185,7 +185,7 @@ def floor(pcm):
     return np.clip(x, -32768, 32767).astype("<i2").tobytes()
 
 
-def _decode(decoder, pcm):
+def decode(decoder, pcm):
     """One whole-utterance decode, batch CMN (the utterance's own cepstral mean); returns its words.
     ``start_stream`` first: the front end's noise estimate (``remove_noise``) otherwise carries over from the previous
     utterance (pocketsphinx resets it only there), and the same audio decoded twice gave two transcripts. Its binding
@@ -199,7 +199,9 @@ def _decode(decoder, pcm):
     return _words(decoder) if decoder.hyp() else ()
 
 
-def _score(decoder):
+def path_score(decoder):
+    """(the last decode's path score in the decoder's log units, its hypothesis), or (None, hypothesis) when no path
+    scored. With ``decode`` and ``floor``, the API the second opinion and the light rule decode with."""
     h = decoder.hyp()
     if h is None or h.score <= 0.0:
         return None, h
@@ -250,10 +252,10 @@ class Recognizer:
         if self.speech_ms < MIN_SPEECH_MS:
             return best
         pcm = floor(clean)
-        words = _decode(self._g, pcm)
-        _decode(self._p, pcm)
-        sg, h = _score(self._g)
-        sp, _ = _score(self._p)
+        words = decode(self._g, pcm)
+        decode(self._p, pcm)
+        sg, h = path_score(self._g)
+        sp, _ = path_score(self._p)
         frames = max(1, self._g.n_frames())
         if h is not None and h.hypstr and sg is not None and sp is not None:
             conf = grammar_confidence((sg - sp) / frames, sum(w.end_ms - w.start_ms for w in words) / self.speech_ms)

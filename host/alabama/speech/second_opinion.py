@@ -45,7 +45,8 @@ class SecondOpinion:
         #: {number: SYLLABLE_WEIGHT x |syllables heard - its syllables|} of the last ``timer_scores`` ({}: not measured)
         self.syllable_penalties = {}
 
-    def _models(self):
+    def models(self):
+        """The pocketsphinx models (recognizer.SpeechModels, no free-form) shared by every second opinion of a board."""
         from .recognizer import SpeechModels
         with _lock:
             models = _models.get(self.tool_names)
@@ -56,7 +57,7 @@ class SecondOpinion:
     def _recognizer(self):
         if self._rec is None:
             from .recognizer import Recognizer
-            self._rec = Recognizer(self._models())
+            self._rec = Recognizer(self.models())
         return self._rec
 
     def command(self, pcm):
@@ -76,10 +77,10 @@ class SecondOpinion:
         (spoken, e.g. ("four", "forty")). One search per number, not one search over all of them: the joint
         grammar's pruning loses numbers its own per-number paths score higher (seed 48: "six" decoded "three" while
         "six"'s own path scored 1.7 per frame more; docs/speech.md)."""
-        from .recognizer import _decode, _score, floor
+        from .recognizer import decode, path_score, floor
         from .frontend import clean
         if self._timer is None:
-            self._timer = self._models().grammar_decoder()
+            self._timer = self.models().grammar_decoder()
         pcm = floor(clean(pcm))
         out, measured = {}, {}
         for n in numbers:
@@ -89,8 +90,8 @@ class SecondOpinion:
                 self._timer.add_jsgf_string(name, "#JSGF V1.0;\ngrammar timer;\npublic <timer> = %s;\n" % rule)
                 self._searches.add(name)
             self._timer.activate_search(name)
-            words = _decode(self._timer, pcm)
-            score, _ = _score(self._timer)
+            words = decode(self._timer, pcm)
+            score, _ = path_score(self._timer)
             said = any(w.word == n for w in words)
             out[n] = score / max(1, self._timer.n_frames()) if said and score is not None else None
             if out[n] is not None:
