@@ -302,6 +302,14 @@ def test_board_sim_help_says_which_firmware_image_builds_from_a_checkout_and_fro
     assert "no PATH: one built from %s" % said in line, line
 
 
+def _as_a_terminal_job():
+    """A shell starts a foreground job with SIGINT at its default; a test process may have it ignored (an ignored
+    signal is inherited through exec: the whole suite once ran these tests with SIGINT ignored, and the board sim and
+    the demo rightly never saw the Ctrl-C)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class _Job:
     """`alabama ARGV` as a terminal runs a job: a process group of its own, its output read as it comes; ctrl_c()
     sends SIGINT to the whole group, as the terminal does on Ctrl-C."""
@@ -309,7 +317,7 @@ class _Job:
     def __init__(self, *argv):
         self.proc = subprocess.Popen(ALABAMA + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "host")),
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_as_a_terminal_job)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.out = b""
 
