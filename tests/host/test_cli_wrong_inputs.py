@@ -39,30 +39,6 @@ def one_line(r, *words):
     return lines[0]
 
 
-class Ran:
-    """What a run of the command left, as subprocess.run's result has it (returncode, stdout, stderr)."""
-
-    def __init__(self, returncode, stdout, stderr):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-@pytest.fixture
-def call(capsys, monkeypatch):
-    """`alabama ARGV` in this process (cwd: where it runs), as `run` gives it from a process: for the mistakes said
-    before anything starts, where a process of its own proves nothing more and costs ~0.5 s of imports."""
-    def go(*argv, cwd=None):
-        if cwd is not None:
-            monkeypatch.chdir(cwd)
-        capsys.readouterr()
-        try:
-            status = alabama_cli.main(list(argv))
-        except SystemExit as e:
-            status = e.code
-        r = capsys.readouterr()
-        return Ran(status, r.out, r.err)
-    return go
-
-
 def parse_error(capsys, *argv):
     """The parser's answer to ARGV (never the command's): (status, its one line on stderr)."""
     capsys.readouterr()

@@ -8,22 +8,16 @@ import sys
 
 import pytest
 
-from alabama import cli as alabama_cli
 from alabama.board import mpremote
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux device numbers")
 
 
-def _line(capsys, *argv):
-    capsys.readouterr()
-    try:
-        status = alabama_cli.main(list(argv))
-    except SystemExit as e:
-        status = e.code
-    r = capsys.readouterr()
-    err = r.err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("alabama: error: ") and "Traceback" not in r.err, r.err
-    return status, err[0], r.out
+def _line(call, *argv):
+    r = call(*argv)
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("alabama: error: ") and "Traceback" not in r.stderr, r.stderr
+    return r.returncode, err[0], r.stdout
 
 
 @linux
@@ -63,7 +57,7 @@ def not_ports(tmp_path):
     ("board", "probe", "--port", "{p}"),
     ("logs", "--duration", "1", "--port", "{p}"),
 ], ids=["flash", "deploy", "provision-serial", "board-probe", "logs"])
-def test_a_port_that_cannot_be_one_is_the_same_one_line_status_2_in_every_command(tmp_path, capsys, monkeypatch,
+def test_a_port_that_cannot_be_one_is_the_same_one_line_status_2_in_every_command(tmp_path, call, monkeypatch,
                                                                                  not_ports, which, command):
     """/dev/ptmx passed flash's check (and esptool then wrote to a fresh pseudo-terminal); the refusals exited 1."""
     from alabama.board import flash
@@ -72,24 +66,24 @@ def test_a_port_that_cannot_be_one_is_the_same_one_line_status_2_in_every_comman
     reg.load_or_create_key(tmp_path / "core")
     port = not_ports[which]
     argv = [a.format(p=port, d=tmp_path / "core") for a in command]
-    status, line, out = _line(capsys, *argv)
+    status, line, out = _line(call, *argv)
     assert status == 2, (status, line)
     assert line.startswith("alabama: error: %s is " % port) and ", not a serial port: pass the board's port" in line
     assert not out                                               # no header, no token
     assert not (tmp_path / "core" / reg.DB_NAME).exists()        # provision serial minted nothing
 
 
-def test_a_port_another_program_holds_is_still_the_worlds_state_status_1(capsys, serial_port):
+def test_a_port_another_program_holds_is_still_the_worlds_state_status_1(call, serial_port):
     import serial
     held = serial.Serial(serial_port, 115200, exclusive=True)
     try:
-        status, line, _ = _line(capsys, "flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", serial_port)
+        status, line, _ = _line(call, "flash", "--board", "xiao-esp32s3-sense-inmp441", "--port", serial_port)
     finally:
         held.close()
     assert status == 1 and "is busy" in line, (status, line)
 
 
-def test_deploy_to_a_port_where_nothing_answers_says_so_within_its_first_contact_bound(capsys, monkeypatch,
+def test_deploy_to_a_port_where_nothing_answers_says_so_within_its_first_contact_bound(call, monkeypatch,
                                                                                        serial_port):
     """Sweep 9: deploy (and deploy --dry-run) to a port where nothing answers printed nothing for mpremote's 300 s;
     its first contact is bounded (FIRST_CONTACT_S) and its line says what to check."""
@@ -97,7 +91,7 @@ def test_deploy_to_a_port_where_nothing_answers_says_so_within_its_first_contact
     from alabama.board import deploy
     monkeypatch.setattr(deploy, "FIRST_CONTACT_S", 3)
     t0 = time.monotonic()
-    status, line, out = _line(capsys, "deploy", "--board", "xiao-esp32s3-sense-inmp441", "--port", serial_port,
+    status, line, out = _line(call, "deploy", "--board", "xiao-esp32s3-sense-inmp441", "--port", serial_port,
                               "--dry-run")
     assert time.monotonic() - t0 < 60
     assert status == 1 and not out, (status, out)
