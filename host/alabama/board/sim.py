@@ -810,7 +810,9 @@ def parse_size(text):
     """'1m', '2560k', '0x100000', '1048576' -> bytes; SimError unless a whole number of 4 KB flash sectors."""
     line = "--slot-size %s: give a size like 1m, 2560k or 0x270000, a whole number of 4 KB sectors" % text
     n = _size(text, line, hex_ok=True)
-    return _within(n, 4096, n if n % 4096 == 0 else 0, line)
+    if n <= 0 or n % 4096:                   # whole 4 KB sectors
+        raise SimUsageError(line)
+    return n
 
 
 def sim_image_args(args):
